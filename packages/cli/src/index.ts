@@ -1,0 +1,2 @@
+// @inboxkit/cli: The inboxkit command: migrate, status, prune, dlq list|replay, doctor.
+export {};

@@ -1,0 +1,138 @@
+// The public contract of idempotentConsumer(): its configuration, the handler's context, and the consumer
+// object transports drive. The implementation lives in idempotent-consumer.ts.
+
+import type { DecodedMessage, InboundMessage } from './message.js';
+import type { DeadLetterReason, Outcome } from './outcome.js';
+import type { InboxStore } from './store.js';
+
+/** A pino-compatible logger: the subset inboxkit calls. Default is a silent logger. */
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/**
+ * A validator of decoded payloads: any Standard Schema (zod 3.24+, zod 4, valibot, arktype) or any object
+ * with zod's `safeParse`.
+ */
+export type PayloadSchema<P> =
+  | {
+      readonly '~standard': {
+        readonly validate: (
+          value: unknown,
+        ) =>
+          | { readonly value: P; readonly issues?: undefined }
+          | { readonly issues: readonly unknown[] }
+          | Promise<{ readonly value: P; readonly issues?: undefined } | { readonly issues: readonly unknown[] }>;
+      };
+    }
+  | { safeParse(value: unknown): { success: true; data: P } | { success: false; error: unknown } };
+
+/** Exponential backoff with full jitter. */
+export interface BackoffPolicy {
+  /** Delay before the 2nd attempt. Default is 1,000 ms. */
+  readonly initialDelayMs?: number;
+  /** Growth per attempt. Default is 2. */
+  readonly multiplier?: number;
+  /** Upper bound of one delay. Default is 300,000 ms (5 minutes). */
+  readonly maxDelayMs?: number;
+  /** `full` draws the delay uniformly in [0, computed]; `none` uses the computed delay. Default is `full`. */
+  readonly jitter?: 'full' | 'none';
+}
+
+/** What the handler gets besides the message. */
+export interface HandlerContext<Tx> {
+  /**
+   * The transaction the effect must use: it commits together with the inbox record, or not at all.
+   * For `PostgresInboxStore<DB>` this is Kysely's `Transaction<DB>`.
+   */
+  readonly tx: Tx;
+  /** This attempt, 1-based, durable across restarts. */
+  readonly attempt: number;
+  /**
+   * A key derived from (consumer, message id), the same on every attempt: pass it as the Idempotency-Key of
+   * downstream calls (payment providers, e-mail APIs) whose effects live outside the transaction.
+   */
+  readonly downstreamKey: string;
+  /** Aborted when the handler timeout passes or, in leased mode, when the lease is lost. */
+  readonly signal: AbortSignal;
+  readonly consumer: string;
+  /** True when this delivery is an explicit DLQ replay. */
+  readonly isReplay: boolean;
+  readonly logger: Logger;
+}
+
+/** The handler: apply the message's effect through `context.tx`. Throw to fail the attempt. */
+export type MessageHandler<P, Tx> = (message: DecodedMessage<P>, context: HandlerContext<Tx>) => Promise<void>;
+
+/** What `hooks.onOutcome` receives. */
+export interface OutcomeEvent {
+  readonly consumer: string;
+  readonly message: InboundMessage;
+  readonly outcome: Outcome;
+}
+
+/** Configuration of `idempotentConsumer()`. Validated once, then frozen. */
+export interface IdempotentConsumerConfig<P, Tx> {
+  /** The consumer scope: the same message id is processed once per name. 1–200 printable characters. */
+  readonly name: string;
+  /** Where inbox records live. */
+  readonly store: InboxStore<Tx>;
+  readonly handler: MessageHandler<P, Tx>;
+  /** Validates the decoded payload; failures are dead-lettered as `schema-invalid`. Default: none. */
+  readonly schema?: PayloadSchema<P>;
+  /** Turns the raw body into a payload. Default: UTF-8 JSON; failures are dead-lettered as `undecodable`. */
+  readonly decode?: (body: Uint8Array | string | null) => unknown;
+  /** Attempts in total before dead-lettering with reason `max-attempts`. Default is 5. */
+  readonly maxAttempts?: number;
+  readonly backoff?: BackoffPolicy;
+  /** How long a completed id is remembered, in ms. Default is 7 days. */
+  readonly dedupeWindowMs?: number;
+  /**
+   * `transactional` (default): claim, handler and completion commit in one transaction.
+   * `leased`: the claim commits first with a lease and a fencing token; for effects outside Postgres.
+   */
+  readonly mode?: 'transactional' | 'leased';
+  /** Lease length in leased mode. Default is 60,000 ms. Must exceed `handlerTimeoutMs`. */
+  readonly leaseMs?: number;
+  /** The handler's signal is aborted after this long. Default is 30,000 ms. */
+  readonly handlerTimeoutMs?: number;
+  /** How long a concurrent duplicate waits for the first delivery's commit before `retry`. Default is 5,000 ms. */
+  readonly lockTimeoutMs?: number;
+  /** Messages with no inbox row whose timestamp is older than the window. Default is `dead-letter`. */
+  readonly latePolicy?: 'process' | 'dead-letter';
+  /** Overrides the built-in classification of handler errors. */
+  readonly isRetriable?: (error: unknown) => boolean;
+  /** Longest accepted message id. Default is 512 characters. */
+  readonly maxMessageIdLength?: number;
+  readonly hooks?: {
+    /** Called once per handled delivery, after the outcome is final. Errors thrown here are logged, not raised. */
+    readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
+  };
+  /** Default is a silent logger. */
+  readonly logger?: Logger;
+}
+
+/** What a transport drives. */
+export interface IdempotentConsumer<P = unknown, Tx = unknown> {
+  readonly name: string;
+  /** The validated configuration with every default filled in. */
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger'>>> & IdempotentConsumerConfig<P, Tx>;
+  /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
+  handle(message: InboundMessage): Promise<Outcome>;
+  /**
+   * Handles a fetched batch with few round trips: claimed and applied in one transaction, each message's
+   * effect isolated by a savepoint. Outcomes are in input order. Same guarantees as `handle`.
+   */
+  handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
+  /**
+   * Records, in one statement, that an attempt of each message is starting. For brokers that keep no delivery
+   * count (Kafka): a message that kills the process on every attempt then still reaches the DLQ after
+   * `maxAttempts`. Call before handing the batch to `handle`/`handleBatch`.
+   */
+  recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
+}
+
+export type { DeadLetterReason };

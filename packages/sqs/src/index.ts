@@ -1,0 +1,2 @@
+// @inboxkit/sqs: SQS transport for inboxkit: delete only after commit, visibility heartbeats, FIFO order.
+export {};

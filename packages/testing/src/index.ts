@@ -1,0 +1,2 @@
+// @inboxkit/testing: Learning transport, conformance suites and redelivery contract tests for inboxkit.
+export {};
