@@ -1,0 +1,81 @@
+// Turns a dead letter back into the message its source saw: same id, same body, the original headers, plus
+// the replay marker the inbox needs to reopen a dead-lettered row.
+
+import { HEADERS, replayHeaders } from '@inboxkit/core';
+import type { DeadLetterEntry, DeadLetterRecord, OutgoingMessage, ReplayMarker } from '@inboxkit/core';
+
+/** Where a replayed message goes. */
+export interface ReplayDestination {
+  /** Kafka topic, RabbitMQ exchange (`''` = the default exchange), SQS queue URL. */
+  readonly destination: string;
+  readonly routingKey?: string;
+  /** Human-readable form for output (`orders`, `queue orders`, `exchange events / key order.created`). */
+  readonly label: string;
+}
+
+/**
+ * The source to publish a dead letter back to: `to` when given, else the source coordinates in its headers.
+ * RabbitMQ replays go to the source *queue* through the default exchange rather than to the original
+ * exchange, so other queues bound to that exchange do not receive a second copy. Returns a string saying
+ * what is missing when no destination can be found.
+ */
+export function replayDestination(
+  transport: string,
+  record: DeadLetterRecord | undefined,
+  to: string | undefined,
+): ReplayDestination | string {
+  if (transport === 'rabbitmq') {
+    if (to !== undefined) return { destination: '', routingKey: to, label: `queue ${to}` };
+    const source = record?.source;
+    if (source?.transport === 'rabbitmq' && source.destination !== undefined && source.destination !== '') {
+      return { destination: '', routingKey: source.destination, label: `queue ${source.destination}` };
+    }
+    if (source?.transport === 'rabbitmq' && source.exchange !== undefined) {
+      const key = source.routingKey ?? '';
+      return { destination: source.exchange, routingKey: key, label: `exchange ${source.exchange} / key ${key}` };
+    }
+    return 'no source queue in the dead letter headers: pass --to QUEUE';
+  }
+  if (to !== undefined) return { destination: to, label: to };
+  const source = record?.source;
+  if (source === undefined) return 'not an inboxkit dead letter (no x-inboxkit-* headers): pass --to';
+  if (source.transport !== transport) {
+    return `dead-lettered from a ${source.transport} source, read from a ${transport} DLQ: pass --to`;
+  }
+  if (source.destination === undefined || source.destination === '') {
+    return 'no source destination in the dead letter headers: pass --to';
+  }
+  return { destination: source.destination, label: source.destination };
+}
+
+/** True for headers inboxkit itself writes (dead letter facts, replay marker, the id header). */
+function isInboxkitHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower.startsWith('x-inboxkit-') || lower === HEADERS.messageId;
+}
+
+/**
+ * The message to publish: the original id and body, the original headers without inboxkit's dead-letter
+ * headers, and the replay marker.
+ */
+export function replayMessage(
+  entry: DeadLetterEntry & { readonly key?: string | undefined; readonly timestamp?: Date | undefined },
+  id: string,
+  destination: ReplayDestination,
+  marker: ReplayMarker,
+): OutgoingMessage {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(entry.headers)) {
+    if (!isInboxkitHeader(name)) headers[name] = value;
+  }
+  Object.assign(headers, replayHeaders(marker));
+  return {
+    destination: destination.destination,
+    ...(destination.routingKey !== undefined ? { routingKey: destination.routingKey } : {}),
+    id,
+    body: entry.body ?? '',
+    headers,
+    ...(entry.key !== undefined ? { key: entry.key } : {}),
+    ...(entry.timestamp !== undefined ? { timestamp: entry.timestamp } : {}),
+  };
+}
