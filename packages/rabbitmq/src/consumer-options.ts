@@ -1,0 +1,190 @@
+// The options of rabbitmqConsumer(), their defaults, and their one validation.
+
+import { ConfigurationError } from '@inboxkit/core';
+import type { InboundMessage, Logger, Outcome } from '@inboxkit/core';
+import type { AmqpConnection, AmqpMessage } from './amqp-types.js';
+import { resolveTopology } from './declare-topology.js';
+import type { DeclaredTopology, TopologyOptions } from './declare-topology.js';
+
+/**
+ * The slice of core's `IdempotentConsumer` the transport drives; any `idempotentConsumer(...)` fits,
+ * whatever its payload and transaction types.
+ */
+export interface RabbitmqConsumerHandler {
+  readonly name: string;
+  readonly config: { readonly maxAttempts: number; readonly logger?: Logger | undefined };
+  handle(message: InboundMessage): Promise<Outcome>;
+  recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
+}
+
+/** How the consumer declares (or only names) its queues. */
+export interface RabbitmqTopologySettings extends Omit<TopologyOptions, 'queue' | 'maxAttempts'> {
+  /**
+   * Declare the topology on every (re)connect. `false` when operators declare it (same names, see
+   * `topologyNames`); the delay buckets must then match the declared delay queues. Default is `true`.
+   */
+  readonly declare?: boolean;
+}
+
+/** Options of `rabbitmqConsumer`. */
+export interface RabbitmqConsumerOptions {
+  /**
+   * Opens a new connection (e.g. `() => amqp.connect(url)`): called at start and after the connection is
+   * lost, so the consumer can recover from a broker restart. The consumer closes connections it opened.
+   * Give this or `connection`.
+   */
+  readonly connect?: () => Promise<AmqpConnection>;
+  /**
+   * A connection the application owns and closes. After a channel error the consumer opens a new channel on
+   * it; after the connection itself is lost it can only recover if the connection reconnects by itself
+   * (amqplib's `recovery` option). Prefer `connect`.
+   */
+  readonly connection?: AmqpConnection;
+  /** The work queue to consume. */
+  readonly queue: string;
+  /** The idempotent consumer (`idempotentConsumer(...)` from `@inboxkit/core`). */
+  readonly handler: RabbitmqConsumerHandler;
+  /** Handlers running at once. Default is 1. */
+  readonly concurrency?: number;
+  /**
+   * Unacked messages the broker may push (basic.qos). Default is `concurrency`: every unacked message is
+   * being handled, so a quorum queue's delivery count (returned messages after a crash) counts attempts
+   * only. A larger prefetch buffers messages, and a crash then also counts a delivery for the buffered ones.
+   */
+  readonly prefetch?: number;
+  /** Finds the id when no `messageId` property or `message-id` / `ce-id` header is set. Default: none. */
+  readonly messageId?: (message: AmqpMessage) => string | undefined;
+  /**
+   * Use `sha256:<hex of body>` as the id when nothing else gives one. It catches redeliveries but not a
+   * producer resending the same intent with a different body (e.g. a new timestamp). Default is `false`:
+   * such messages are dead-lettered with reason `missing-id`.
+   */
+  readonly contentIdFallback?: boolean;
+  /** Larger bodies are dead-lettered with reason `oversize` without running the handler. Default is 1 MiB. */
+  readonly maxMessageBytes?: number;
+  /** How long `stop()` waits for running handlers before closing the channel. Default is 30,000 ms. */
+  readonly closeTimeoutMs?: number;
+  /** How long to wait for the broker's confirm of a retry or DLQ copy. Default is 30,000 ms. */
+  readonly confirmTimeoutMs?: number;
+  /** Backoff between reconnect attempts (×2 per attempt, with jitter). Default is 500 ms up to 30,000 ms. */
+  readonly reconnect?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number };
+  /** Topology settings; the queue type and delivery limit, the delay buckets, bindings. Default: declare a quorum topology. */
+  readonly topology?: RabbitmqTopologySettings;
+  /** Default is the handler's logger, else silent. */
+  readonly logger?: Logger;
+}
+
+/** The validated, defaulted options. */
+export interface ResolvedConsumerOptions {
+  readonly connect: (() => Promise<AmqpConnection>) | undefined;
+  readonly connection: AmqpConnection | undefined;
+  readonly handler: RabbitmqConsumerHandler;
+  readonly concurrency: number;
+  readonly prefetch: number;
+  readonly messageId: ((message: AmqpMessage) => string | undefined) | undefined;
+  readonly contentIdFallback: boolean;
+  readonly maxMessageBytes: number;
+  readonly closeTimeoutMs: number;
+  readonly confirmTimeoutMs: number;
+  readonly reconnectInitialDelayMs: number;
+  readonly reconnectMaxDelayMs: number;
+  readonly declare: boolean;
+  readonly topology: DeclaredTopology;
+  readonly logger: Logger;
+}
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+function positiveInt(name: string, value: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new ConfigurationError(
+      `rabbitmqConsumer: \`${name}\` must be an integer from 1 to ${max}, got ${value}`,
+    );
+  }
+  return value;
+}
+
+function positive(name: string, value: number): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
+    throw new ConfigurationError(
+      `rabbitmqConsumer: \`${name}\` must be a positive number of ms, got ${value}`,
+    );
+  }
+  return value;
+}
+
+/** Validates `options` once and fills in every default. Throws `ConfigurationError` saying what to change. */
+export function resolveConsumerOptions(options: RabbitmqConsumerOptions): ResolvedConsumerOptions {
+  if (!options || typeof options !== 'object')
+    throw new ConfigurationError('rabbitmqConsumer: options are required');
+  const { connect, connection, handler } = options;
+  if ((connect === undefined) === (connection === undefined)) {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: give exactly one of `connect` (a function opening a connection; needed to reconnect) or `connection`',
+    );
+  }
+  if (connect !== undefined && typeof connect !== 'function') {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: `connect` must be a function returning a Promise of an amqplib connection',
+    );
+  }
+  if (connection !== undefined && typeof connection.createConfirmChannel !== 'function') {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: `connection` must be an amqplib connection (amqp.connect(url))',
+    );
+  }
+  if (!handler || typeof handler.handle !== 'function' || typeof handler.name !== 'string') {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: `handler` must be an idempotent consumer (idempotentConsumer(...))',
+    );
+  }
+  const concurrency = positiveInt('concurrency', options.concurrency ?? 1, 65_535);
+  const prefetch = positiveInt('prefetch', options.prefetch ?? concurrency, 65_535);
+  if (prefetch < concurrency) {
+    throw new ConfigurationError(
+      `rabbitmqConsumer: \`prefetch\` (${prefetch}) is below \`concurrency\` (${concurrency}), so handlers would idle; raise prefetch or lower concurrency`,
+    );
+  }
+  if (options.messageId !== undefined && typeof options.messageId !== 'function') {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: `messageId` must be a function (message) => string | undefined',
+    );
+  }
+  const maxMessageBytes = options.maxMessageBytes ?? 1024 * 1024;
+  if (maxMessageBytes !== Infinity) positiveInt('maxMessageBytes', maxMessageBytes);
+  const reconnectInitialDelayMs = positive(
+    'reconnect.initialDelayMs',
+    options.reconnect?.initialDelayMs ?? 500,
+  );
+  const reconnectMaxDelayMs = positive('reconnect.maxDelayMs', options.reconnect?.maxDelayMs ?? 30_000);
+  if (reconnectMaxDelayMs < reconnectInitialDelayMs) {
+    throw new ConfigurationError(
+      'rabbitmqConsumer: `reconnect.maxDelayMs` must be at least `reconnect.initialDelayMs`',
+    );
+  }
+  const { declare, ...topologyOptions } = options.topology ?? {};
+  const maxAttempts = handler.config?.maxAttempts ?? 5;
+  let topology: DeclaredTopology;
+  try {
+    topology = resolveTopology({ ...topologyOptions, queue: options.queue, maxAttempts });
+  } catch (err) {
+    throw new ConfigurationError(`rabbitmqConsumer: ${(err as Error).message}`, { cause: err });
+  }
+  return Object.freeze({
+    connect,
+    connection,
+    handler,
+    concurrency,
+    prefetch,
+    messageId: options.messageId,
+    contentIdFallback: options.contentIdFallback === true,
+    maxMessageBytes,
+    closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs ?? 30_000),
+    confirmTimeoutMs: positive('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000),
+    reconnectInitialDelayMs,
+    reconnectMaxDelayMs,
+    declare: declare !== false,
+    topology,
+    logger: options.logger ?? handler.config?.logger ?? silent,
+  });
+}

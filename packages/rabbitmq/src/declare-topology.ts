@@ -1,0 +1,191 @@
+// The queues and exchange one inboxkit RabbitMQ consumer needs: the work queue (quorum by default, with a
+// broker delivery limit as the crash-loop backstop), one delay queue per delay bucket that dead-letters back
+// to the work queue, and a dead-letter exchange with its DLQ. Idempotent: declaring twice changes nothing.
+
+import { ConfigurationError } from '@inboxkit/core';
+import type { AmqpChannel } from './amqp-types.js';
+
+/**
+ * Delay buckets, in ms: a retry waits in the smallest bucket at least as long as the requested delay (the
+ * largest for longer delays; the inbox then holds the message back again for the rest).
+ */
+export const DEFAULT_DELAY_BUCKETS_MS: readonly number[] = Object.freeze([
+  250, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000,
+]);
+
+/** The names of everything `declareTopology` declares for `queue`. */
+export interface TopologyNames {
+  /** The work queue the consumer reads. */
+  readonly queue: string;
+  /** Direct exchange that the work queue (broker delivery limit) and the consumer dead-letter to: `<queue>.dlx`. */
+  readonly deadLetterExchange: string;
+  /** Routing key of dead letters on `deadLetterExchange`: the work queue's name. */
+  readonly deadLetterRoutingKey: string;
+  /** The DLQ, bound to `deadLetterExchange`: `<queue>.dlq`. */
+  readonly deadLetterQueue: string;
+  /** The delay queue of one bucket: `<queue>.retry.<ms>`. */
+  delayQueue(bucketMs: number): string;
+}
+
+/** Names of the topology of `queue`. */
+export function topologyNames(queue: string): TopologyNames {
+  return Object.freeze({
+    queue,
+    deadLetterExchange: `${queue}.dlx`,
+    deadLetterRoutingKey: queue,
+    deadLetterQueue: `${queue}.dlq`,
+    delayQueue: (bucketMs: number) => `${queue}.retry.${bucketMs}`,
+  });
+}
+
+/** What `declareTopology` declares. */
+export interface TopologyOptions {
+  /** The work queue's name. */
+  readonly queue: string;
+  /**
+   * `quorum`: replicated, keeps `x-delivery-count`, enforces `x-delivery-limit` and dead-letters at least once.
+   * `classic`: no delivery count and no delivery limit (crash loops then rely on the inbox's durable count),
+   * and dead-lettering from the delay queues is at most once. Default is `quorum`.
+   */
+  readonly queueType?: 'quorum' | 'classic';
+  /** The consumer's `maxAttempts`; the default delivery limit sits above it. Default is 5. */
+  readonly maxAttempts?: number;
+  /**
+   * The broker's delivery limit of the work queue (quorum only): a message returned more often than this (a
+   * process that crashes on it) is dead-lettered by the broker. Must exceed `maxAttempts`. Default is
+   * `maxAttempts + 5`.
+   */
+  readonly deliveryLimit?: number;
+  /** Delay buckets in ms, one delay queue each. Default is `DEFAULT_DELAY_BUCKETS_MS` (250 ms … 5 min). */
+  readonly delayBucketsMs?: readonly number[];
+  /** Bindings of the work queue to existing exchanges. Default is none. */
+  readonly bindings?: readonly { readonly exchange: string; readonly routingKey: string }[];
+}
+
+/** The resolved topology: names plus the settings in force. */
+export interface DeclaredTopology extends TopologyNames {
+  readonly queueType: 'quorum' | 'classic';
+  readonly deliveryLimit: number | undefined;
+  readonly delayBucketsMs: readonly number[];
+}
+
+/** Validates `options` and fills in defaults, without touching the broker. Throws `ConfigurationError`. */
+export function resolveTopology(options: TopologyOptions): DeclaredTopology {
+  const queue = options.queue;
+  if (typeof queue !== 'string' || queue.length === 0 || queue.length > 200) {
+    throw new ConfigurationError('topology: `queue` must be a queue name of 1–200 characters');
+  }
+  const queueType = options.queueType ?? 'quorum';
+  if (queueType !== 'quorum' && queueType !== 'classic') {
+    throw new ConfigurationError(
+      `topology: \`queueType\` must be 'quorum' or 'classic', got ${String(queueType)}`,
+    );
+  }
+  const maxAttempts = options.maxAttempts ?? 5;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+    throw new ConfigurationError(`topology: \`maxAttempts\` must be a positive integer, got ${maxAttempts}`);
+  }
+  let deliveryLimit: number | undefined;
+  if (queueType === 'quorum') {
+    deliveryLimit = options.deliveryLimit ?? maxAttempts + 5;
+    if (!Number.isInteger(deliveryLimit) || deliveryLimit <= maxAttempts) {
+      throw new ConfigurationError(
+        `topology: \`deliveryLimit\` (${deliveryLimit}) must be an integer above maxAttempts (${maxAttempts}), ` +
+          'or the broker dead-letters messages the inbox would still retry; raise deliveryLimit',
+      );
+    }
+  } else if (options.deliveryLimit !== undefined) {
+    throw new ConfigurationError(
+      'topology: `deliveryLimit` needs a quorum queue; classic queues keep no delivery count',
+    );
+  }
+  const buckets = [...(options.delayBucketsMs ?? DEFAULT_DELAY_BUCKETS_MS)].sort((a, b) => a - b);
+  if (buckets.length === 0 || buckets.some((b) => !Number.isInteger(b) || b < 1 || b > 2 ** 31 - 1)) {
+    throw new ConfigurationError(
+      'topology: `delayBucketsMs` must hold at least one positive integer number of ms',
+    );
+  }
+  for (const binding of options.bindings ?? []) {
+    if (
+      typeof binding.exchange !== 'string' ||
+      binding.exchange === '' ||
+      typeof binding.routingKey !== 'string'
+    ) {
+      throw new ConfigurationError(
+        'topology: each binding needs a non-empty `exchange` and a `routingKey` string',
+      );
+    }
+  }
+  return Object.freeze({
+    ...topologyNames(queue),
+    queueType,
+    deliveryLimit,
+    delayBucketsMs: Object.freeze([...new Set(buckets)]),
+  });
+}
+
+/** The smallest bucket holding a message at least `delayMs`, or the largest bucket. */
+export function delayBucketFor(buckets: readonly number[], delayMs: number): number {
+  for (const bucket of buckets) if (bucket >= delayMs) return bucket;
+  return buckets[buckets.length - 1]!;
+}
+
+function queueArguments(type: 'quorum' | 'classic'): Record<string, unknown> {
+  return type === 'quorum'
+    ? { 'x-queue-type': 'quorum', 'x-dead-letter-strategy': 'at-least-once', 'x-overflow': 'reject-publish' }
+    : { 'x-queue-type': 'classic' };
+}
+
+/**
+ * Declares the work queue, the delay queues, the dead-letter exchange and the DLQ on `channel`, and binds
+ * the work queue to `bindings`. Safe to call on every start. Fails (and amqplib closes the channel) when a
+ * queue already exists with other arguments: RabbitMQ cannot change a queue's arguments; use a policy or
+ * delete the queue.
+ *
+ * @example
+ * const channel = await connection.createChannel();
+ * await declareTopology(channel, { queue: 'orders', maxAttempts: 5 });
+ * await channel.close();
+ */
+export async function declareTopology(
+  channel: AmqpChannel,
+  options: TopologyOptions,
+): Promise<DeclaredTopology> {
+  const topology = resolveTopology(options);
+  const args = queueArguments(topology.queueType);
+  await channel.assertExchange(topology.deadLetterExchange, 'direct', { durable: true });
+  await channel.assertQueue(topology.deadLetterQueue, {
+    durable: true,
+    arguments: { 'x-queue-type': topology.queueType },
+  });
+  await channel.bindQueue(
+    topology.deadLetterQueue,
+    topology.deadLetterExchange,
+    topology.deadLetterRoutingKey,
+  );
+  await channel.assertQueue(topology.queue, {
+    durable: true,
+    arguments: {
+      ...args,
+      ...(topology.deliveryLimit !== undefined ? { 'x-delivery-limit': topology.deliveryLimit } : {}),
+      'x-dead-letter-exchange': topology.deadLetterExchange,
+      'x-dead-letter-routing-key': topology.deadLetterRoutingKey,
+    },
+  });
+  for (const bucket of topology.delayBucketsMs) {
+    // One TTL per queue: messages expire in arrival order, so no long delay holds back a short one.
+    await channel.assertQueue(topology.delayQueue(bucket), {
+      durable: true,
+      arguments: {
+        ...args,
+        'x-message-ttl': bucket,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': topology.queue,
+      },
+    });
+  }
+  for (const binding of options.bindings ?? []) {
+    await channel.bindQueue(topology.queue, binding.exchange, binding.routingKey);
+  }
+  return topology;
+}

@@ -1,0 +1,465 @@
+// The RabbitMQ transport consumer: manual acks sent only after the outcome is durable (effect committed,
+// or the retry / dead-letter copy confirmed by the broker), bounded concurrency, and recovery from lost
+// channels and connections. A delivery is settled only on the channel that delivered it: when that channel
+// died, its acks are dropped and the broker redelivers the message, which the inbox then absorbs.
+
+import { ConfigurationError } from '@inboxkit/core';
+import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
+import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
+import { confirmPublish } from './confirm-publish.js';
+import type { RawPublish } from './confirm-publish.js';
+import { resolveConsumerOptions } from './consumer-options.js';
+import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consumer-options.js';
+import { declareTopology } from './declare-topology.js';
+import { toInboundMessage } from './inbound-message.js';
+import { deadLetterCopy, retryCopy } from './settlement-copies.js';
+
+export type {
+  RabbitmqConsumerHandler,
+  RabbitmqConsumerOptions,
+  RabbitmqTopologySettings,
+} from './consumer-options.js';
+
+/** One channel's life: deliveries are settled on the channel that delivered them, or not at all. */
+interface Session {
+  readonly connection: AmqpConnection;
+  readonly channel: AmqpConfirmChannel;
+  consumerTag: string | undefined;
+  alive: boolean;
+  /** Set once consuming: from then on a close triggers a reconnect. */
+  ready: boolean;
+}
+
+interface Delivery {
+  readonly session: Session;
+  readonly message: AmqpMessage;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted || ms <= 0) return;
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done);
+  });
+}
+
+function errorInfo(err: unknown): { err: { name: string; message: string; code?: unknown } } {
+  if (err instanceof Error) {
+    return { err: { name: err.name, message: err.message, code: (err as { code?: unknown }).code } };
+  }
+  return { err: { name: 'Error', message: typeof err === 'string' ? err : JSON.stringify(err) } };
+}
+
+/** Turns the broker's answer to a bad start-up into a ConfigurationError that says what to change. */
+function startError(err: unknown, options: ResolvedConsumerOptions): unknown {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  const message = (err as Error | undefined)?.message ?? String(err);
+  const q = options.topology.queue;
+  if (code === 406) {
+    return new ConfigurationError(
+      `RabbitMQ refused the topology of queue "${q}" (PRECONDITION_FAILED: ${message}). A queue's arguments cannot ` +
+        'change: make the topology options match the existing queues, apply the settings by policy and set ' +
+        '`topology.declare: false`, or delete the queues',
+      { cause: err },
+    );
+  }
+  if (code === 404) {
+    return new ConfigurationError(
+      `RabbitMQ has no queue or exchange needed by "${q}" (NOT_FOUND: ${message}): declare the topology ` +
+        '(`topology.declare: true`, or declareTopology()) or fix the names',
+      { cause: err },
+    );
+  }
+  if (code === 403) {
+    return new ConfigurationError(
+      `RabbitMQ refused access for queue "${q}" (ACCESS_REFUSED: ${message}): grant the user configure/write/read permissions`,
+      { cause: err },
+    );
+  }
+  return err;
+}
+
+class RabbitmqConsumer implements TransportConsumer {
+  readonly #o: ResolvedConsumerOptions;
+  #state: 'idle' | 'running' | 'stopping' | 'stopped' = 'idle';
+  readonly #stopSignal = new AbortController();
+  #stopping: Promise<void> | undefined;
+
+  /** The connection this consumer opened through `connect` (and will close), while it is open. */
+  #ownConnection: AmqpConnection | undefined;
+  #session: Session | undefined;
+  #reconnecting: Promise<void> | undefined;
+
+  readonly #pending: Delivery[] = [];
+  readonly #running = new Set<Promise<void>>();
+
+  constructor(options: ResolvedConsumerOptions) {
+    this.#o = options;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== 'idle') throw new ConfigurationError('rabbitmqConsumer: start() may be called once');
+    this.#state = 'running';
+    try {
+      await this.#openSession();
+    } catch (err) {
+      this.#state = 'stopped';
+      this.#stopSignal.abort();
+      await this.#closeOwnConnection();
+      throw startError(err, this.#o);
+    }
+    this.#o.logger.info(
+      { queue: this.#o.topology.queue, prefetch: this.#o.prefetch, concurrency: this.#o.concurrency },
+      'rabbitmq consumer started',
+    );
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#state === 'idle' || this.#state === 'stopped') {
+      this.#state = 'stopped';
+      return;
+    }
+    this.#state = 'stopping';
+    this.#stopSignal.abort();
+    const session = this.#session;
+    if (session?.alive && session.consumerTag !== undefined) {
+      try {
+        await session.channel.cancel(session.consumerTag);
+      } catch (err) {
+        this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: cancel failed');
+      }
+    }
+    // Deliveries not started yet are returned to the queue when the channel closes.
+    this.#pending.length = 0;
+    await this.#drain(this.#o.closeTimeoutMs);
+    if (this.#reconnecting) await this.#reconnecting;
+    if (this.#session) await this.#closeSession(this.#session);
+    await this.#closeOwnConnection();
+    this.#state = 'stopped';
+    this.#o.logger.info({ queue: this.#o.topology.queue }, 'rabbitmq consumer stopped');
+  }
+
+  /** Waits for running handlers (and their acks) up to `timeoutMs`. */
+  async #drain(timeoutMs: number): Promise<void> {
+    if (this.#running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
+    clearTimeout(timer);
+    if (this.#running.size > 0) {
+      this.#o.logger.warn(
+        { running: this.#running.size, closeTimeoutMs: timeoutMs },
+        'rabbitmq consumer: handlers still running at close timeout; their messages will be redelivered',
+      );
+    }
+  }
+
+  // ---- connection and channel lifecycle ----
+
+  async #connection(): Promise<AmqpConnection> {
+    if (this.#o.connection) return this.#o.connection;
+    if (this.#ownConnection) return this.#ownConnection;
+    const connection = await this.#o.connect!();
+    const onError = (err: Error): void => this.#o.logger.warn(errorInfo(err), 'rabbitmq connection error');
+    const onClose = (): void => {
+      connection.removeListener('close', onClose);
+      if (this.#ownConnection === connection) this.#ownConnection = undefined;
+      // Channels emit 'close' too; this covers a connection lost while no channel is open.
+      if (this.#session?.connection === connection)
+        this.#sessionLost(this.#session, new Error('connection closed'));
+    };
+    connection.on('error', onError);
+    connection.on('close', onClose);
+    if (this.#state !== 'running') {
+      await connection.close().catch(() => undefined);
+      throw new Error('rabbitmq consumer stopped while connecting');
+    }
+    this.#ownConnection = connection;
+    return connection;
+  }
+
+  async #openSession(): Promise<void> {
+    const connection = await this.#connection();
+    const channel = await connection.createConfirmChannel();
+    const session: Session = { connection, channel, consumerTag: undefined, alive: true, ready: false };
+    channel.on('error', (err: Error) => this.#o.logger.warn(errorInfo(err), 'rabbitmq channel error'));
+    channel.on('close', () => this.#sessionLost(session, new Error('channel closed')));
+    try {
+      if (this.#o.declare)
+        await declareTopology(channel, {
+          ...this.#o.topology,
+          maxAttempts: this.#o.handler.config.maxAttempts,
+        });
+      await channel.prefetch(this.#o.prefetch);
+      if (this.#state !== 'running') throw new Error('rabbitmq consumer stopped while subscribing');
+      const { consumerTag } = await channel.consume(
+        this.#o.topology.queue,
+        (m) => this.#onDelivery(session, m),
+        { noAck: false },
+      );
+      session.consumerTag = consumerTag;
+      if (!session.alive) throw new Error('channel closed while subscribing');
+    } catch (err) {
+      await this.#closeSession(session);
+      throw err;
+    }
+    session.ready = true;
+    this.#session = session;
+  }
+
+  #sessionLost(session: Session, reason: Error): void {
+    if (!session.alive) return;
+    session.alive = false;
+    if (!session.ready || this.#state !== 'running') return;
+    this.#o.logger.warn(
+      { queue: this.#o.topology.queue, reason: reason.message, running: this.#running.size },
+      'rabbitmq consumer lost its channel; reconnecting (unsettled messages will be redelivered)',
+    );
+    this.#reconnecting ??= this.#reconnect().finally(() => {
+      this.#reconnecting = undefined;
+    });
+  }
+
+  async #reconnect(): Promise<void> {
+    const lost = this.#session;
+    if (lost) await this.#closeSession(lost);
+    for (let attempt = 0; this.#state === 'running'; attempt++) {
+      const ceiling = Math.min(
+        this.#o.reconnectMaxDelayMs,
+        this.#o.reconnectInitialDelayMs * 2 ** Math.min(attempt, 30),
+      );
+      await sleep(ceiling / 2 + Math.random() * (ceiling / 2), this.#stopSignal.signal);
+      if (this.#state !== 'running') return;
+      try {
+        await this.#openSession();
+        this.#o.logger.info(
+          { queue: this.#o.topology.queue, attempt: attempt + 1 },
+          'rabbitmq consumer reconnected',
+        );
+        return;
+      } catch (err) {
+        this.#o.logger.warn(
+          { ...errorInfo(err), attempt: attempt + 1 },
+          'rabbitmq consumer: reconnect failed; retrying',
+        );
+      }
+    }
+  }
+
+  async #closeSession(session: Session): Promise<void> {
+    session.alive = false;
+    try {
+      await session.channel.close();
+    } catch {
+      // Already closed, or the connection is gone: either way the broker returns its unacked messages.
+    }
+  }
+
+  async #closeOwnConnection(): Promise<void> {
+    const connection = this.#ownConnection;
+    this.#ownConnection = undefined;
+    if (!connection) return;
+    try {
+      await connection.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  // ---- deliveries ----
+
+  #onDelivery(session: Session, message: AmqpMessage | null): void {
+    if (message === null) {
+      // The broker cancelled the consumer (queue deleted, or a quorum leader moved): resubscribe.
+      // The reconnect closes this channel, returning its unacked messages.
+      this.#sessionLost(session, new Error('consumer cancelled by the broker'));
+      return;
+    }
+    this.#pending.push({ session, message });
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (
+      this.#state === 'running' &&
+      this.#running.size < this.#o.concurrency &&
+      this.#pending.length > 0
+    ) {
+      const delivery = this.#pending.shift()!;
+      // A dead channel's deliveries are redelivered by the broker; don't start them.
+      if (!delivery.session.alive) continue;
+      const run: Promise<void> = this.#process(delivery).finally(() => {
+        this.#running.delete(run);
+        this.#pump();
+      });
+      this.#running.add(run);
+    }
+  }
+
+  async #process({ session, message }: Delivery): Promise<void> {
+    const o = this.#o;
+    const queue = o.topology.queue;
+    let inbound: InboundMessage | undefined;
+    try {
+      inbound = toInboundMessage(message, queue, o);
+      let outcome: Outcome;
+      if (message.content.length > o.maxMessageBytes) {
+        outcome = {
+          status: 'dead-letter',
+          messageId: inbound.id,
+          reason: 'oversize',
+          attempts: 0,
+          error: {
+            name: 'OversizeMessage',
+            message: `body of ${message.content.length} bytes exceeds maxMessageBytes (${o.maxMessageBytes})`,
+          },
+        };
+      } else {
+        if (message.fields.redelivered) await this.#recordAttemptStarted(inbound);
+        outcome = await o.handler.handle(inbound);
+      }
+      await this.#settle(session, message, inbound, outcome);
+    } catch (err) {
+      // Not a message's fault (handle() never rejects for that): leave it unacked; it is redelivered.
+      o.logger.error(
+        { ...errorInfo(err), messageId: inbound?.id },
+        'rabbitmq consumer: unexpected failure; requeueing',
+      );
+      this.#nack(session, message);
+    }
+  }
+
+  /**
+   * A redelivered message may have killed the process that held it. Counting the attempt durably first lets
+   * crash loops reach the DLQ after maxAttempts even where the broker keeps no delivery count (classic
+   * queues). Redeliveries are rare, so this costs nothing in the steady state.
+   */
+  async #recordAttemptStarted(inbound: InboundMessage): Promise<void> {
+    if (inbound.id === undefined) return;
+    try {
+      await this.#o.handler.recordAttemptsStarted([inbound]);
+    } catch (err) {
+      this.#o.logger.warn(
+        { ...errorInfo(err), messageId: inbound.id },
+        'rabbitmq consumer: could not record the attempt',
+      );
+    }
+  }
+
+  async #settle(
+    session: Session,
+    message: AmqpMessage,
+    inbound: InboundMessage,
+    outcome: Outcome,
+  ): Promise<void> {
+    switch (outcome.status) {
+      case 'processed':
+      case 'duplicate':
+        this.#ack(session, message);
+        return;
+      case 'retry':
+        if (outcome.delayMs <= 0) {
+          this.#nack(session, message);
+          return;
+        }
+        await this.#publishThenAck(
+          session,
+          message,
+          retryCopy(message, inbound, outcome, this.#o.topology),
+          outcome.delayMs,
+        );
+        return;
+      case 'dead-letter':
+        await this.#publishThenAck(
+          session,
+          message,
+          deadLetterCopy(this.#o.handler.name, message, inbound, outcome, this.#o.topology),
+          1_000,
+        );
+        return;
+    }
+  }
+
+  /**
+   * Publishes the copy on the delivering channel (a confirm channel), waits for the broker's confirm, and only
+   * then acks the original. If the publish fails, the original is held back for a while (so a broken delay
+   * path does not spin) and requeued: a redelivery yields the same outcome again, so nothing is lost.
+   */
+  async #publishThenAck(
+    session: Session,
+    message: AmqpMessage,
+    copy: RawPublish,
+    holdMs: number,
+  ): Promise<void> {
+    if (!session.alive) return;
+    try {
+      await confirmPublish(session.channel, [copy], this.#o.confirmTimeoutMs);
+    } catch (err) {
+      this.#o.logger.error(
+        {
+          ...errorInfo(err),
+          messageId: copy.options.messageId,
+          exchange: copy.exchange,
+          routingKey: copy.routingKey,
+        },
+        'rabbitmq consumer: copy not confirmed; the original stays in the queue',
+      );
+      await sleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
+      this.#nack(session, message);
+      return;
+    }
+    this.#ack(session, message);
+  }
+
+  #ack(session: Session, message: AmqpMessage): void {
+    if (!session.alive) return; // The broker already took it back; the inbox absorbs the redelivery.
+    try {
+      session.channel.ack(message);
+    } catch (err) {
+      this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: ack on a closing channel dropped');
+    }
+  }
+
+  #nack(session: Session, message: AmqpMessage): void {
+    if (!session.alive) return;
+    try {
+      session.channel.nack(message, false, true);
+    } catch (err) {
+      this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: nack on a closing channel dropped');
+    }
+  }
+}
+
+/**
+ * Consumes `queue` and feeds every delivery to an idempotent consumer, acking only once the outcome is
+ * durable: `processed`/`duplicate` → ack; `retry` → a copy to the delay queue (confirmed), then ack (delay 0:
+ * nack with requeue); `dead-letter` → a copy with the DLQ headers to `<queue>.dlx` (confirmed), then ack.
+ * Reconnects with backoff when the channel or connection is lost and declares the topology again.
+ * Options are validated here (`ConfigurationError`); broker-side problems surface from `start()`.
+ *
+ * @example
+ * const consumer = rabbitmqConsumer({
+ *   connect: () => amqp.connect(process.env.AMQP_URL!),
+ *   queue: 'orders',
+ *   handler: idempotentConsumer({ name: 'orders', store, handler: applyOrder }),
+ *   concurrency: 8,
+ * });
+ * await consumer.start();
+ * process.on('SIGTERM', () => void consumer.stop());
+ */
+export function rabbitmqConsumer(options: RabbitmqConsumerOptions): TransportConsumer {
+  return new RabbitmqConsumer(resolveConsumerOptions(options));
+}
