@@ -1,2 +1,16 @@
-// @inboxkit/sqs: SQS transport for inboxkit: delete only after commit, visibility heartbeats, FIFO order.
-export {};
+// @inboxkit/sqs: the SQS transport for inboxkit. Deletes a message only after its effect (or its dead letter)
+// is durable, keeps long handlers' messages invisible with a heartbeat, and keeps FIFO group order.
+
+export { sqsConsumer } from './sqs-consumer.js';
+export type { SqsConsumerOptions } from './sqs-consumer-options.js';
+export { sqsPublisher } from './sqs-publisher.js';
+export type { SqsPublisherOptions } from './sqs-publisher.js';
+export type { SqsClient, SqsAdminClient, SqsSendOptions } from './sqs-client.js';
+export { redrivePolicyFor } from './redrive-policy.js';
+export type { RedrivePolicyOptions } from './redrive-policy.js';
+export { SQS_ATTRIBUTES, encodeMessageAttributes, decodeMessageAttributes, expandDeadLetterHeaders } from './message-attributes.js';
+export { isFifoQueue } from './fifo.js';
+export { sqsDeadLetterQueue } from './sqs-dead-letter-queue.js';
+export type { SqsDeadLetterQueueOptions, SqsDeadLetterEntry } from './sqs-dead-letter-queue.js';
+export { createQueues } from './create-queues.js';
+export type { CreateQueuesOptions, CreatedQueues } from './create-queues.js';

@@ -1,0 +1,63 @@
+// The start-up check of the queues sqsConsumer depends on: both exist, and the source's redrive policy (the
+// crash-loop backstop) lets inboxkit reach maxAttempts before SQS moves a message on its own.
+
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { ConfigurationError } from '@inboxkit/core';
+import type { Logger } from '@inboxkit/core';
+import { maxReceiveCountOf } from './redrive-policy.js';
+import { isQueueDoesNotExist } from './sqs-client.js';
+import type { SqsClient } from './sqs-client.js';
+
+async function attributes(
+  client: SqsClient,
+  queueUrl: string,
+  role: string,
+  logger: Logger,
+): Promise<Record<string, string> | undefined> {
+  try {
+    const result = await client.send(
+      new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['RedrivePolicy', 'QueueArn'] }),
+    );
+    return result.Attributes ?? {};
+  } catch (error) {
+    if (isQueueDoesNotExist(error)) {
+      throw new ConfigurationError(`sqsConsumer: the ${role} ${queueUrl} does not exist; create it or fix the URL`, {
+        cause: error,
+      });
+    }
+    logger.warn({ error, queueUrl }, `sqsConsumer: could not read the ${role}'s attributes; skipping the start-up check`);
+    return undefined;
+  }
+}
+
+/**
+ * Fails with a `ConfigurationError` when a queue does not exist or the redrive policy's `maxReceiveCount` is
+ * not above `maxAttempts`; warns when the source has no redrive policy.
+ */
+export async function checkQueues(
+  client: SqsClient,
+  queueUrl: string,
+  deadLetterQueueUrl: string,
+  maxAttempts: number,
+  logger: Logger,
+): Promise<void> {
+  const [source] = await Promise.all([
+    attributes(client, queueUrl, 'queue', logger),
+    attributes(client, deadLetterQueueUrl, 'dead-letter queue', logger),
+  ]);
+  if (source === undefined) return;
+  const maxReceiveCount = maxReceiveCountOf(source.RedrivePolicy);
+  if (maxReceiveCount === undefined) {
+    logger.warn(
+      { queueUrl },
+      'sqsConsumer: the queue has no redrive policy; a message that crashes the process on every receive is retried ' +
+        'until the retention period ends. Set one with redrivePolicyFor()',
+    );
+  } else if (maxReceiveCount <= maxAttempts) {
+    throw new ConfigurationError(
+      `sqsConsumer: the queue's redrive policy moves messages after ${maxReceiveCount} receives, which is not above ` +
+        `maxAttempts (${maxAttempts}): SQS would dead-letter them without inboxkit's record. Raise maxReceiveCount to at ` +
+        `least ${maxAttempts + 1} (redrivePolicyFor() adds headroom) or lower maxAttempts`,
+    );
+  }
+}

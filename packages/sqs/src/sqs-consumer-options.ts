@@ -1,0 +1,169 @@
+// The options of sqsConsumer(), their defaults, and the one validation that turns them into a frozen
+// configuration with messages that say what to change.
+
+import type { Message } from '@aws-sdk/client-sqs';
+import { ConfigurationError } from '@inboxkit/core';
+import type { IdempotentConsumer, Logger } from '@inboxkit/core';
+import { isFifoQueue } from './fifo.js';
+import type { SqsClient } from './sqs-client.js';
+
+/** Options of `sqsConsumer`. */
+export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
+  /** The application's `SQSClient` (or anything with the same `send`). Never created or closed by inboxkit. */
+  readonly client: SqsClient;
+  /** The queue to consume. A URL ending in `.fifo` is a FIFO queue: order is kept per message group. */
+  readonly queueUrl: string;
+  /** The idempotent consumer built with `idempotentConsumer()`; its outcomes decide every SQS action. */
+  readonly handler: IdempotentConsumer<P, Tx>;
+  /**
+   * Where dead letters are sent (SendMessage, then the source message is deleted). Give the queue a redrive
+   * policy to this queue as a crash-loop backstop: see `redrivePolicyFor`.
+   */
+  readonly deadLetterQueueUrl: string;
+  /**
+   * Messages held at once: received and not yet settled. In a FIFO queue a message group is handled one
+   * message at a time, and its waiting messages count here too. Default is 10.
+   */
+  readonly concurrency?: number;
+  /** Most messages one ReceiveMessage asks for, 1–10. Default is 10. */
+  readonly batchSize?: number;
+  /** Long-polling wait of one ReceiveMessage, 0–20 s. Default is 20. */
+  readonly waitTimeSeconds?: number;
+  /**
+   * Visibility timeout set on receive and by every heartbeat, in seconds. Must exceed the handler's
+   * `handlerTimeoutMs`. Default is 30.
+   */
+  readonly visibilityTimeoutSeconds?: number;
+  /**
+   * How often held messages are pushed back to the full visibility timeout, in seconds; below
+   * `visibilityTimeoutSeconds`. Default is half of `visibilityTimeoutSeconds`.
+   */
+  readonly heartbeatIntervalSeconds?: number;
+  /** Message attribute holding the producer's id (matched case-insensitively). Default is `message-id`. */
+  readonly messageIdAttribute?: string;
+  /** Dot path of a JSON body field holding the id, tried after the attributes (e.g. `meta.id`). Default: none. */
+  readonly messageIdBodyField?: string;
+  /**
+   * Falls back to SQS's own `MessageId` when no producer id is found. Off by default: SQS assigns a new
+   * MessageId to every send (a producer's retry is not caught) and to every redrive. Default is false.
+   */
+  readonly useSqsMessageIdAsId?: boolean;
+  /** Replaces the whole id resolution; return `undefined` for "no id" (dead-lettered as `missing-id`). */
+  readonly resolveMessageId?: (message: Message) => string | undefined;
+  /**
+   * How long `stop()` waits for handlers in flight before leaving their messages to reappear after the
+   * visibility timeout. Default is the handler's `handlerTimeoutMs` plus 5,000 ms.
+   */
+  readonly closeTimeoutMs?: number;
+  /** How long a delete waits for others to share its DeleteMessageBatch request, in ms. Default is 5. */
+  readonly deleteBatchDelayMs?: number;
+  /**
+   * At `start()`, read both queues' attributes: fail when a queue does not exist or the redrive policy's
+   * `maxReceiveCount` is not above `maxAttempts`, warn when there is no redrive policy. Needs
+   * `sqs:GetQueueAttributes`. Default is true.
+   */
+  readonly checkQueues?: boolean;
+  /** Default is the handler's logger. */
+  readonly logger?: Logger;
+}
+
+/** The validated configuration. */
+export interface SqsConsumerConfig {
+  readonly queueUrl: string;
+  readonly deadLetterQueueUrl: string;
+  readonly fifo: boolean;
+  readonly concurrency: number;
+  readonly batchSize: number;
+  readonly waitTimeSeconds: number;
+  readonly visibilityTimeoutSeconds: number;
+  readonly heartbeatIntervalMs: number;
+  readonly messageIdAttribute: string;
+  readonly messageIdBodyField: string | undefined;
+  readonly useSqsMessageIdAsId: boolean;
+  readonly resolveMessageId: ((message: Message) => string | undefined) | undefined;
+  readonly closeTimeoutMs: number;
+  readonly deleteBatchDelayMs: number;
+  readonly checkQueues: boolean;
+  readonly logger: Logger;
+}
+
+/** SQS's longest visibility timeout: 12 hours. */
+export const MAX_VISIBILITY_SECONDS = 43_200;
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+function integerIn(name: string, value: number, min: number, max: number, hint = ''): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(`sqsConsumer: ${name} must be an integer from ${min} to ${max}, got ${String(value)}${hint}`);
+  }
+  return value;
+}
+
+/** Validates `options` against the handler's configuration. Throws a `ConfigurationError` saying what to change. */
+export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, Tx>): SqsConsumerConfig {
+  const { queueUrl, deadLetterQueueUrl, handler } = options;
+  if (typeof queueUrl !== 'string' || queueUrl === '') throw new ConfigurationError('sqsConsumer: queueUrl is required');
+  if (typeof deadLetterQueueUrl !== 'string' || deadLetterQueueUrl === '') {
+    throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl is required (dead letters are sent there)');
+  }
+  if (deadLetterQueueUrl === queueUrl) {
+    throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl must name another queue than queueUrl');
+  }
+  const concurrency = integerIn('concurrency', options.concurrency ?? 10, 1, 10_000);
+  const batchSize = integerIn('batchSize', options.batchSize ?? 10, 1, 10, ' (SQS returns at most 10 messages per receive)');
+  const waitTimeSeconds = integerIn('waitTimeSeconds', options.waitTimeSeconds ?? 20, 0, 20);
+  const visibilityTimeoutSeconds = integerIn(
+    'visibilityTimeoutSeconds',
+    options.visibilityTimeoutSeconds ?? 30,
+    1,
+    MAX_VISIBILITY_SECONDS,
+  );
+  const handlerTimeoutMs = handler.config.handlerTimeoutMs;
+  if (visibilityTimeoutSeconds * 1000 <= handlerTimeoutMs) {
+    throw new ConfigurationError(
+      `sqsConsumer: visibilityTimeoutSeconds (${visibilityTimeoutSeconds} s) must exceed the consumer's handlerTimeoutMs ` +
+        `(${handlerTimeoutMs} ms): raise visibilityTimeoutSeconds to at least ${Math.floor(handlerTimeoutMs / 1000) + 1}, ` +
+        `or lower handlerTimeoutMs in idempotentConsumer()`,
+    );
+  }
+  const heartbeatSeconds = options.heartbeatIntervalSeconds ?? visibilityTimeoutSeconds / 2;
+  if (!Number.isFinite(heartbeatSeconds) || heartbeatSeconds <= 0 || heartbeatSeconds >= visibilityTimeoutSeconds) {
+    throw new ConfigurationError(
+      `sqsConsumer: heartbeatIntervalSeconds must be above 0 and below visibilityTimeoutSeconds (${visibilityTimeoutSeconds}), ` +
+        `got ${String(heartbeatSeconds)}; about half the visibility timeout is a good choice`,
+    );
+  }
+  const messageIdAttribute = options.messageIdAttribute ?? 'message-id';
+  if (typeof messageIdAttribute !== 'string' || messageIdAttribute === '') {
+    throw new ConfigurationError('sqsConsumer: messageIdAttribute must be a non-empty attribute name');
+  }
+  if (options.messageIdBodyField !== undefined && (typeof options.messageIdBodyField !== 'string' || options.messageIdBodyField === '')) {
+    throw new ConfigurationError('sqsConsumer: messageIdBodyField must be a non-empty dot path such as `id` or `meta.id`');
+  }
+  const closeTimeoutMs = options.closeTimeoutMs ?? handlerTimeoutMs + 5_000;
+  if (!Number.isFinite(closeTimeoutMs) || closeTimeoutMs < 0) {
+    throw new ConfigurationError(`sqsConsumer: closeTimeoutMs must be 0 or more, got ${String(closeTimeoutMs)}`);
+  }
+  const deleteBatchDelayMs = options.deleteBatchDelayMs ?? 5;
+  if (!Number.isFinite(deleteBatchDelayMs) || deleteBatchDelayMs < 0 || deleteBatchDelayMs > 1_000) {
+    throw new ConfigurationError(`sqsConsumer: deleteBatchDelayMs must be from 0 to 1000, got ${String(deleteBatchDelayMs)}`);
+  }
+  return Object.freeze({
+    queueUrl,
+    deadLetterQueueUrl,
+    fifo: isFifoQueue(queueUrl),
+    concurrency,
+    batchSize,
+    waitTimeSeconds,
+    visibilityTimeoutSeconds,
+    heartbeatIntervalMs: Math.round(heartbeatSeconds * 1000),
+    messageIdAttribute,
+    messageIdBodyField: options.messageIdBodyField,
+    useSqsMessageIdAsId: options.useSqsMessageIdAsId ?? false,
+    resolveMessageId: options.resolveMessageId,
+    closeTimeoutMs,
+    deleteBatchDelayMs,
+    checkQueues: options.checkQueues ?? true,
+    logger: options.logger ?? handler.config.logger ?? silent,
+  });
+}

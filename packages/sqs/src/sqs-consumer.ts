@@ -1,0 +1,407 @@
+// The SQS transport: long-polls a queue, hands each message to the idempotent consumer, and maps its outcome to
+// SQS — delete only once the effect (or the dead letter) is durable, a retry is a visibility change, and held
+// messages are kept invisible by a heartbeat. FIFO queues are handled one message per group at a time.
+
+import { ChangeMessageVisibilityBatchCommand, ChangeMessageVisibilityCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import type { Message } from '@aws-sdk/client-sqs';
+import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
+import { checkQueues } from './check-queues.js';
+import { deadLetterMessage } from './dead-letter-message.js';
+import { DeleteBatcher } from './delete-batcher.js';
+import { MAX_VISIBILITY_SECONDS, resolveSqsConsumerConfig } from './sqs-consumer-options.js';
+import type { SqsConsumerConfig, SqsConsumerOptions } from './sqs-consumer-options.js';
+import { toInboundMessage } from './to-inbound-message.js';
+import { VisibilityHeartbeat } from './visibility-heartbeat.js';
+import type { HeldMessage } from './visibility-heartbeat.js';
+
+/** One received message while the consumer holds it. */
+interface Held extends HeldMessage {
+  readonly raw: Message;
+  readonly inbound: InboundMessage;
+}
+
+/** What happened to a held message: settled for good, or still in the queue (retry, failed DLQ publish). */
+type Settlement = 'settled' | 'returned';
+
+/** The messages of one FIFO group waiting in this process, in receive order. */
+interface Group {
+  readonly waiting: Held[];
+}
+
+const MAX_POLL_BACKOFF_MS = 5_000;
+
+/**
+ * Consumes an SQS queue through an idempotent consumer.
+ *
+ * - processed / duplicate → the message is deleted (DeleteMessageBatch), after the effect committed;
+ * - retry → ChangeMessageVisibility to the retry delay (at most 12 h), not deleted: SQS redelivers it;
+ * - dead-letter → SendMessage to `deadLetterQueueUrl` with the dead-letter attributes, then delete; if the send
+ *   fails nothing is deleted and the message returns after its visibility timeout.
+ *
+ * Messages are long-polled in batches of up to 10, at most `concurrency` held at once, and kept invisible by a
+ * heartbeat while they are held. In a FIFO queue (`.fifo`) the messages of one MessageGroupId are handled one
+ * at a time in order, groups in parallel; a retried message returns the rest of its group to the queue behind
+ * it, so nothing overtakes it.
+ *
+ * `start()` validates the options (visibility timeout above the handler timeout, among others) and, unless
+ * `checkQueues` is false, the queues, then rejects with a `ConfigurationError` saying what to change.
+ *
+ * @example
+ * const consumer = sqsConsumer({
+ *   client: new SQSClient({}),
+ *   queueUrl: process.env.ORDERS_QUEUE_URL!,
+ *   deadLetterQueueUrl: process.env.ORDERS_DLQ_URL!,
+ *   handler: idempotentConsumer({ name: 'orders', store, handler: applyOrder }),
+ * });
+ * await consumer.start();
+ * process.once('SIGTERM', () => void consumer.stop());
+ */
+export function sqsConsumer<P, Tx>(options: SqsConsumerOptions<P, Tx>): TransportConsumer {
+  return new SqsConsumer(Object.freeze({ ...options }));
+}
+
+class SqsConsumer<P, Tx> implements TransportConsumer {
+  readonly #options: SqsConsumerOptions<P, Tx>;
+  #config: SqsConsumerConfig | undefined;
+  #heartbeat: VisibilityHeartbeat | undefined;
+  #deleter: DeleteBatcher | undefined;
+  #starting: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
+  #running = false;
+  /** Set once `stop()` gave up waiting: late outcomes are then left to the visibility timeout. */
+  #closed = false;
+  /** Messages held plus messages asked for by receives in flight. */
+  #slotsUsed = 0;
+  #slotWaiters: (() => void)[] = [];
+  readonly #abort = new AbortController();
+  #pollers: Promise<void>[] = [];
+  readonly #tasks = new Set<Promise<unknown>>();
+  readonly #groups = new Map<string, Group>();
+
+  constructor(options: SqsConsumerOptions<P, Tx>) {
+    this.#options = options;
+  }
+
+  start(): Promise<void> {
+    this.#starting ??= this.#start();
+    return this.#starting;
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #start(): Promise<void> {
+    if (this.#stopping !== undefined) return;
+    const config = resolveSqsConsumerConfig(this.#options);
+    const { client, handler } = this.#options;
+    if (config.checkQueues) {
+      await checkQueues(client, config.queueUrl, config.deadLetterQueueUrl, handler.config.maxAttempts, config.logger);
+    }
+    if (this.#stopping !== undefined) return;
+    this.#config = config;
+    this.#heartbeat = new VisibilityHeartbeat(
+      client,
+      config.queueUrl,
+      config.visibilityTimeoutSeconds,
+      config.heartbeatIntervalMs,
+      config.logger,
+    );
+    this.#deleter = new DeleteBatcher(client, config.queueUrl, config.deleteBatchDelayMs, config.logger);
+    this.#heartbeat.start();
+    this.#running = true;
+    const pollers = Math.max(1, Math.ceil(config.concurrency / config.batchSize));
+    this.#pollers = Array.from({ length: pollers }, () => this.#poll(config));
+    config.logger.info(
+      { queueUrl: config.queueUrl, consumer: handler.name, fifo: config.fifo, concurrency: config.concurrency },
+      'sqsConsumer started',
+    );
+  }
+
+  async #stop(): Promise<void> {
+    await this.#starting?.catch(() => undefined);
+    const config = this.#config;
+    if (config === undefined) return;
+    this.#running = false;
+    this.#abort.abort();
+    this.#wakeSlotWaiters();
+    await Promise.all(this.#pollers);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      this.#drainTasks().then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), config.closeTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      this.#closed = true;
+      config.logger.warn(
+        { queueUrl: config.queueUrl, held: this.#heartbeat?.size },
+        'sqsConsumer stop: handlers still running after closeTimeoutMs; their messages reappear after the visibility timeout',
+      );
+    }
+    await this.#deleter?.drain();
+    this.#heartbeat?.stop();
+    config.logger.info({ queueUrl: config.queueUrl }, 'sqsConsumer stopped');
+  }
+
+  async #drainTasks(): Promise<void> {
+    while (this.#tasks.size > 0) await Promise.all(this.#tasks);
+  }
+
+  #track(task: Promise<unknown>): void {
+    const tracked = task.finally(() => this.#tasks.delete(tracked));
+    this.#tasks.add(tracked);
+  }
+
+  // ---- receiving
+
+  #freeSlots(config: SqsConsumerConfig): number {
+    return config.concurrency - this.#slotsUsed;
+  }
+
+  async #waitForSlot(config: SqsConsumerConfig): Promise<void> {
+    while (this.#running && this.#freeSlots(config) <= 0) {
+      await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+    }
+  }
+
+  #wakeSlotWaiters(): void {
+    const waiters = this.#slotWaiters;
+    this.#slotWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  #releaseSlot(): void {
+    this.#slotsUsed--;
+    this.#wakeSlotWaiters();
+  }
+
+  async #poll(config: SqsConsumerConfig): Promise<void> {
+    let backoffMs = 100;
+    let receivedAt = 0;
+    while (this.#running) {
+      await this.#waitForSlot(config);
+      if (!this.#running) break;
+      const want = Math.min(config.batchSize, this.#freeSlots(config));
+      this.#slotsUsed += want;
+      let messages: Message[];
+      try {
+        const result = await this.#options.client.send(
+          new ReceiveMessageCommand({
+            QueueUrl: config.queueUrl,
+            MaxNumberOfMessages: want,
+            WaitTimeSeconds: config.waitTimeSeconds,
+            VisibilityTimeout: config.visibilityTimeoutSeconds,
+            MessageAttributeNames: ['All'],
+            MessageSystemAttributeNames: ['All'],
+          }),
+          { abortSignal: this.#abort.signal },
+        );
+        messages = result.Messages ?? [];
+        backoffMs = 100;
+        // Visibility started when SQS answered, give or take the network's latency; the heartbeat runs at
+        // half the timeout, which absorbs that.
+        receivedAt = Date.now();
+      } catch (error) {
+        this.#slotsUsed -= want;
+        this.#wakeSlotWaiters();
+        if (!this.#running) break;
+        config.logger.warn({ error, queueUrl: config.queueUrl, retryInMs: backoffMs }, 'sqsConsumer: ReceiveMessage failed');
+        await this.#sleep(backoffMs);
+        backoffMs = Math.min(MAX_POLL_BACKOFF_MS, backoffMs * 2);
+        continue;
+      }
+      this.#slotsUsed -= want - messages.length;
+      if (!this.#running) {
+        // Received while stopping: give them straight back.
+        const held: Held[] = [];
+        for (const m of messages) {
+          const h = this.#hold(config, m, receivedAt, false);
+          if (h === undefined) this.#releaseSlot();
+          else held.push(h);
+        }
+        await this.#returnAndFree(config, held);
+        break;
+      }
+      this.#dispatch(config, messages, receivedAt);
+    }
+  }
+
+  async #sleep(ms: number): Promise<void> {
+    if (this.#abort.signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      this.#abort.signal.addEventListener('abort', done, { once: true });
+      const signal = this.#abort.signal;
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+    });
+  }
+
+  /** Starts holding a received message (heartbeat on); `undefined` for a message SQS sent without a handle. */
+  #hold(config: SqsConsumerConfig, raw: Message, receivedAt: number, withDeliveryCount: boolean): Held | undefined {
+    if (raw.ReceiptHandle === undefined) return undefined;
+    let inbound: InboundMessage;
+    try {
+      inbound = toInboundMessage(raw, { ...config, withDeliveryCount });
+    } catch (error) {
+      // Only a user's resolveMessageId can throw here: treat it as "no id" so the message is dead-lettered.
+      config.logger.error({ error, sqsMessageId: raw.MessageId }, 'sqsConsumer: resolveMessageId threw');
+      inbound = toInboundMessage(raw, { ...config, withDeliveryCount, resolveMessageId: () => undefined });
+    }
+    const held: Held = { raw, inbound, receiptHandle: raw.ReceiptHandle, messageId: raw.MessageId, extendedAt: receivedAt, extending: undefined };
+    this.#heartbeat!.track(held);
+    return held;
+  }
+
+  #dispatch(config: SqsConsumerConfig, messages: readonly Message[], receivedAt: number): void {
+    const headsSeen = new Set<string>();
+    for (const raw of messages) {
+      const groupId = config.fifo ? raw.Attributes?.MessageGroupId : undefined;
+      if (groupId === undefined) {
+        const held = this.#hold(config, raw, receivedAt, true);
+        if (held === undefined) {
+          this.#releaseSlot();
+          continue;
+        }
+        this.#track(this.#settleAndFree(config, held));
+        continue;
+      }
+      // In a FIFO group only the first message of a receive has had receives of its own: the ones behind it
+      // may have been returned behind a retried message, and SQS counted those returns as receives.
+      const head = !headsSeen.has(groupId) && !this.#groups.has(groupId);
+      headsSeen.add(groupId);
+      const held = this.#hold(config, raw, receivedAt, head);
+      if (held === undefined) {
+        this.#releaseSlot();
+        continue;
+      }
+      const group = this.#groups.get(groupId);
+      if (group !== undefined) group.waiting.push(held);
+      else {
+        const created: Group = { waiting: [held] };
+        this.#groups.set(groupId, created);
+        this.#track(this.#runGroup(config, groupId, created));
+      }
+    }
+  }
+
+  // ---- settling
+
+  async #settleAndFree(config: SqsConsumerConfig, held: Held): Promise<Settlement> {
+    try {
+      return await this.#settle(config, held);
+    } finally {
+      this.#releaseSlot();
+    }
+  }
+
+  async #runGroup(config: SqsConsumerConfig, groupId: string, group: Group): Promise<void> {
+    try {
+      for (let next = group.waiting.shift(); next !== undefined; next = group.waiting.shift()) {
+        if (!this.#running) {
+          await this.#returnAndFree(config, [next, ...group.waiting.splice(0)]);
+          break;
+        }
+        const settlement = await this.#settleAndFree(config, next);
+        if (settlement === 'returned') {
+          // The message is back in the queue (or will be): what waits behind it must not overtake it.
+          await this.#returnAndFree(config, group.waiting.splice(0));
+        }
+      }
+    } finally {
+      this.#groups.delete(groupId);
+    }
+  }
+
+  /** Hands `held` to the idempotent consumer and applies the outcome. Never rejects. */
+  async #settle(config: SqsConsumerConfig, held: Held): Promise<Settlement> {
+    let outcome: Outcome;
+    try {
+      outcome = await this.#options.handler.handle(held.inbound);
+    } catch (error) {
+      // handle() never rejects by contract; if it does, leave the message to its visibility timeout.
+      config.logger.error({ error, sqsMessageId: held.messageId }, 'sqsConsumer: handle() rejected; the message will be redelivered');
+      await this.#heartbeat!.untrack(held);
+      return 'returned';
+    }
+    if (this.#closed) {
+      await this.#heartbeat!.untrack(held);
+      return 'returned';
+    }
+    switch (outcome.status) {
+      case 'processed':
+      case 'duplicate':
+        await this.#heartbeat!.untrack(held);
+        this.#deleter!.enqueue(held);
+        return 'settled';
+      case 'retry':
+        await this.#heartbeat!.untrack(held);
+        await this.#changeVisibility(config, held, Math.min(MAX_VISIBILITY_SECONDS, Math.ceil(outcome.delayMs / 1000)));
+        return 'returned';
+      case 'dead-letter':
+        try {
+          await this.#options.client.send(
+            new SendMessageCommand(deadLetterMessage(config.deadLetterQueueUrl, this.#options.handler.name, held.inbound, held.raw, outcome)),
+          );
+        } catch (error) {
+          await this.#heartbeat!.untrack(held);
+          config.logger.error(
+            { error, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
+            'sqsConsumer: sending to the dead-letter queue failed; the message stays and is redelivered after its visibility timeout',
+          );
+          return 'returned';
+        }
+        await this.#heartbeat!.untrack(held);
+        this.#deleter!.enqueue(held);
+        return 'settled';
+    }
+  }
+
+  async #changeVisibility(config: SqsConsumerConfig, held: Held, seconds: number): Promise<void> {
+    try {
+      await this.#options.client.send(
+        new ChangeMessageVisibilityCommand({ QueueUrl: config.queueUrl, ReceiptHandle: held.receiptHandle, VisibilityTimeout: seconds }),
+      );
+    } catch (error) {
+      config.logger.warn(
+        { error, sqsMessageId: held.messageId, visibilityTimeoutSeconds: seconds },
+        'sqsConsumer: could not set the retry delay; the message returns after its current visibility timeout',
+      );
+    }
+  }
+
+  async #returnAndFree(config: SqsConsumerConfig, held: readonly Held[]): Promise<void> {
+    try {
+      await this.#returnToQueue(config, held);
+    } finally {
+      for (const _ of held) this.#releaseSlot();
+    }
+  }
+
+  /** Makes messages visible again at once (they were not handled). Never rejects. */
+  async #returnToQueue(config: SqsConsumerConfig, held: readonly Held[]): Promise<void> {
+    for (const h of held) await this.#heartbeat!.untrack(h);
+    if (this.#closed) return;
+    for (let i = 0; i < held.length; i += 10) {
+      const batch = held.slice(i, i + 10);
+      try {
+        const result = await this.#options.client.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: config.queueUrl,
+            Entries: batch.map((h, n) => ({ Id: String(n), ReceiptHandle: h.receiptHandle, VisibilityTimeout: 0 })),
+          }),
+        );
+        if ((result.Failed ?? []).length > 0) {
+          config.logger.warn({ failed: result.Failed }, 'sqsConsumer: some messages could not be returned; they reappear after their visibility timeout');
+        }
+      } catch (error) {
+        config.logger.warn({ error }, 'sqsConsumer: messages could not be returned; they reappear after their visibility timeout');
+      }
+    }
+  }
+}

@@ -1,0 +1,172 @@
+// "Publish and be sure" for SQS: SendMessageBatch in chunks, every entry checked, so the DLQ path, DLQ replay
+// and the outbox relay only move on once SQS has accepted each message.
+
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import type { SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import { HEADERS, PublishError } from '@inboxkit/core';
+import type { OutgoingMessage, Publisher } from '@inboxkit/core';
+import { fifoId, isFifoQueue } from './fifo.js';
+import { encodeMessageAttributes } from './message-attributes.js';
+import type { SqsClient } from './sqs-client.js';
+
+/** Options of `sqsPublisher`. */
+export interface SqsPublisherOptions {
+  /** The application's `SQSClient` (or anything with the same `send`). Never closed by inboxkit. */
+  readonly client: SqsClient;
+  /**
+   * Sends of one batch entry that SQS failed on its side (`SenderFault: false`) before giving up. Errors of
+   * the request itself are left to the client's own retry strategy. Default is 3.
+   */
+  readonly maxEntryAttempts?: number;
+}
+
+/** SQS's limits for one SendMessageBatch request. */
+const MAX_BATCH_ENTRIES = 10;
+const MAX_BATCH_BYTES = 256 * 1024;
+/** SQS's longest per-message delay. */
+const MAX_DELAY_SECONDS = 900;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Headers given their own attribute first when a message has more than SQS's 10 allowed. */
+export const PRIORITY_HEADERS: readonly string[] = [
+  HEADERS.replayId,
+  HEADERS.replayBy,
+  HEADERS.replayAt,
+  HEADERS.reason,
+  HEADERS.consumer,
+];
+
+function bodyText(message: OutgoingMessage): string {
+  let text: string;
+  if (typeof message.body === 'string') text = message.body;
+  else {
+    try {
+      text = utf8.decode(message.body);
+    } catch (cause) {
+      throw new PublishError(`message ${message.id}: SQS bodies are text; the body is not valid UTF-8`, { cause });
+    }
+  }
+  if (text.length === 0) throw new PublishError(`message ${message.id}: SQS does not accept an empty body`);
+  return text;
+}
+
+/** The SendMessageBatch entry for one message. `Id` is set by the caller. */
+function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, 'Id'> {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(message.headers ?? {})) if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
+  headers[HEADERS.messageId] = message.id;
+  const entry: Omit<SendMessageBatchRequestEntry, 'Id'> = {
+    MessageBody: bodyText(message),
+    MessageAttributes: encodeMessageAttributes(headers, PRIORITY_HEADERS),
+  };
+  if (isFifoQueue(message.destination)) {
+    // A replay must not be swallowed by SQS's 5-minute deduplication of the original send.
+    const replayId = Object.entries(message.headers ?? {}).find(([k]) => k.toLowerCase() === HEADERS.replayId)?.[1];
+    return {
+      ...entry,
+      MessageGroupId: fifoId(message.key ?? message.id),
+      MessageDeduplicationId: replayId === undefined ? fifoId(message.id) : fifoId(message.id, replayId),
+    };
+  }
+  if (message.delayMs !== undefined && message.delayMs > 0) {
+    return { ...entry, DelaySeconds: Math.min(MAX_DELAY_SECONDS, Math.ceil(message.delayMs / 1000)) };
+  }
+  return entry;
+}
+
+function entryBytes(entry: Omit<SendMessageBatchRequestEntry, 'Id'>): number {
+  let n = Buffer.byteLength(entry.MessageBody ?? '');
+  for (const [k, v] of Object.entries(entry.MessageAttributes ?? {})) {
+    n += Buffer.byteLength(k) + Buffer.byteLength(v.StringValue ?? '') + Buffer.byteLength(v.DataType ?? '');
+  }
+  return n;
+}
+
+/** One message ready to send: its id (for error messages) and its entry without the batch-local `Id`. */
+interface Prepared {
+  readonly id: string;
+  readonly entry: Omit<SendMessageBatchRequestEntry, 'Id'>;
+}
+
+/** Splits one destination's entries into batches within SQS's count and size limits, order kept. */
+function chunk(entries: readonly Prepared[]): Prepared[][] {
+  const chunks: Prepared[][] = [];
+  let current: Prepared[] = [];
+  let bytes = 0;
+  for (const entry of entries) {
+    const size = entryBytes(entry.entry);
+    if (current.length > 0 && (current.length === MAX_BATCH_ENTRIES || bytes + size > MAX_BATCH_BYTES)) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(entry);
+    bytes += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+/**
+ * A core `Publisher` over SQS. `publish` resolves once SQS has accepted every message and rejects with a
+ * `PublishError` naming the failed ones otherwise. Each message gets a `message-id` attribute; for a FIFO queue
+ * its `key` is the MessageGroupId (the id when no key is given) and its id the MessageDeduplicationId (with the
+ * replay id for a replay). `delayMs` becomes DelaySeconds (at most 900 s) on standard queues; FIFO queues have
+ * no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time.
+ *
+ * @example
+ * const publisher = sqsPublisher({ client: new SQSClient({}) });
+ * await publisher.publish([{ destination: queueUrl, id: 'order-42', body: JSON.stringify(order) }]);
+ */
+export function sqsPublisher(options: SqsPublisherOptions): Publisher {
+  const client = options.client;
+  const maxEntryAttempts = options.maxEntryAttempts ?? 3;
+  let closed = false;
+
+  async function sendBatch(queueUrl: string, batch: readonly Prepared[]): Promise<void> {
+    let pending = batch.map((p, i) => ({ ...p, slot: String(i) }));
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      let result;
+      try {
+        result = await client.send(
+          new SendMessageBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: pending.map((p) => ({ ...p.entry, Id: p.slot })),
+          }),
+        );
+      } catch (cause) {
+        throw new PublishError(`SendMessageBatch to ${queueUrl} failed: ${(cause as Error).message}`, { cause });
+      }
+      const failed = result.Failed ?? [];
+      if (failed.length === 0) return;
+      const bySlot = new Map(pending.map((p) => [p.slot, p]));
+      if (failed.some((f) => f.SenderFault === true) || attempt >= maxEntryAttempts) {
+        const detail = failed.map((f) => `${bySlot.get(f.Id ?? '')?.id ?? f.Id}: ${f.Code ?? 'error'} ${f.Message ?? ''}`.trim());
+        throw new PublishError(`SQS rejected ${failed.length} message(s) sent to ${queueUrl}: ${detail.join('; ')}`);
+      }
+      pending = failed.flatMap((f) => bySlot.get(f.Id ?? '') ?? []);
+      await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+    }
+  }
+
+  return {
+    async publish(messages) {
+      if (closed) throw new PublishError('the SQS publisher is closed');
+      const byQueue = new Map<string, Prepared[]>();
+      for (const message of messages) {
+        const list = byQueue.get(message.destination) ?? [];
+        list.push({ id: message.id, entry: toEntry(message) });
+        byQueue.set(message.destination, list);
+      }
+      await Promise.all(
+        [...byQueue].map(async ([queueUrl, entries]) => {
+          for (const batch of chunk(entries)) await sendBatch(queueUrl, batch);
+        }),
+      );
+    },
+    async close() {
+      closed = true;
+    },
+  };
+}
