@@ -1,2 +1,7 @@
-// @inboxkit/testing: Learning transport, conformance suites and redelivery contract tests for inboxkit.
-export {};
+// @inboxkit/testing: the learning transport, the transport conformance suite, the redelivery contract test
+// for users' handlers, an outcome recorder and unique names. Everything here proves idempotency instead of
+// asserting it.
+export * from './transport-harness.js';
+export * from './outcome-recorder.js';
+export * from './describe-outcome.js';
+export * from './unique-name.js';
