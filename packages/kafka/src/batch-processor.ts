@@ -1,0 +1,342 @@
+// Processes one fetched batch of one partition: counts attempts, hands records to the idempotent consumer in
+// offset order, maps each outcome to Kafka's action, and commits the offset after the last record whose
+// outcome is durable — never past one that is not.
+
+import type { DeadLetterOutcome, InboundMessage, Outcome } from '@inboxkit/core';
+import type { AttemptLedger } from './attempt-ledger.js';
+import type { DeadLetter, DeadLetterProducer } from './dead-letter-producer.js';
+import type { KafkaEachBatchPayload, KafkaMessageLike } from './kafka-client-types.js';
+import type { ResolvedKafkaConsumerOptions } from './kafka-consumer-options.js';
+import type { RetryScheduler } from './retry-scheduler.js';
+import { toInboundMessage } from './to-inbound-message.js';
+import type { MessageIdResolution } from './to-inbound-message.js';
+
+/** Where one batch stands. */
+interface Progress {
+  readonly topic: string;
+  readonly partition: number;
+  readonly payload: KafkaEachBatchPayload;
+  /** The offset to commit: one past the last record whose outcome is durable, with all before it. */
+  committable: string | undefined;
+  /** A redelivery was scheduled: the rest of the batch is left for the next fetch. */
+  halted: boolean;
+  /** A heartbeat or commit said the group is rebalancing (or the coordinator is gone): rethrown to kafkajs. */
+  groupError: unknown;
+}
+
+const GROUP_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'NOT_COORDINATOR_FOR_GROUP']);
+
+function isGroupError(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && GROUP_ERRORS.has(String((error as { type?: unknown }).type));
+}
+
+function nextOffset(offset: string): string {
+  return (BigInt(offset) + 1n).toString();
+}
+
+/** The collaborators a BatchProcessor drives. */
+export interface BatchProcessorDeps {
+  readonly options: ResolvedKafkaConsumerOptions;
+  readonly ledger: AttemptLedger;
+  readonly deadLetters: DeadLetterProducer;
+  readonly scheduler: RetryScheduler;
+  /** True once `stop()` was called: finish the record in hand, commit, return. */
+  readonly isStopping: () => boolean;
+}
+
+/** The eachBatch handler of the transport. */
+export class BatchProcessor {
+  readonly #deps: BatchProcessorDeps;
+  readonly #options: ResolvedKafkaConsumerOptions;
+  readonly #resolution: MessageIdResolution;
+
+  constructor(deps: BatchProcessorDeps) {
+    this.#deps = deps;
+    this.#options = deps.options;
+    this.#resolution = {
+      messageId: deps.options.messageId,
+      useCoordinatesAsId: deps.options.useCoordinatesAsId,
+      logger: deps.options.logger,
+    };
+  }
+
+  /** Processes `payload.batch`; rejects only with a group error, after committing what finished. */
+  async process(payload: KafkaEachBatchPayload): Promise<void> {
+    const { batch } = payload;
+    if (batch.messages.length === 0) return;
+    const progress: Progress = {
+      topic: batch.topic,
+      partition: batch.partition,
+      payload,
+      committable: undefined,
+      halted: false,
+      groupError: undefined,
+    };
+    try {
+      await this.#run(progress, batch.messages);
+    } finally {
+      await this.#commit(progress);
+    }
+    if (progress.groupError !== undefined) throw progress.groupError;
+  }
+
+  async #run(p: Progress, records: readonly KafkaMessageLike[]): Promise<void> {
+    const ledger = this.#deps.ledger;
+    const options = this.#options;
+    const messages = records.map((r) => toInboundMessage(p.topic, p.partition, r, this.#resolution));
+    const count = records.length;
+    let countedThrough = -1;
+    let i = 0;
+    while (i < count) {
+      if (this.#mustYield(p)) return;
+      const record = records[i]!;
+      const message = messages[i]!;
+      if (this.#isSkippedTombstone(record)) {
+        if (!(await this.#settleTombstone(p, record, message))) return;
+        i += 1;
+      } else if (ledger.isCareful(p.topic, p.partition)) {
+        // First batch since a join: count one record at a time until one was not finished before.
+        if (!(await this.#countAttempts(p, records, messages, i, i + 1))) return;
+        ledger.ran(p.topic, p.partition, record.offset);
+        const outcome = await this.#handle(p, message);
+        if (outcome.status === 'processed' || outcome.status === 'retry') ledger.settle(p.topic, p.partition);
+        if (!(await this.#settle(p, record, message, outcome))) return;
+        i += 1;
+      } else if (options.mode === 'batch') {
+        const end = this.#chunkEnd(records, i);
+        if (!(await this.#countAttempts(p, records, messages, i, end))) return;
+        for (let k = i; k < end; k += 1) ledger.ran(p.topic, p.partition, records[k]!.offset);
+        const outcomes = await this.#handleBatch(p, messages.slice(i, end));
+        if (!(await this.#settleChunk(p, records, messages, outcomes, i, end))) return;
+        i = end;
+      } else {
+        if (countedThrough < i) {
+          if (!(await this.#countAttempts(p, records, messages, i, count))) return;
+          countedThrough = count - 1;
+        }
+        ledger.ran(p.topic, p.partition, record.offset);
+        const outcome = await this.#handle(p, message);
+        if (!(await this.#settle(p, record, message, outcome))) return;
+        i += 1;
+      }
+      await this.#heartbeat(p);
+    }
+  }
+
+  #mustYield(p: Progress): boolean {
+    return p.halted || p.groupError !== undefined || this.#deps.isStopping() || !p.payload.isRunning() || p.payload.isStale();
+  }
+
+  #isSkippedTombstone(record: KafkaMessageLike): boolean {
+    return record.value === null && this.#options.tombstones !== 'handle';
+  }
+
+  /** End (exclusive) of the chunk starting at `from`: at most batchSize records, stopping at a tombstone. */
+  #chunkEnd(records: readonly KafkaMessageLike[], from: number): number {
+    const limit = Math.min(records.length, from + this.#options.batchSize);
+    let end = from;
+    while (end < limit && !this.#isSkippedTombstone(records[end]!)) end += 1;
+    return end;
+  }
+
+  /**
+   * Records durably that an attempt of records[from..to) starts, except those already counted and not run
+   * since (see AttemptLedger). On failure the partition is redelivered from `from` later.
+   */
+  async #countAttempts(
+    p: Progress,
+    records: readonly KafkaMessageLike[],
+    messages: readonly InboundMessage[],
+    from: number,
+    to: number,
+  ): Promise<boolean> {
+    const indexes: number[] = [];
+    for (let k = from; k < to; k += 1) if (!this.#isSkippedTombstone(records[k]!)) indexes.push(k);
+    if (indexes.length === 0) return true;
+    const offsets = indexes.map((k) => records[k]!.offset);
+    const uncounted = new Set(this.#deps.ledger.uncounted(p.topic, p.partition, offsets));
+    const starting = indexes.filter((k) => uncounted.has(records[k]!.offset) && messages[k]!.id !== undefined).map((k) => messages[k]!);
+    if (starting.length > 0) {
+      try {
+        await this.#options.handler.recordAttemptsStarted(starting);
+      } catch (error) {
+        this.#options.logger.error(
+          { err: error, topic: p.topic, partition: p.partition, offset: records[from]!.offset },
+          'inboxkit: could not record attempts; the partition is paused and retried',
+        );
+        this.#redeliver(p, records[from]!.offset, this.#options.pauseOnFailureMs);
+        return false;
+      }
+    }
+    this.#deps.ledger.counted(p.topic, p.partition, offsets[0]!, offsets[offsets.length - 1]!);
+    return true;
+  }
+
+  /** `handler.handle` with the group heartbeated meanwhile. It never rejects by contract; if it does, retry later. */
+  async #handle(p: Progress, message: InboundMessage): Promise<Outcome> {
+    try {
+      return await this.#heartbeating(p, () => this.#options.handler.handle(message));
+    } catch (error) {
+      return this.#unexpected(p, error, message);
+    }
+  }
+
+  async #handleBatch(p: Progress, messages: readonly InboundMessage[]): Promise<readonly Outcome[]> {
+    try {
+      const outcomes = await this.#heartbeating(p, () => this.#options.handler.handleBatch(messages));
+      if (outcomes.length === messages.length) return outcomes;
+      throw new Error(`handleBatch returned ${outcomes.length} outcomes for ${messages.length} messages`);
+    } catch (error) {
+      const retry = this.#unexpected(p, error, messages[0]!);
+      return messages.map(() => retry);
+    }
+  }
+
+  #unexpected(p: Progress, error: unknown, message: InboundMessage): Outcome {
+    this.#options.logger.error(
+      { err: error, topic: p.topic, partition: p.partition, offset: message.source.offset },
+      'inboxkit: the idempotent consumer failed unexpectedly; the record is retried',
+    );
+    return { status: 'retry', messageId: message.id ?? '', delayMs: this.#options.pauseOnFailureMs, attempt: 0, reason: 'store-unavailable' };
+  }
+
+  /** Runs `work` while heartbeating the group every `heartbeatIntervalMs`, so a long handler keeps its partition. */
+  async #heartbeating<T>(p: Progress, work: () => Promise<T>): Promise<T> {
+    const timer = setInterval(() => {
+      void p.payload.heartbeat().catch((error: unknown) => this.#heartbeatFailed(p, error));
+    }, this.#options.heartbeatIntervalMs);
+    try {
+      return await work();
+    } finally {
+      clearInterval(timer);
+    }
+  }
+
+  async #heartbeat(p: Progress): Promise<void> {
+    try {
+      await p.payload.heartbeat();
+    } catch (error) {
+      this.#heartbeatFailed(p, error);
+    }
+  }
+
+  /** A rebalance ends the batch (and is rethrown so kafkajs rejoins); anything else is retried by the next beat. */
+  #heartbeatFailed(p: Progress, error: unknown): void {
+    if (isGroupError(error)) p.groupError ??= error;
+    else this.#options.logger.warn({ err: error, topic: p.topic, partition: p.partition }, 'inboxkit: heartbeat failed');
+  }
+
+  /** Maps one outcome to Kafka's action. False when the rest of the batch must wait for a redelivery. */
+  async #settle(p: Progress, record: KafkaMessageLike, message: InboundMessage, outcome: Outcome): Promise<boolean> {
+    switch (outcome.status) {
+      case 'processed':
+      case 'duplicate':
+        this.#done(p, record);
+        return true;
+      case 'retry':
+        this.#redeliver(p, record.offset, outcome.delayMs);
+        return false;
+      case 'dead-letter':
+        return this.#deadLetter(p, [{ record, message, outcome }]);
+    }
+  }
+
+  /** Settles a chunk's outcomes in order up to the first retry; dead letters are produced before any commit. */
+  async #settleChunk(
+    p: Progress,
+    records: readonly KafkaMessageLike[],
+    messages: readonly InboundMessage[],
+    outcomes: readonly Outcome[],
+    from: number,
+    to: number,
+  ): Promise<boolean> {
+    const firstRetry = outcomes.findIndex((o) => o.status === 'retry');
+    const settled = firstRetry === -1 ? to - from : firstRetry;
+    const deadLetters: DeadLetter[] = [];
+    for (let j = 0; j < settled; j += 1) {
+      const outcome = outcomes[j]!;
+      if (outcome.status === 'dead-letter') deadLetters.push({ record: records[from + j]!, message: messages[from + j]!, outcome });
+    }
+    if (deadLetters.length > 0 && !(await this.#produceDeadLetters(p, deadLetters))) {
+      // Commit up to the first dead letter; it (and all after it) comes back after the pause.
+      const firstDead = outcomes.findIndex((o) => o.status === 'dead-letter');
+      if (firstDead > 0) this.#done(p, records[from + firstDead - 1]!);
+      this.#redeliver(p, records[from + firstDead]!.offset, this.#options.pauseOnFailureMs);
+      return false;
+    }
+    if (settled > 0) this.#done(p, records[from + settled - 1]!);
+    if (firstRetry === -1) return true;
+    const retry = outcomes[firstRetry]!;
+    this.#redeliver(p, records[from + firstRetry]!.offset, retry.status === 'retry' ? retry.delayMs : 0);
+    return false;
+  }
+
+  async #settleTombstone(p: Progress, record: KafkaMessageLike, message: InboundMessage): Promise<boolean> {
+    if (this.#options.tombstones === 'skip') {
+      this.#options.logger.debug({ topic: p.topic, partition: p.partition, offset: record.offset }, 'inboxkit: tombstone skipped');
+      this.#done(p, record);
+      return true;
+    }
+    const outcome: DeadLetterOutcome = { status: 'dead-letter', messageId: message.id, reason: 'tombstone', attempts: 0 };
+    return this.#deadLetter(p, [{ record, message, outcome }]);
+  }
+
+  async #deadLetter(p: Progress, deadLetters: readonly DeadLetter[]): Promise<boolean> {
+    if (!(await this.#produceDeadLetters(p, deadLetters))) {
+      this.#redeliver(p, deadLetters[0]!.record.offset, this.#options.pauseOnFailureMs);
+      return false;
+    }
+    this.#done(p, deadLetters[deadLetters.length - 1]!.record);
+    return true;
+  }
+
+  async #produceDeadLetters(p: Progress, deadLetters: readonly DeadLetter[]): Promise<boolean> {
+    try {
+      await this.#deps.deadLetters.send(p.topic, deadLetters);
+      return true;
+    } catch (error) {
+      this.#options.logger.error(
+        {
+          err: error,
+          topic: p.topic,
+          partition: p.partition,
+          offset: deadLetters[0]!.record.offset,
+          deadLetterTopic: this.#deps.deadLetters.topicFor(p.topic),
+        },
+        'inboxkit: could not produce a dead letter (does the dead-letter topic exist?); not committing, retrying after a pause',
+      );
+      return false;
+    }
+  }
+
+  /** The record's outcome is durable: it and everything before it may be committed. */
+  #done(p: Progress, record: KafkaMessageLike): void {
+    p.payload.resolveOffset(record.offset);
+    p.committable = nextOffset(record.offset);
+  }
+
+  #redeliver(p: Progress, offset: string, delayMs: number): void {
+    p.halted = true;
+    try {
+      this.#deps.scheduler.redeliver(p.topic, p.partition, offset, delayMs);
+    } catch (error) {
+      // Only when the consumer stopped under us: the uncommitted record is fetched again on the next start.
+      this.#options.logger.warn({ err: error, topic: p.topic, partition: p.partition, offset }, 'inboxkit: could not seek back');
+    }
+  }
+
+  async #commit(p: Progress): Promise<void> {
+    if (p.committable === undefined) return;
+    const offsets = { topics: [{ topic: p.topic, partitions: [{ partition: p.partition, offset: p.committable }] }] };
+    try {
+      await p.payload.commitOffsetsIfNecessary(offsets);
+    } catch (error) {
+      if (isGroupError(error)) p.groupError ??= error;
+      // Commits are cumulative: the next one covers this. Until then a restart redelivers, the inbox absorbs it.
+      this.#options.logger.warn(
+        { err: error, topic: p.topic, partition: p.partition, offset: p.committable },
+        'inboxkit: offset commit failed',
+      );
+    }
+  }
+}
