@@ -13,6 +13,9 @@ export const DEFAULT_DELAY_BUCKETS_MS: readonly number[] = Object.freeze([
   250, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000,
 ]);
 
+/** The work queue's default `x-delivery-limit`. */
+export const DEFAULT_DELIVERY_LIMIT = 20;
+
 /** The names of everything `declareTopology` declares for `queue`. */
 export interface TopologyNames {
   /** The work queue the consumer reads. */
@@ -52,8 +55,9 @@ export interface TopologyOptions {
   readonly maxAttempts?: number;
   /**
    * The broker's delivery limit of the work queue (quorum only): a message returned more often than this (a
-   * process that crashes on it) is dead-lettered by the broker. Must exceed `maxAttempts`. Default is
-   * `maxAttempts + 5`.
+   * process that crashes on it) is dead-lettered by the broker. Must exceed `maxAttempts`. Default is 20
+   * (RabbitMQ 4's own default), or `maxAttempts + 5` when that is larger: a fixed value, because RabbitMQ
+   * refuses to redeclare a queue with another limit, so tuning `maxAttempts` must not change it.
    */
   readonly deliveryLimit?: number;
   /** Delay buckets in ms, one delay queue each. Default is `DEFAULT_DELAY_BUCKETS_MS` (250 ms … 5 min). */
@@ -87,7 +91,7 @@ export function resolveTopology(options: TopologyOptions): DeclaredTopology {
   }
   let deliveryLimit: number | undefined;
   if (queueType === 'quorum') {
-    deliveryLimit = options.deliveryLimit ?? maxAttempts + 5;
+    deliveryLimit = options.deliveryLimit ?? Math.max(DEFAULT_DELIVERY_LIMIT, maxAttempts + 5);
     if (!Number.isInteger(deliveryLimit) || deliveryLimit <= maxAttempts) {
       throw new ConfigurationError(
         `topology: \`deliveryLimit\` (${deliveryLimit}) must be an integer above maxAttempts (${maxAttempts}), ` +

@@ -10,7 +10,12 @@ export { rabbitmqPublisher } from './rabbitmq-publisher.js';
 export type { RabbitmqPublisherOptions } from './rabbitmq-publisher.js';
 export { rabbitmqDeadLetterQueue } from './rabbitmq-dead-letter-queue.js';
 export type { RabbitmqDeadLetterQueueOptions } from './rabbitmq-dead-letter-queue.js';
-export { declareTopology, topologyNames, DEFAULT_DELAY_BUCKETS_MS } from './declare-topology.js';
+export {
+  declareTopology,
+  topologyNames,
+  DEFAULT_DELAY_BUCKETS_MS,
+  DEFAULT_DELIVERY_LIMIT,
+} from './declare-topology.js';
 export type { DeclaredTopology, TopologyNames, TopologyOptions } from './declare-topology.js';
 export type {
   AmqpChannel,

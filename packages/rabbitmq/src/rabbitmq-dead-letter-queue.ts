@@ -134,6 +134,7 @@ class RabbitmqDeadLetterQueue implements DeadLetterQueueReader {
    */
   async *take(options: { readonly limit: number }): AsyncIterable<TakenDeadLetter> {
     const channel = await this.#open();
+    let done = false;
     try {
       for (let i = 0; i < options.limit; i++) {
         const message = await channel.get(this.#dlq, { noAck: false });
@@ -143,6 +144,11 @@ class RabbitmqDeadLetterQueue implements DeadLetterQueueReader {
           ...this.#entry(message, i),
           remove: async () => {
             if (settled) return;
+            if (done) {
+              throw new ConfigurationError(
+                'remove() after its take() iteration ended: the message went back to the DLQ',
+              );
+            }
             settled = true;
             channel.ack(message);
           },
@@ -152,6 +158,7 @@ class RabbitmqDeadLetterQueue implements DeadLetterQueueReader {
         };
       }
     } finally {
+      done = true;
       await this.#close(channel);
     }
   }

@@ -1,0 +1,10 @@
+// The shared transport conformance suite, run against the real RabbitMQ: no ordering promise (a retry goes
+// through a delay queue), a native delay (delay queues), and a delivery count (attempt header + quorum
+// x-delivery-count).
+
+import { describeTransportConformance } from '@inboxkit/testing';
+import { rabbitmqHarness } from './rabbitmq-harness.js';
+
+describeTransportConformance('rabbitmq', { ordering: 'none', nativeDelay: true, deliveryCount: true }, () =>
+  rabbitmqHarness(),
+);
