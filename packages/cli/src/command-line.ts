@@ -1,0 +1,339 @@
+// Turns argv into one typed command. Every mistake becomes a UsageError that names the flag and says what
+// to write instead; the CLI prints it with the command's usage and exits 2.
+
+import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
+
+import type { DeadLetterFilter } from './replay/dead-letter-filter.js';
+import { resolveConnectionSettings } from './settings/connection-settings.js';
+import type { ConnectionSettings } from './settings/connection-settings.js';
+import { parseDuration, parsePositiveInt, parseRate, parseSince } from './settings/parse-values.js';
+import { UsageError } from './usage-error.js';
+
+/** The transports `dlq` commands read. */
+export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs'] as const;
+export type TransportName = (typeof TRANSPORTS)[number];
+
+/** Every command name, as typed. */
+export const COMMANDS = ['migrate', 'status', 'prune', 'dlq list', 'dlq replay', 'doctor'] as const;
+export type CommandName = (typeof COMMANDS)[number];
+
+interface Common {
+  readonly connection: ConnectionSettings;
+  readonly json: boolean;
+}
+
+export interface HelpCommand {
+  readonly command: 'help';
+  /** The command to explain, or `undefined` for the overview. */
+  readonly topic: CommandName | undefined;
+}
+export interface VersionCommand {
+  readonly command: 'version';
+}
+export interface MigrateCommand extends Common {
+  readonly command: 'migrate';
+}
+export interface StatusCommand extends Common {
+  readonly command: 'status';
+  readonly consumer: string | undefined;
+  /** "Expiring soon" means within this many ms. */
+  readonly expiringWithinMs: number;
+  /** The dedupe window to compare row ages against. */
+  readonly dedupeWindowMs: number;
+}
+export interface PruneCommand extends Common {
+  readonly command: 'prune';
+  readonly consumer: string | undefined;
+  readonly dryRun: boolean;
+  readonly batchSize: number;
+}
+interface DlqCommon extends Common {
+  readonly transport: TransportName;
+  readonly from: string;
+  readonly filter: DeadLetterFilter;
+  /** Kafka only: the consumer group that tracks what `take` has removed. */
+  readonly group: string | undefined;
+}
+export interface DlqListCommand extends DlqCommon {
+  readonly command: 'dlq list';
+  readonly limit: number;
+}
+export interface DlqReplayCommand extends DlqCommon {
+  readonly command: 'dlq replay';
+  readonly to: string | undefined;
+  readonly limit: number | undefined;
+  readonly ratePerSecond: number | undefined;
+  readonly dryRun: boolean;
+  readonly requestedBy: string;
+}
+export interface DoctorCommand extends Common {
+  readonly command: 'doctor';
+  /** Path of a JSON config file with consumer settings. */
+  readonly configPath: string | undefined;
+  /** Consumer settings given as flags (override the file). */
+  readonly settings: Readonly<Record<string, number | string>>;
+  readonly transport: TransportName | undefined;
+  /** The queue or topic the consumer reads (SQS: its visibility timeout and redrive policy are checked). */
+  readonly source: string | undefined;
+  /** The DLQ whose existence is checked. */
+  readonly dlq: string | undefined;
+}
+
+export type ParsedCommand =
+  | HelpCommand
+  | VersionCommand
+  | MigrateCommand
+  | StatusCommand
+  | PruneCommand
+  | DlqListCommand
+  | DlqReplayCommand
+  | DoctorCommand;
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const CONNECTION_OPTIONS: Options = {
+  'database-url': { type: 'string' },
+  schema: { type: 'string' },
+  table: { type: 'string' },
+  'kafka-brokers': { type: 'string' },
+  'amqp-url': { type: 'string' },
+  'sqs-endpoint': { type: 'string' },
+  region: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+const FILTER_OPTIONS: Options = {
+  transport: { type: 'string' },
+  from: { type: 'string' },
+  group: { type: 'string' },
+  consumer: { type: 'string' },
+  reason: { type: 'string', multiple: true },
+  since: { type: 'string' },
+  id: { type: 'string', multiple: true },
+  limit: { type: 'string' },
+};
+
+/** Consumer settings `doctor` accepts as flags: flag name → kind of value. */
+export const DOCTOR_SETTING_FLAGS = {
+  'max-attempts': 'count',
+  'dedupe-window': 'duration',
+  'handler-timeout': 'duration',
+  lease: 'duration',
+  mode: 'string',
+  'backoff-initial': 'duration',
+  'backoff-max': 'duration',
+  'backoff-multiplier': 'number',
+  'sqs-visibility-timeout': 'duration',
+  'sqs-max-receive-count': 'count',
+  'rabbitmq-delivery-limit': 'count',
+} as const;
+
+const OPTIONS: Readonly<Record<CommandName, Options>> = {
+  migrate: CONNECTION_OPTIONS,
+  status: {
+    ...CONNECTION_OPTIONS,
+    consumer: { type: 'string' },
+    'expiring-within': { type: 'string' },
+    'dedupe-window': { type: 'string' },
+  },
+  prune: { ...CONNECTION_OPTIONS, consumer: { type: 'string' }, 'dry-run': { type: 'boolean' }, 'batch-size': { type: 'string' } },
+  'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS },
+  'dlq replay': {
+    ...CONNECTION_OPTIONS,
+    ...FILTER_OPTIONS,
+    to: { type: 'string' },
+    rate: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    by: { type: 'string' },
+  },
+  doctor: {
+    ...CONNECTION_OPTIONS,
+    config: { type: 'string' },
+    transport: { type: 'string' },
+    source: { type: 'string' },
+    dlq: { type: 'string' },
+    ...Object.fromEntries(Object.keys(DOCTOR_SETTING_FLAGS).map((k) => [k, { type: 'string' as const }])),
+  },
+};
+
+/** The options each command accepts (for usage text and tests). */
+export function commandOptions(command: CommandName): readonly string[] {
+  return Object.keys(OPTIONS[command]);
+}
+
+function describeUnknown(error: unknown, command: CommandName): UsageError {
+  const message = error instanceof Error ? error.message : String(error);
+  const unknown = /Unknown option '([^']+)'/.exec(message);
+  if (unknown) return new UsageError(`unknown flag ${unknown[1]} for \`inboxkit ${command}\``, command);
+  const positional = /Unexpected argument '([^']+)'/.exec(message);
+  if (positional) return new UsageError(`unexpected argument ${JSON.stringify(positional[1])} for \`inboxkit ${command}\``, command);
+  return new UsageError(message.replace(/ To specify a positional argument.*$/s, ''), command);
+}
+
+function resolveCommand(argv: readonly string[]): { command: CommandName | 'help' | 'version'; rest: string[]; topic?: CommandName } {
+  const [first, second, ...others] = argv;
+  if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
+    const topicWords = first === 'help' ? [second, ...others].filter((w): w is string => w !== undefined) : [];
+    const topic = topicWords.length === 0 ? undefined : topicWords.slice(0, topicWords[0] === 'dlq' ? 2 : 1).join(' ');
+    if (topic !== undefined && !(COMMANDS as readonly string[]).includes(topic)) {
+      throw new UsageError(`no help for unknown command ${JSON.stringify(topic)}`);
+    }
+    return { command: 'help', rest: [], ...(topic !== undefined ? { topic: topic as CommandName } : {}) };
+  }
+  if (first === '--version' || first === '-v' || first === 'version') return { command: 'version', rest: [] };
+  if (first === 'dlq') {
+    if (second === undefined || second.startsWith('-')) {
+      if (second === '--help' || second === '-h') return { command: 'help', rest: [], topic: 'dlq list' };
+      throw new UsageError('`inboxkit dlq` needs a subcommand: list or replay');
+    }
+    const name = `dlq ${second}`;
+    if (!(COMMANDS as readonly string[]).includes(name)) {
+      throw new UsageError(`unknown command \`inboxkit dlq ${second}\`: use \`dlq list\` or \`dlq replay\``);
+    }
+    return { command: name as CommandName, rest: others };
+  }
+  if (!(COMMANDS as readonly string[]).includes(first)) {
+    const hint = first.startsWith('-') ? 'put the command first, e.g. `inboxkit status --json`' : `the commands are ${COMMANDS.join(', ')}`;
+    throw new UsageError(`unknown command ${JSON.stringify(first)}: ${hint}`);
+  }
+  return { command: first as CommandName, rest: [second, ...others].filter((w): w is string => w !== undefined) };
+}
+
+function transportOf(value: string | undefined, command: CommandName, required: boolean): TransportName | undefined {
+  if (value === undefined) {
+    if (required) throw new UsageError(`\`inboxkit ${command}\` needs --transport kafka|rabbitmq|sqs`, command);
+    return undefined;
+  }
+  if (!(TRANSPORTS as readonly string[]).includes(value)) {
+    throw new UsageError(`unknown transport ${JSON.stringify(value)}: use --transport kafka, rabbitmq or sqs`, command);
+  }
+  return value as TransportName;
+}
+
+/**
+ * Parses argv (without `node` and the script). `env` supplies connection fallbacks and `$USER`; `now` anchors
+ * relative times such as `--since 2h`.
+ */
+export function parseCommandLine(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  now: number,
+): ParsedCommand {
+  const resolved = resolveCommand(argv);
+  if (resolved.command === 'help') return { command: 'help', topic: resolved.topic };
+  if (resolved.command === 'version') return { command: 'version' };
+  const command = resolved.command;
+
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  try {
+    ({ values } = parseArgs({ args: resolved.rest, options: OPTIONS[command], strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw describeUnknown(error, command);
+  }
+  if (values.help === true) return { command: 'help', topic: command };
+  const str = (name: string): string | undefined => {
+    const v = values[name];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || v.trim() === '') throw new UsageError(`--${name} needs a value`, command);
+    return v;
+  };
+  const list = (name: string): string[] | undefined => {
+    const v = values[name];
+    if (v === undefined) return undefined;
+    const items = (v as string[]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+    if (items.length === 0) throw new UsageError(`--${name} needs a value`, command);
+    return items;
+  };
+  const common: Common = {
+    connection: resolveConnectionSettings(values as Record<string, string | undefined>, env),
+    json: values.json === true,
+  };
+
+  switch (command) {
+    case 'migrate':
+      return { command, ...common };
+    case 'status': {
+      const window = str('dedupe-window');
+      const expiring = str('expiring-within');
+      return {
+        command,
+        ...common,
+        consumer: str('consumer'),
+        expiringWithinMs: expiring === undefined ? 3_600_000 : parseDuration(expiring, '--expiring-within', command),
+        dedupeWindowMs: window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
+      };
+    }
+    case 'prune': {
+      const batch = str('batch-size');
+      return {
+        command,
+        ...common,
+        consumer: str('consumer'),
+        dryRun: values['dry-run'] === true,
+        batchSize: batch === undefined ? 5_000 : parsePositiveInt(batch, '--batch-size', command),
+      };
+    }
+    case 'dlq list':
+    case 'dlq replay': {
+      const transport = transportOf(str('transport'), command, true)!;
+      const from = str('from');
+      if (from === undefined) {
+        throw new UsageError(`\`inboxkit ${command}\` needs --from DLQ (the dead-letter topic, queue name or queue URL)`, command);
+      }
+      const since = str('since');
+      const limit = str('limit');
+      const filter: DeadLetterFilter = {
+        consumer: str('consumer'),
+        reasons: list('reason'),
+        since: since === undefined ? undefined : parseSince(since, now, '--since', command),
+        ids: list('id'),
+      };
+      const dlq = { ...common, transport, from, filter, group: str('group') };
+      if (dlq.group !== undefined && transport !== 'kafka') {
+        throw new UsageError('--group applies to --transport kafka only (the consumer group of the DLQ topic)', command);
+      }
+      if (command === 'dlq list') {
+        return { command, ...dlq, limit: limit === undefined ? 1_000 : parsePositiveInt(limit, '--limit', command) };
+      }
+      const rate = str('rate');
+      const by = str('by') ?? env.USER ?? env.USERNAME ?? env.LOGNAME;
+      return {
+        command,
+        ...dlq,
+        to: str('to'),
+        limit: limit === undefined ? undefined : parsePositiveInt(limit, '--limit', command),
+        ratePerSecond: rate === undefined ? undefined : parseRate(rate, '--rate', command),
+        dryRun: values['dry-run'] === true,
+        requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+      };
+    }
+    case 'doctor': {
+      const settings: Record<string, number | string> = {};
+      for (const [flag, kind] of Object.entries(DOCTOR_SETTING_FLAGS)) {
+        const v = str(flag);
+        if (v === undefined) continue;
+        if (kind === 'duration') settings[flag] = parseDuration(v, `--${flag}`, command);
+        else if (kind === 'count') settings[flag] = parsePositiveInt(v, `--${flag}`, command);
+        else if (kind === 'number') {
+          const n = Number(v);
+          if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag} expects a positive number, got ${JSON.stringify(v)}`, command);
+          settings[flag] = n;
+        } else settings[flag] = v;
+      }
+      if ((values.source !== undefined || values.dlq !== undefined) && values.transport === undefined) {
+        throw new UsageError('--source and --dlq need --transport kafka|rabbitmq|sqs', command);
+      }
+      return {
+        command,
+        ...common,
+        configPath: str('config'),
+        settings,
+        transport: transportOf(str('transport'), command, false),
+        source: str('source'),
+        dlq: str('dlq'),
+      };
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// `inboxkit dlq replay`: wires the replay engine to the real transport and inbox, draws progress, prints the
+// summary and chooses the exit code.
+
+import { randomUUID } from 'node:crypto';
+
+import type { DlqReplayCommand } from '../command-line.js';
+import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
+import { PostgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
+import { formatTable, truncate } from '../output/format-table.js';
+import { ReplayProgress } from '../output/replay-progress.js';
+import { writeJson } from '../output/write-json.js';
+import { describePrediction, REPLAY_PREDICTIONS } from '../replay/predict-replay.js';
+import { replayDeadLetters } from '../replay/replay-dead-letters.js';
+import type { ReplaySummary } from '../replay/replay-dead-letters.js';
+import { maskUrl } from '../settings/mask-url.js';
+import type { CommandContext } from './command-context.js';
+import { EXIT } from './command-context.js';
+
+/** Runs `dlq replay`; returns the exit code. */
+export async function runDlqReplay(command: DlqReplayCommand, context: CommandContext): Promise<number> {
+  const { io, services, clock } = context;
+  let database: OpenedDatabase | undefined;
+  let transport: OpenedTransport | undefined;
+  try {
+    if (command.connection.databaseUrl !== undefined) {
+      database = await services.openDatabase(command.connection);
+    } else {
+      io.stderr.write('note: no database configured (--database-url / DATABASE_URL): predictions are unknown\n');
+    }
+    transport = await services.openTransport(command.transport, command.connection, {
+      from: command.from,
+      group: command.group,
+      publish: !command.dryRun,
+    });
+    const to = command.to === undefined ? undefined : await transport.resolveDestination(command.to);
+    const replayId = randomUUID();
+    io.stderr.write(
+      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${command.requestedBy}: ${command.transport} DLQ ${maskUrl(command.from)}${to === undefined ? '' : ` -> ${maskUrl(to)}`}\n`,
+    );
+    if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
+      io.stderr.write(`note: ${command.transport} cannot peek; the dry run receives and releases each message (receive counts rise, order may change)\n`);
+    }
+    const progress = new ReplayProgress(io.stderr, clock, { total: command.limit, dryRun: command.dryRun });
+    const summary = await replayDeadLetters({
+      transport: command.transport,
+      reader: transport.reader,
+      publisher: transport.publisher,
+      inbox: database === undefined ? undefined : new PostgresInboxLookup(database.db, command.connection),
+      to,
+      filter: command.filter,
+      limit: command.limit,
+      ratePerSecond: command.ratePerSecond,
+      dryRun: command.dryRun,
+      replayId,
+      requestedBy: command.requestedBy,
+      clock,
+      signal: io.signal,
+      onEntry: progress.onEntry,
+    });
+    progress.finish();
+    if (command.json) writeJson(io.stdout, summary);
+    else io.stdout.write(renderSummary(summary));
+    if (summary.stoppedBecause === 'interrupted') return EXIT.interrupted;
+    return summary.failed + summary.unreplayable > 0 ? EXIT.failed : EXIT.ok;
+  } finally {
+    await transport?.close().catch(() => undefined);
+    await database?.close().catch(() => undefined);
+  }
+}
+
+/** The human-readable summary of a replay. */
+export function renderSummary(summary: ReplaySummary): string {
+  const lines: string[] = [];
+  const verb = summary.dryRun ? 'would replay' : 'replayed';
+  lines.push(
+    `${summary.dryRun ? 'Dry run' : 'Replay'} ${summary.replayId} by ${summary.requestedBy}: read ${summary.read}, ${verb} ${summary.dryRun ? summary.wouldReplay : summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, not selected ${summary.notSelected} (left in the DLQ)`,
+  );
+  const stopped = {
+    drained: 'the DLQ was read to its end',
+    limit: 'the --limit was reached',
+    interrupted: 'interrupted: nothing was lost; run the same command again to continue',
+    wrapped: 'every message in the DLQ was seen',
+  }[summary.stoppedBecause];
+  lines.push(`Stopped because ${stopped}.`, '');
+  const rows = REPLAY_PREDICTIONS.filter((p) => summary.predictions[p] > 0).map((p) => [
+    p,
+    summary.predictions[p],
+    describePrediction(p),
+  ]);
+  if (rows.length > 0) {
+    lines.push(summary.dryRun ? 'What the consumers will do:' : 'What the consumers will do with the replayed messages:');
+    lines.push(formatTable(['expect', 'messages', 'because the inbox row is'], rows));
+  }
+  const problems = summary.entries.filter((e) => e.action === 'failed' || e.action === 'unreplayable');
+  if (problems.length > 0) {
+    lines.push('Not replayed (still in the DLQ):');
+    lines.push(
+      formatTable(
+        ['id', 'consumer', 'result', 'why'],
+        problems.map((e) => [e.id ?? '(no id)', e.consumer ?? '?', e.action, truncate(e.detail ?? '', 100)]),
+      ),
+    );
+  }
+  if (summary.dryRun && summary.entries.length > 0) {
+    lines.push('Per message:');
+    lines.push(
+      formatTable(
+        ['id', 'consumer', 'reason', 'inbox', 'expect', 'to'],
+        summary.entries.map((e) => [e.id ?? '(no id)', e.consumer ?? '?', e.reason ?? '?', e.inboxStatus, e.prediction, e.destination ?? '-']),
+      ),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,77 @@
+// `inboxkit status`: the inbox per consumer, as a table or JSON.
+
+import type { StatusCommand } from '../command-line.js';
+import { inboxStatus } from '../inbox/inbox-status.js';
+import type { InboxStatusReport } from '../inbox/inbox-status.js';
+import { formatTable } from '../output/format-table.js';
+import { writeJson } from '../output/write-json.js';
+import { formatDuration } from '../settings/parse-values.js';
+import type { CommandContext } from './command-context.js';
+import { EXIT } from './command-context.js';
+
+/** Runs `status`; returns the exit code. */
+export async function runStatus(command: StatusCommand, context: CommandContext): Promise<number> {
+  const database = await context.services.openDatabase(command.connection);
+  try {
+    const report = await inboxStatus(database.db, {
+      schema: command.connection.schema,
+      table: command.connection.table,
+      consumer: command.consumer,
+      expiringWithinMs: command.expiringWithinMs,
+      dedupeWindowMs: command.dedupeWindowMs,
+    });
+    if (command.json) writeJson(context.io.stdout, report);
+    else context.io.stdout.write(renderStatus(report, command.consumer));
+    return EXIT.ok;
+  } finally {
+    await database.close();
+  }
+}
+
+/** The human-readable report. */
+export function renderStatus(report: InboxStatusReport, consumer: string | undefined): string {
+  const lines = [`Inbox ${report.table} at ${report.at.toISOString()}`];
+  if (report.consumers.length === 0) {
+    lines.push(consumer === undefined ? 'No rows.' : `No rows for consumer ${JSON.stringify(consumer)}.`);
+    return `${lines.join('\n')}\n`;
+  }
+  lines.push('');
+  lines.push(
+    formatTable(
+      ['consumer', 'completed', 'processing', 'failed', 'dead_lettered', 'replayed', `expiring <${formatDuration(report.expiringWithinMs)}`, 'expired, not pruned', 'oldest row'],
+      report.consumers.map((c) => [
+        c.consumer,
+        c.rows.completed,
+        c.rows.processing,
+        c.rows.failed,
+        c.rows.dead_lettered,
+        c.replayed,
+        c.expiringSoon,
+        c.expiredNotPruned,
+        c.oldestRowAgeMs === undefined ? '-' : formatDuration(c.oldestRowAgeMs),
+      ]),
+    ),
+  );
+  for (const c of report.consumers) {
+    const notes: string[] = [];
+    const p = c.oldestProcessing;
+    if (p !== undefined) {
+      const age = formatDuration(report.at.getTime() - p.receivedAt.getTime());
+      const lease =
+        p.lockedUntil === undefined
+          ? 'no lease (transactional)'
+          : p.leaseExpired
+            ? `lease EXPIRED ${formatDuration(report.at.getTime() - p.lockedUntil.getTime())} ago: the next delivery takes it over`
+            : `lease ends in ${formatDuration(p.lockedUntil.getTime() - report.at.getTime())}`;
+      notes.push(`oldest processing: ${p.messageId}, received ${age} ago, ${lease}`);
+    }
+    const reasons = Object.entries(c.deadLettersByReason);
+    if (reasons.length > 0) notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${r} ${n}`).join(', ')}`);
+    if (c.oldestBeyondWindow) {
+      notes.push(`oldest completed row is older than the dedupe window (${formatDuration(report.dedupeWindowMs)}): run \`inboxkit prune\` or check the pruner`);
+    }
+    if (c.expiredNotPruned > 0 && !c.oldestBeyondWindow) notes.push(`${c.expiredNotPruned} expired rows await the pruner`);
+    if (notes.length > 0) lines.push(`${c.consumer}:`, ...notes.map((n) => `  ${n}`));
+  }
+  return `${lines.join('\n')}\n`;
+}

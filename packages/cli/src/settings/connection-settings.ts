@@ -1,0 +1,71 @@
+// Where the CLI connects: each setting from its flag, else the environment variable the tests and the
+// services script use (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, AWS_REGION).
+
+import { maskUrl } from './mask-url.js';
+
+/** Connection settings after flags and environment were merged. Absent = not configured. */
+export interface ConnectionSettings {
+  /** Postgres URL. Flag `--database-url`, env `DATABASE_URL`. */
+  readonly databaseUrl?: string | undefined;
+  /** Schema of the inbox table. Flag `--schema`, env `INBOXKIT_SCHEMA`. Default is `public`. */
+  readonly schema: string;
+  /** Name of the inbox table. Flag `--table`, env `INBOXKIT_TABLE`. Default is `inbox`. */
+  readonly table: string;
+  /** Kafka bootstrap brokers. Flag `--kafka-brokers host:port,…`, env `KAFKA_BROKERS`. */
+  readonly kafkaBrokers?: readonly string[] | undefined;
+  /** RabbitMQ URL. Flag `--amqp-url`, env `AMQP_URL`. */
+  readonly amqpUrl?: string | undefined;
+  /** SQS endpoint (ElasticMQ, LocalStack); absent = AWS. Flag `--sqs-endpoint`, env `SQS_ENDPOINT`. */
+  readonly sqsEndpoint?: string | undefined;
+  /** AWS region. Flag `--region`, env `AWS_REGION` / `AWS_DEFAULT_REGION`. Default is `us-east-1`. */
+  readonly region: string;
+}
+
+/** The flags `resolveConnectionSettings` reads (as `parseArgs` returns them). */
+export interface ConnectionFlags {
+  readonly 'database-url'?: string | undefined;
+  readonly schema?: string | undefined;
+  readonly table?: string | undefined;
+  readonly 'kafka-brokers'?: string | undefined;
+  readonly 'amqp-url'?: string | undefined;
+  readonly 'sqs-endpoint'?: string | undefined;
+  readonly region?: string | undefined;
+}
+
+/** Default schema of the inbox table. */
+export const DEFAULT_SCHEMA = 'public';
+/** Default name of the inbox table. */
+export const DEFAULT_TABLE = 'inbox';
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+/** Merges flags over environment variables over defaults. */
+export function resolveConnectionSettings(
+  flags: ConnectionFlags,
+  env: Readonly<Record<string, string | undefined>>,
+): ConnectionSettings {
+  const brokers = nonEmpty(flags['kafka-brokers']) ?? nonEmpty(env.KAFKA_BROKERS);
+  return Object.freeze({
+    databaseUrl: nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL),
+    schema: nonEmpty(flags.schema) ?? nonEmpty(env.INBOXKIT_SCHEMA) ?? DEFAULT_SCHEMA,
+    table: nonEmpty(flags.table) ?? nonEmpty(env.INBOXKIT_TABLE) ?? DEFAULT_TABLE,
+    kafkaBrokers: brokers === undefined ? undefined : brokers.split(',').map((b) => b.trim()).filter(Boolean),
+    amqpUrl: nonEmpty(flags['amqp-url']) ?? nonEmpty(env.AMQP_URL),
+    sqsEndpoint: nonEmpty(flags['sqs-endpoint']) ?? nonEmpty(env.SQS_ENDPOINT),
+    region: nonEmpty(flags.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
+  });
+}
+
+/** The settings with secrets masked, for output. */
+export function describeConnectionSettings(settings: ConnectionSettings): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (settings.databaseUrl !== undefined) out.database = maskUrl(settings.databaseUrl);
+  out.inbox = `${settings.schema}.${settings.table}`;
+  if (settings.kafkaBrokers !== undefined) out.kafka = settings.kafkaBrokers.join(',');
+  if (settings.amqpUrl !== undefined) out.rabbitmq = maskUrl(settings.amqpUrl);
+  if (settings.sqsEndpoint !== undefined) out.sqs = `${maskUrl(settings.sqsEndpoint)} (${settings.region})`;
+  else out.sqs = `AWS (${settings.region})`;
+  return out;
+}

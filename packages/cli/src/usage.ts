@@ -1,0 +1,110 @@
+// The help text of every command: printed by `inboxkit help [command]`, `--help`, and after a usage error.
+
+import type { CommandName } from './command-line.js';
+
+const CONNECTION = `Connection (flag, else environment variable):
+  --database-url URL      Postgres URL                        DATABASE_URL
+  --schema NAME           schema of the inbox table           INBOXKIT_SCHEMA (default public)
+  --table NAME            name of the inbox table             INBOXKIT_TABLE (default inbox)
+  --kafka-brokers LIST    host:port,host:port                 KAFKA_BROKERS
+  --amqp-url URL          RabbitMQ URL                        AMQP_URL
+  --sqs-endpoint URL      SQS endpoint (ElasticMQ/LocalStack) SQS_ENDPOINT (default AWS)
+  --region REGION         AWS region                          AWS_REGION (default us-east-1)
+Passwords in URLs are never printed.`;
+
+const OVERVIEW = `inboxkit — operate the inboxkit inbox and its dead-letter queues
+
+Usage: inboxkit <command> [flags]
+
+Commands:
+  migrate       apply the inbox schema (the same migrations as @inboxkit/core)
+  status        inbox rows by consumer and status, leases, dead letters, expiry
+  prune         delete expired completed rows in batches
+  dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
+  dlq replay    move dead letters back to their source, safely (see docs/cli.md)
+  doctor        check connectivity and configuration invariants
+  help [cmd]    show help for a command
+
+Exit codes: 0 ok, 1 something failed (see output), 2 usage error,
+            3 could not run (connection or configuration), 130 interrupted.
+
+${CONNECTION}
+`;
+
+const COMMAND_USAGE: Readonly<Record<CommandName, string>> = {
+  migrate: `Usage: inboxkit migrate [connection flags] [--json]
+
+Creates or updates the inbox table (schema --schema, table --table) with the
+migrations of @inboxkit/core. Safe to run repeatedly and from several hosts.`,
+  status: `Usage: inboxkit status [--consumer NAME] [--expiring-within 1h]
+                       [--dedupe-window 7d] [--json] [connection flags]
+
+Per consumer: rows by status, the oldest processing row and whether its lease
+expired, dead letters by reason, rows expiring within --expiring-within
+(default 1h), and the age of the oldest row against the dedupe window
+(--dedupe-window, default 7d).`,
+  prune: `Usage: inboxkit prune [--consumer NAME] [--dry-run] [--batch-size 5000]
+                      [--json] [connection flags]
+
+Deletes completed rows whose expires_at has passed, in batches. Rows that are
+processing, failed or dead-lettered are never pruned. --dry-run counts what
+would be deleted and deletes nothing.`,
+  'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs --from DLQ
+                         [--consumer NAME] [--reason R]… [--since T] [--id ID]…
+                         [--limit 1000] [--group G] [--json] [connection flags]
+
+Shows what sits in a DLQ, grouped by consumer, reason and error, with the inbox
+status of each message id and what a replay would do. Kafka is read without
+touching anything. SQS and RabbitMQ cannot peek: listing receives and releases
+each message (receive counts rise; order may change) and the output says so.`,
+  'dlq replay': `Usage: inboxkit dlq replay --transport kafka|rabbitmq|sqs --from DLQ
+                           [--to SOURCE] [--consumer NAME] [--reason R]…
+                           [--since T] [--id ID]… [--limit N] [--rate N/s]
+                           [--dry-run] [--by NAME] [--group G] [--json]
+                           [connection flags]
+
+Publishes each selected dead letter back to its source with its original
+message id and a replay marker (replay id, --by or $USER), waits for the
+broker's confirmation, then removes it from the DLQ. The inbox then skips ids
+already completed and reopens dead-lettered ones once. Unselected dead letters
+stay in the DLQ. Interrupted runs lose nothing; run the same command again.
+
+  --to SOURCE     publish here instead of the recorded source (Kafka topic,
+                  RabbitMQ queue, SQS queue URL or name)
+  --reason R      only this reason (repeat or comma-separate for several)
+  --since T       only dead-lettered at/after T: ISO time or a duration ago (6h)
+  --id ID         only these message ids (repeat or comma-separate)
+  --limit N       replay at most N dead letters
+  --rate N/s      at most N publishes per second (50, 50/s, 600/m)
+  --dry-run       read the inbox and say per message what would happen;
+                  publish nothing, remove nothing
+  --group G       Kafka: consumer group that tracks replay progress on the DLQ
+                  topic (default inboxkit-dlq-replay.<DLQ>)`,
+  doctor: `Usage: inboxkit doctor [--config FILE] [--transport T [--source Q] [--dlq Q]]
+                       [--max-attempts N] [--dedupe-window D] [--handler-timeout D]
+                       [--lease D] [--mode transactional|leased]
+                       [--backoff-initial D] [--backoff-max D] [--backoff-multiplier X]
+                       [--sqs-visibility-timeout D] [--sqs-max-receive-count N]
+                       [--rabbitmq-delivery-limit N] [--json] [connection flags]
+
+Checks every configured service (Postgres, Kafka, RabbitMQ, SQS) and the inbox
+table; with --transport, that --source (the consumed queue or topic) and --dlq
+exist (SQS: the source's VisibilityTimeout and redrive maxReceiveCount feed the
+checks below). Then the configuration invariants: dedupe window vs retry horizon,
+lease vs handler timeout, broker redelivery limits vs max attempts, SQS
+visibility vs handler timeout. Settings come from --config (JSON with the
+same names in camelCase, e.g. {"maxAttempts": 5, "dedupeWindow": "7d"}) and
+flags; unset ones take the @inboxkit/core defaults. Each problem says what to
+change. Exit code 1 when any check fails.`,
+};
+
+/**
+ * The overview, or the usage of one command followed by the connection flags (left out with
+ * `brief`, as after a usage error).
+ */
+export function usage(command?: CommandName, brief = false): string {
+  if (command === undefined) return brief ? `${OVERVIEW.split('\n\nConnection')[0]}\n` : OVERVIEW;
+  return brief
+    ? `${COMMAND_USAGE[command]}\n\nConnection flags: inboxkit help ${command}\n`
+    : `${COMMAND_USAGE[command]}\n\n${CONNECTION}\n`;
+}
