@@ -4,7 +4,7 @@ import type { CommandName } from './command-line.js';
 
 const CONNECTION = `Connection (flag, else environment variable):
   --database-url URL      Postgres URL                        DATABASE_URL
-  --schema NAME           schema of the inbox table           INBOXKIT_SCHEMA (default public)
+  --schema NAME           schema of the inbox table           INBOXKIT_SCHEMA (default inboxkit)
   --table NAME            name of the inbox table             INBOXKIT_TABLE (default inbox)
   --kafka-brokers LIST    host:port,host:port                 KAFKA_BROKERS
   --amqp-url URL          RabbitMQ URL                        AMQP_URL

@@ -56,7 +56,7 @@ describe('parseCommandLine', () => {
     const env = { DATABASE_URL: 'postgres://u:p@db/app', KAFKA_BROKERS: 'k1:9092, k2:9092', AMQP_URL: 'amqp://r', SQS_ENDPOINT: 'http://sqs:9324' };
     const fromEnv = parse(['status'], env);
     expect(fromEnv).toMatchObject({
-      connection: { databaseUrl: 'postgres://u:p@db/app', kafkaBrokers: ['k1:9092', 'k2:9092'], amqpUrl: 'amqp://r', sqsEndpoint: 'http://sqs:9324', schema: 'public', table: 'inbox', region: 'us-east-1' },
+      connection: { databaseUrl: 'postgres://u:p@db/app', kafkaBrokers: ['k1:9092', 'k2:9092'], amqpUrl: 'amqp://r', sqsEndpoint: 'http://sqs:9324', schema: 'inboxkit', table: 'inbox', region: 'us-east-1' },
     });
     const fromFlags = parse(['status', '--database-url', 'postgres://other/db', '--schema', 'app', '--table', 'ibx', '--region', 'eu-west-1'], env);
     expect(fromFlags).toMatchObject({ connection: { databaseUrl: 'postgres://other/db', schema: 'app', table: 'ibx', region: 'eu-west-1' } });

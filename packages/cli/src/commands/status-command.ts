@@ -2,6 +2,7 @@
 
 import type { StatusCommand } from '../command-line.js';
 import { inboxStatus } from '../inbox/inbox-status.js';
+import { withInboxTable } from '../inbox/with-inbox-table.js';
 import type { InboxStatusReport } from '../inbox/inbox-status.js';
 import { formatTable } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
@@ -13,13 +14,13 @@ import { EXIT } from './command-context.js';
 export async function runStatus(command: StatusCommand, context: CommandContext): Promise<number> {
   const database = await context.services.openDatabase(command.connection);
   try {
-    const report = await inboxStatus(database.db, {
+    const report = await withInboxTable(command.connection, () => inboxStatus(database.db, {
       schema: command.connection.schema,
       table: command.connection.table,
       consumer: command.consumer,
       expiringWithinMs: command.expiringWithinMs,
       dedupeWindowMs: command.dedupeWindowMs,
-    });
+    }));
     if (command.json) writeJson(context.io.stdout, report);
     else context.io.stdout.write(renderStatus(report, command.consumer));
     return EXIT.ok;
@@ -48,7 +49,7 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
         c.replayed,
         c.expiringSoon,
         c.expiredNotPruned,
-        c.oldestRowAgeMs === undefined ? '-' : formatDuration(c.oldestRowAgeMs),
+        c.oldestRowAgeMs === undefined ? '-' : `${formatDuration(c.oldestRowAgeMs)}${c.oldestBeyondWindow ? ' (> window)' : ''}`,
       ]),
     ),
   );
@@ -67,10 +68,16 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
     }
     const reasons = Object.entries(c.deadLettersByReason);
     if (reasons.length > 0) notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${r} ${n}`).join(', ')}`);
-    if (c.oldestBeyondWindow) {
-      notes.push(`oldest completed row is older than the dedupe window (${formatDuration(report.dedupeWindowMs)}): run \`inboxkit prune\` or check the pruner`);
+    if (c.expiredNotPruned > 0 && c.pruneLagMs !== undefined) {
+      notes.push(
+        `${c.expiredNotPruned} expired completed rows not pruned yet, the oldest expired ${formatDuration(c.pruneLagMs)} ago: ` +
+          (c.pruneLagMs > 3_600_000 ? 'the pruner is behind or not running; run `inboxkit prune` and check it' : 'the pruner will take them'),
+      );
     }
-    if (c.expiredNotPruned > 0 && !c.oldestBeyondWindow) notes.push(`${c.expiredNotPruned} expired rows await the pruner`);
+    if (c.lastReplay !== undefined) {
+      const r = c.lastReplay;
+      notes.push(`last replay: ${r.replayId} by ${r.requestedBy ?? '?'} at ${r.at.toISOString()}, ${r.messages} message(s) audited`);
+    }
     if (notes.length > 0) lines.push(`${c.consumer}:`, ...notes.map((n) => `  ${n}`));
   }
   return `${lines.join('\n')}\n`;

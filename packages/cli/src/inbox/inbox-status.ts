@@ -15,6 +15,8 @@ export interface InboxStatusOptions extends InboxTableName {
   readonly expiringWithinMs?: number | undefined;
   /** The consumers' dedupe window, to compare the oldest row's age with. Default is 7 days. */
   readonly dedupeWindowMs?: number | undefined;
+  /** The replay audit table (in the same schema). Default is the inbox table's name + `_replays`. */
+  readonly replayTable?: string | undefined;
 }
 
 /** The oldest row in `processing` of a consumer. */
@@ -39,12 +41,28 @@ export interface ConsumerStatus {
   readonly expiringSoon: number;
   /** Completed rows already past `expires_at` and not yet pruned (prune lag). */
   readonly expiredNotPruned: number;
+  /** How long the oldest expired, unpruned completed row has been expired (prune lag). */
+  readonly pruneLagMs: number | undefined;
   /** Age in ms of the oldest row (by `received_at`). */
   readonly oldestRowAgeMs: number | undefined;
-  /** True when the oldest completed row is older than the dedupe window: pruning is behind. */
+  /**
+   * True when the oldest row is older than the dedupe window. Normal for dead-lettered and failed rows (never
+   * pruned by age); for completed rows see `pruneLagMs`.
+   */
   readonly oldestBeyondWindow: boolean;
   /** Rows reopened by a replay at least once. */
   readonly replayed: number;
+  /** The most recent line of the replay audit, when the audit table exists and has one. */
+  readonly lastReplay: LastReplay | undefined;
+}
+
+/** The most recent replay audit line of a consumer. */
+export interface LastReplay {
+  readonly replayId: string;
+  readonly requestedBy: string | undefined;
+  readonly at: Date;
+  /** Audit lines of that replay id for this consumer. */
+  readonly messages: number;
 }
 
 /** The result of `inboxStatus()`. */
@@ -59,16 +77,32 @@ export interface InboxStatusReport {
 
 const STATUSES: readonly InboxRowStatus[] = ['processing', 'completed', 'failed', 'dead_lettered'];
 
+/** The latest replay per consumer from the audit table; empty when the table does not exist (older schema). */
+async function lastReplays(db: Kysely<unknown>, schema: string, replayTable: string, consumer: string | undefined): Promise<Map<string, LastReplay>> {
+  const name = `${schema}.${replayTable}`;
+  const { rows: exists } = await sql<{ t: string | null }>`select to_regclass(${`"${schema}"."${replayTable}"`})::text as t`.execute(db);
+  if (exists[0]?.t == null) return new Map();
+  const table = sql.table(name);
+  const only = consumer === undefined ? sql`true` : sql`consumer = ${consumer}`;
+  const { rows } = await sql<{ consumer: string; replay_id: string; requested_by: string | null; at: Date; n: string }>`
+    select distinct on (l.consumer) l.consumer, l.replay_id, l.requested_by, l.at,
+           (select count(*) from ${table} c where c.consumer = l.consumer and c.replay_id = l.replay_id) as n
+    from ${table} l where ${only}
+    order by l.consumer, l.at desc, l.id desc`.execute(db);
+  return new Map(rows.map((r) => [r.consumer, { replayId: r.replay_id, requestedBy: r.requested_by ?? undefined, at: r.at, messages: Number(r.n) }]));
+}
+
 /**
  * Reads the inbox's state per consumer: rows by status, the oldest processing row and its lease, dead letters
- * by reason, rows expiring soon, expired rows not yet pruned, and the oldest row's age against the window.
+ * by reason, rows expiring soon, expired rows not yet pruned (prune lag), the oldest row's age against the
+ * window, and the latest replay from the audit table.
  *
  * @example
  * const report = await inboxStatus(db, { schema: 'app', consumer: 'orders' });
  * console.log(report.consumers[0]?.rows.dead_lettered);
  */
 export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptions = {}): Promise<InboxStatusReport> {
-  const name = `${options.schema ?? 'public'}.${options.table ?? 'inbox'}`;
+  const name = `${options.schema ?? 'inboxkit'}.${options.table ?? 'inbox'}`;
   const table = sql.table(name);
   const expiringWithinMs = options.expiringWithinMs ?? 3_600_000;
   const dedupeWindowMs = options.dedupeWindowMs ?? 7 * 86_400_000;
@@ -82,11 +116,13 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
     status: InboxRowStatus;
     n: string;
     oldest: Date | null;
+    oldest_expired: Date | null;
     replayed: string;
     expiring: string;
     expired: string;
   }>`
     select consumer, status, count(*) as n, min(received_at) as oldest,
+           min(expires_at) filter (where status = 'completed' and expires_at < now()) as oldest_expired,
            count(*) filter (where coalesce(replay_count, 0) > 0) as replayed,
            count(*) filter (where status = 'completed' and expires_at >= now()
                               and expires_at < now() + make_interval(secs => ${expiringWithinMs / 1000})) as expiring,
@@ -104,19 +140,28 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
     from ${table} where status = 'dead_lettered' and ${only}
     group by consumer, dead_letter_reason`.execute(db);
 
-  const { rows: oldestCompleted } = await sql<{ consumer: string; oldest: Date }>`
-    select consumer, min(received_at) as oldest from ${table}
-    where status = 'completed' and ${only} group by consumer`.execute(db);
+  const replays = await lastReplays(db, options.schema ?? 'inboxkit', options.replayTable ?? `${options.table ?? 'inbox'}_replays`, options.consumer);
 
-  const byConsumer = new Map<string, { rows: Record<InboxRowStatus, number>; oldest: Date | undefined; replayed: number; expiring: number; expired: number }>();
+  const byConsumer = new Map<
+    string,
+    { rows: Record<InboxRowStatus, number>; oldest: Date | undefined; oldestExpired: Date | undefined; replayed: number; expiring: number; expired: number }
+  >();
   for (const c of counts) {
     let s = byConsumer.get(c.consumer);
     if (s === undefined) {
-      s = { rows: Object.fromEntries(STATUSES.map((st) => [st, 0])) as Record<InboxRowStatus, number>, oldest: undefined, replayed: 0, expiring: 0, expired: 0 };
+      s = {
+        rows: Object.fromEntries(STATUSES.map((st) => [st, 0])) as Record<InboxRowStatus, number>,
+        oldest: undefined,
+        oldestExpired: undefined,
+        replayed: 0,
+        expiring: 0,
+        expired: 0,
+      };
       byConsumer.set(c.consumer, s);
     }
     s.rows[c.status] = Number(c.n);
     if (c.oldest !== null && (s.oldest === undefined || c.oldest < s.oldest)) s.oldest = c.oldest;
+    if (c.oldest_expired !== null) s.oldestExpired = c.oldest_expired;
     s.replayed += Number(c.replayed);
     s.expiring += Number(c.expiring);
     s.expired += Number(c.expired);
@@ -124,7 +169,6 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
 
   const consumers: ConsumerStatus[] = [...byConsumer.entries()].map(([consumer, s]) => {
     const p = processing.find((r) => r.consumer === consumer);
-    const completedOldest = oldestCompleted.find((r) => r.consumer === consumer)?.oldest;
     return {
       consumer,
       rows: s.rows,
@@ -138,9 +182,11 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
       ),
       expiringSoon: s.expiring,
       expiredNotPruned: s.expired,
+      pruneLagMs: s.oldestExpired === undefined ? undefined : at.getTime() - s.oldestExpired.getTime(),
       oldestRowAgeMs: s.oldest === undefined ? undefined : at.getTime() - s.oldest.getTime(),
-      oldestBeyondWindow: completedOldest !== undefined && at.getTime() - completedOldest.getTime() > dedupeWindowMs,
+      oldestBeyondWindow: s.oldest !== undefined && at.getTime() - s.oldest.getTime() > dedupeWindowMs,
       replayed: s.replayed,
+      lastReplay: replays.get(consumer),
     };
   });
   return { at, table: name, expiringWithinMs, dedupeWindowMs, consumers };

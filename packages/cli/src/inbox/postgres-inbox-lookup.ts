@@ -7,7 +7,7 @@ import type { InboxLookup, InboxRowState, InboxRowStatus } from './inbox-lookup.
 
 /** Where the inbox table is. */
 export interface InboxTableName {
-  /** Default is `public`. */
+  /** Default is `inboxkit`. */
   readonly schema?: string | undefined;
   /** Default is `inbox`. */
   readonly table?: string | undefined;
@@ -36,7 +36,7 @@ export class PostgresInboxLookup implements InboxLookup {
 
   constructor(db: Kysely<unknown>, name: InboxTableName = {}) {
     this.#db = db;
-    this.#table = sql.table(`${name.schema ?? 'public'}.${name.table ?? 'inbox'}`);
+    this.#table = sql.table(`${name.schema ?? 'inboxkit'}.${name.table ?? 'inbox'}`);
   }
 
   async find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRowState>> {

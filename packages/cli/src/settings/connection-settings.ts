@@ -7,7 +7,7 @@ import { maskUrl } from './mask-url.js';
 export interface ConnectionSettings {
   /** Postgres URL. Flag `--database-url`, env `DATABASE_URL`. */
   readonly databaseUrl?: string | undefined;
-  /** Schema of the inbox table. Flag `--schema`, env `INBOXKIT_SCHEMA`. Default is `public`. */
+  /** Schema of the inbox table. Flag `--schema`, env `INBOXKIT_SCHEMA`. Default is `inboxkit` (core's default). */
   readonly schema: string;
   /** Name of the inbox table. Flag `--table`, env `INBOXKIT_TABLE`. Default is `inbox`. */
   readonly table: string;
@@ -33,7 +33,7 @@ export interface ConnectionFlags {
 }
 
 /** Default schema of the inbox table. */
-export const DEFAULT_SCHEMA = 'public';
+export const DEFAULT_SCHEMA = 'inboxkit';
 /** Default name of the inbox table. */
 export const DEFAULT_TABLE = 'inbox';
 
