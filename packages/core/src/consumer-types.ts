@@ -1,6 +1,7 @@
 // The public contract of idempotentConsumer(): its configuration, the handler's context, and the consumer
 // object transports drive. The implementation lives in idempotent-consumer.ts.
 
+import type { MeterProvider } from '@opentelemetry/api';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import type { DeadLetterReason, Outcome } from './outcome.js';
 import type { InboxStore } from './store.js';
@@ -113,13 +114,16 @@ export interface IdempotentConsumerConfig<P, Tx> {
   };
   /** Default is a silent logger. */
   readonly logger?: Logger;
+  /** Where metrics go. Default is the global provider of `@opentelemetry/api` (no-op until an SDK registers). */
+  readonly meterProvider?: MeterProvider;
 }
 
 /** What a transport drives. */
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger'>>> & IdempotentConsumerConfig<P, Tx>;
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider'>>> &
+    IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;
   /**

@@ -22,8 +22,11 @@ export type DeadLetterReason =
   | 'beyond-dedupe-window'
   | (string & {});
 
-/** Why a message is to be retried. */
-export type RetryReason = 'handler-error' | 'lock-timeout' | 'lease-held' | 'store-unavailable' | 'lease-lost';
+/**
+ * Why a message is to be retried. `contended`: the claim lost a race with a concurrent delivery of the same id
+ * (for example a serialization failure) and could not decide; the redelivery will.
+ */
+export type RetryReason = 'handler-error' | 'lock-timeout' | 'lease-held' | 'store-unavailable' | 'lease-lost' | 'contended';
 
 /** Why a delivery was suppressed as a duplicate. */
 export type DuplicateReason = 'completed' | 'replay-of-completed';

@@ -1,12 +1,315 @@
-// The inbox store port. PostgresInboxStore (Kysely over pg or PGlite) and InMemoryInboxStore implement it;
-// both pass the store conformance suite in @inboxkit/testing.
+// The inbox store port: the few atomic operations idempotentConsumer() needs, and the read-only inspection API
+// the CLI and the testing kit build on. PostgresInboxStore (Kysely over pg or PGlite) and InMemoryInboxStore
+// implement it; both pass the store conformance suite in @inboxkit/testing. The state machine is DESIGN §3:
 //
-// NOTE: the method set below is owned by the core implementation; it is refined there.
+//   (none) ─claim─► processing ─commit─► completed ─expires_at─► pruned
+//                      │  ▲
+//                      ▼  │ available_at passed / lease expired
+//                    failed ─(attempts ≥ max or permanent)─► dead_lettered ─replay─► processing
+//
+// In transactional mode the claim row is written `completed` directly: the commit is the completion.
 
-/** An inbox store whose handler transactions have type `Tx`. */
-export interface InboxStore<Tx = unknown> {
-  /** Human-readable kind, for logs (`postgres`, `pglite`, `memory`). */
+import type { ErrorInfo } from './outcome.js';
+
+/** The state of an inbox row. */
+export type InboxStatus = 'processing' | 'failed' | 'completed' | 'dead_lettered';
+
+/** Every status, for exhaustive reports. */
+export const INBOX_STATUSES = ['processing', 'failed', 'completed', 'dead_lettered'] as const;
+
+/**
+ * What a row was when a delivery claimed it: `new` (no row), `failed` (a retry), `processing` (an attempt was
+ * recorded as started but never finished, see `recordAttemptsStarted`), `lease-expired` (leased mode takeover)
+ * or `dead_lettered` (an explicit replay).
+ */
+export type ClaimedFrom = 'new' | 'failed' | 'processing' | 'lease-expired' | 'dead_lettered';
+
+/** One inbox row. Nullable columns are `null` when unset. */
+export interface InboxRow {
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly status: InboxStatus;
+  /** SHA-256 (hex) of the canonical payload; `null` for a row created by `recordAttemptsStarted`. */
+  readonly fingerprint: string | null;
+  /** Attempts made (the one running included). Reset by a replay. */
+  readonly attempts: number;
+  /** Attempts recorded as started by `recordAttemptsStarted`; a claim counts `max(attempts + 1, this)`. */
+  readonly startedAttempts: number;
+  readonly leaseToken: string | null;
+  readonly lockedUntil: Date | null;
+  /** No retry before this time. */
+  readonly availableAt: Date;
+  /** First receipt. */
+  readonly receivedAt: Date;
+  readonly messageTimestamp: Date | null;
+  readonly completedAt: Date | null;
+  /** A `completed` row may be pruned after this time; other states are never pruned by age. */
+  readonly expiresAt: Date;
+  readonly lastError: ErrorInfo | null;
+  readonly deadLetterReason: string | null;
+  readonly deadLetteredAt: Date | null;
+  readonly replayCount: number;
+  readonly lastReplayId: string | null;
+  readonly firstFailureAt: Date | null;
+  readonly lastFailureAt: Date | null;
+  readonly claimedFrom: ClaimedFrom | null;
+}
+
+/** A row as a claim saw it, with the waits still to go measured on the store's clock. */
+export interface InboxRowState extends InboxRow {
+  /** Milliseconds until `availableAt` (0 when passed). */
+  readonly availableInMs: number;
+  /** Milliseconds until `lockedUntil` (0 when passed or unset). */
+  readonly leaseRemainingMs: number;
+}
+
+/** Per-consumer settings every claim carries. */
+export interface ClaimSettings {
+  readonly consumer: string;
+  /** An attempt numbered above this is not run: the row is dead-lettered with reason `max-attempts`. */
+  readonly maxAttempts: number;
+  /** A completed row is remembered this long after completion. */
+  readonly dedupeWindowMs: number;
+  /** How long a claim waits for a concurrent delivery of the same id before giving up. */
+  readonly lockTimeoutMs: number;
+}
+
+/** One delivery to claim. */
+export interface ClaimRequest {
+  readonly messageId: string;
+  readonly fingerprint: string;
+  readonly messageTimestamp: Date | undefined;
+  /** The broker's count of deliveries, this one included; 0 when the broker keeps none. */
+  readonly deliveryCount: number;
+  /** Set when the delivery is an explicit DLQ replay: a `dead_lettered` row is reopened once per replay id. */
+  readonly replayId: string | undefined;
+}
+
+/** A delivery the store handed to this worker. */
+export interface ClaimedDelivery {
+  readonly messageId: string;
+  /** This attempt's number, 1-based: max(attempts + 1, started attempts, delivery count), 1 after a replay. */
+  readonly attempt: number;
+  readonly from: ClaimedFrom;
+  /** The fencing token of the lease (leased mode); `null` in transactional mode. */
+  readonly leaseToken: string | null;
+}
+
+/** Why a claim could not decide now; the delivery is retried. */
+export type BusyReason = 'lock-timeout' | 'contended';
+
+/** The result of a claim that did not hand the delivery to this worker. */
+export type UnclaimedResult =
+  /** The attempt would exceed `maxAttempts`: the claim dead-lettered the row (reason `max-attempts`). */
+  | { readonly kind: 'exhausted'; readonly row: InboxRowState }
+  /** The row exists and is not claimable (completed, dead-lettered, waiting, leased, or another payload). */
+  | { readonly kind: 'not-claimed'; readonly row: InboxRowState | undefined }
+  /** A concurrent delivery held the row longer than the lock timeout, or the claim lost a race. */
+  | { readonly kind: 'busy'; readonly reason: BusyReason };
+
+/** The result of `runTransactional`. */
+export type TransactionalRun<T> =
+  /** `work` resolved and its effects committed with the `completed` row. */
+  | { readonly kind: 'completed'; readonly claimed: ClaimedDelivery; readonly value: T }
+  /** `work` threw (or the commit was refused): everything rolled back; record the failure with `recordFailure`. */
+  | { readonly kind: 'failed'; readonly claimed: ClaimedDelivery; readonly error: unknown }
+  | UnclaimedResult;
+
+/** What to record about a failed attempt, in its own short transaction. */
+export interface FailureRecord {
+  readonly messageId: string;
+  /** `null` when the payload could not be decoded (the row then keeps whatever fingerprint it had). */
+  readonly fingerprint: string | null;
+  readonly messageTimestamp: Date | undefined;
+  readonly attempt: number;
+  readonly error: ErrorInfo;
+  /** Dead-letter the row with this reason instead of scheduling a retry. */
+  readonly deadLetterReason: string | undefined;
+  /** No retry before now + this. Ignored when dead-lettering. */
+  readonly retryDelayMs: number;
+  /** Leased mode: record only while this lease is held. `null` in transactional mode. */
+  readonly leaseToken: string | null;
+}
+
+/** The result of `recordFailure`. */
+export type FailureWrite =
+  | { readonly recorded: true; readonly row: InboxRow }
+  /** Not recorded: the row completed or was dead-lettered meanwhile, or the lease was lost. */
+  | { readonly recorded: false; readonly row: InboxRow | undefined };
+
+/** A failure inside a batch: what `onFailure` returns is recorded in the batch's own transaction. */
+export type BatchRun =
+  | { readonly kind: 'completed'; readonly claimed: ClaimedDelivery }
+  | { readonly kind: 'failed'; readonly claimed: ClaimedDelivery; readonly error: unknown; readonly write: FailureWrite }
+  | UnclaimedResult;
+
+/** Leased mode: the result of `claimLease`. */
+export type LeaseClaim = { readonly kind: 'claimed'; readonly claimed: ClaimedDelivery } | UnclaimedResult;
+
+/** Leased mode: the result of `completeLease`. */
+export type LeaseRun<T> =
+  | { readonly kind: 'completed'; readonly value: T }
+  /** Another worker took the lease over: `work`'s transaction was rolled back. */
+  | { readonly kind: 'lease-lost' }
+  | { readonly kind: 'failed'; readonly error: unknown };
+
+/** One line of the replay audit. */
+export interface ReplayAuditEntry {
+  readonly replayId: string;
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly requestedBy: string | undefined;
+  readonly requestedAt: Date | undefined;
+  /** `reopened`, `skipped-completed`, `skipped-replayed`, … followed by the delivery's outcome status. */
+  readonly outcome: string;
+}
+
+/** A stored replay audit line. */
+export interface ReplayAuditRow extends ReplayAuditEntry {
+  readonly at: Date;
+}
+
+/** Rows per (consumer, status). */
+export interface StatusCount {
+  readonly consumer: string;
+  readonly status: InboxStatus;
+  readonly count: number;
+}
+
+/** Dead-lettered rows per (consumer, reason). */
+export interface ReasonCount {
+  readonly consumer: string;
+  readonly reason: string;
+  readonly count: number;
+}
+
+/** A `processing` row with its lease state. */
+export interface ProcessingRow extends InboxRow {
+  /** `live`: a worker holds an unexpired lease; `expired`: the next delivery takes over; `none`: no lease. */
+  readonly lease: 'live' | 'expired' | 'none';
+  /** Milliseconds since the row was first received. */
+  readonly ageMs: number;
+}
+
+/** Filters of the inspection API. Every filter is optional; `limit` defaults to 100. */
+export interface InspectionFilter {
+  readonly consumer?: string;
+  readonly limit?: number;
+}
+
+/** Options of `prune`. */
+export interface PruneOptions {
+  /** Only this consumer's rows. Default is every consumer. */
+  readonly consumer?: string;
+  /** Rows deleted per statement. Default is 5,000. */
+  readonly batchSize?: number;
+  /** Count what would be deleted; delete nothing. Default is false. */
+  readonly dryRun?: boolean;
+  /** Stop after this many batches (the rest waits for the next run). Default is unlimited. */
+  readonly maxBatches?: number;
+}
+
+/** The result of a prune run. */
+export interface PruneResult {
+  /** `locked`: another runner held the prune lock, nothing was done. */
+  readonly status: 'pruned' | 'dry-run' | 'locked';
+  /** Rows deleted (or, for a dry run, that would be deleted). */
+  readonly deleted: number;
+  readonly batches: number;
+}
+
+/**
+ * Read-only views of the inbox for operators (the CLI's `status` and `dlq` commands) and tests. Never used on
+ * the message path.
+ */
+export interface InboxInspector {
+  /** The rows of these ids (missing ids are absent from the result). */
+  findRows(consumer: string, messageIds: readonly string[]): Promise<InboxRow[]>;
+  /** Row counts per consumer and status (zero counts omitted). */
+  countByStatus(filter?: { readonly consumer?: string }): Promise<StatusCount[]>;
+  /** Dead-lettered row counts per consumer and reason. */
+  countDeadLettersByReason(filter?: { readonly consumer?: string }): Promise<ReasonCount[]>;
+  /** Dead-lettered rows, most recent first, optionally of one reason and dead-lettered in [since, until). */
+  listDeadLetters(
+    filter?: InspectionFilter & { readonly reason?: string; readonly since?: Date; readonly until?: Date },
+  ): Promise<InboxRow[]>;
+  /** `processing` rows, oldest first, with their lease state: stuck work shows here. */
+  listProcessing(filter?: InspectionFilter): Promise<ProcessingRow[]>;
+  /** `completed` rows per consumer whose `expiresAt` falls within `withinMs` from now (already expired included). */
+  countExpiringSoon(filter: { readonly withinMs: number; readonly consumer?: string }): Promise<{ consumer: string; count: number }[]>;
+  /** Replay audit lines, most recent first. */
+  listReplays(
+    filter?: InspectionFilter & { readonly messageId?: string; readonly replayId?: string },
+  ): Promise<ReplayAuditRow[]>;
+}
+
+/**
+ * An inbox store whose handler transactions have type `Tx`. Every method rejects with a
+ * `StoreUnavailableError` when the store cannot be reached; the consumer turns that into `retry`.
+ */
+export interface InboxStore<Tx = unknown> extends InboxInspector {
+  /** Human-readable kind, for logs (`postgres`, `memory`). */
   readonly kind: string;
   /** Phantom marker of the transaction type; never read at run time. */
   readonly __tx?: Tx;
+
+  /**
+   * Transactional mode: in one transaction, claims the delivery (one statement), runs `work` and commits the
+   * row as `completed` with `work`'s effects. A concurrent claim of the same id waits at most
+   * `settings.lockTimeoutMs`.
+   */
+  runTransactional<T>(
+    settings: ClaimSettings,
+    request: ClaimRequest,
+    work: (tx: Tx, claimed: ClaimedDelivery) => Promise<T>,
+  ): Promise<TransactionalRun<T>>;
+
+  /**
+   * Transactional mode for a batch of distinct ids: one transaction, one claim statement, each `work` inside
+   * its own savepoint. A failed `work` rolls back to its savepoint and `onFailure`'s record is written in the
+   * same transaction. Results are in `requests` order. A claim that times out makes every result `busy`.
+   */
+  runTransactionalBatch(
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Tx, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+  ): Promise<BatchRun[]>;
+
+  /** Leased mode: claims and commits a lease of `leaseMs` with a fresh fencing token. */
+  claimLease(settings: ClaimSettings & { readonly leaseMs: number }, request: ClaimRequest): Promise<LeaseClaim>;
+
+  /**
+   * Leased mode: runs `work` with a transaction that commits, with the row marked `completed`, only if
+   * `claimed.leaseToken` still holds the lease. The transaction starts on `work`'s first query, so work that
+   * calls other services first holds no connection meanwhile.
+   */
+  completeLease<T>(
+    settings: ClaimSettings,
+    claimed: ClaimedDelivery,
+    work: (tx: Tx) => Promise<T>,
+  ): Promise<LeaseRun<T>>;
+
+  /**
+   * Records a failed attempt in its own short transaction: `failed` with a retry time, or `dead_lettered`.
+   * Never overwrites a row that completed or was dead-lettered meanwhile. Also records, with attempt 0, a
+   * delivery dead-lettered before its claim (undecodable, schema-invalid, late), so the inbox lists it and an
+   * explicit replay can reopen it.
+   */
+  recordFailure(settings: ClaimSettings, failure: FailureRecord): Promise<FailureWrite>;
+
+  /**
+   * Records, in one statement, that an attempt of each id is starting (creating `processing` rows without a
+   * lease). Only rows a claim could take are counted, so a delivery that will be refused costs no attempt.
+   */
+  recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[]): Promise<void>;
+
+  /** Appends a line to the replay audit. */
+  recordReplay(entry: ReplayAuditEntry): Promise<void>;
+
+  /**
+   * Deletes `completed` rows whose `expiresAt` passed, in batches, one runner at a time (a second concurrent
+   * run returns `locked`). Rows in other states are never deleted.
+   */
+  prune(options?: PruneOptions): Promise<PruneResult>;
 }

@@ -1,0 +1,628 @@
+// idempotentConsumer(): turns one delivery into one outcome. It checks and decodes the message, claims its id in
+// the inbox, runs the handler inside the claim's transaction (or under a lease), records failures durably and
+// reports. It never acks anything and never rejects: the transport maps the outcome to the broker's action.
+
+import { performance } from 'node:perf_hooks';
+import { backoffDelayMs } from './backoff.js';
+import { classifyError } from './classify-error.js';
+import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-config.js';
+import { ConsumerMetrics } from './consumer-metrics.js';
+import type { HandlerContext, IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
+import { decodeJson, validatePayload } from './decode-payload.js';
+import { downstreamKey } from './downstream-key.js';
+import { toErrorInfo } from './error-info.js';
+import {
+  DecodeError,
+  HandlerTimeoutError,
+  InvalidMessageIdError,
+  isInboxkitError,
+  LeaseLostError,
+  StoreUnavailableError,
+} from './errors.js';
+import { fingerprintPayload } from './fingerprint.js';
+import type { DecodedMessage, InboundMessage } from './message.js';
+import { checkMessageId } from './message-id.js';
+import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcome.js';
+import { silentLogger } from './silent-logger.js';
+import type {
+  BatchRun,
+  ClaimedDelivery,
+  ClaimRequest,
+  ClaimSettings,
+  FailureRecord,
+  FailureWrite,
+  InboxRow,
+  InboxRowState,
+  InboxStore,
+  UnclaimedResult,
+} from './store.js';
+
+/**
+ * Most messages one batch transaction handles. Each message gets a savepoint, and a Postgres backend caches
+ * only 64 subtransaction ids before every snapshot in the cluster slows down; larger batches are split.
+ */
+export const MAX_BATCH_TRANSACTION_SIZE = 50;
+
+/** A delivery that passed the id, decode and schema checks. */
+interface Prepared<P> {
+  readonly message: InboundMessage;
+  readonly id: string;
+  readonly decoded: DecodedMessage<P>;
+  readonly request: ClaimRequest;
+}
+
+/** A delivery dead-lettered before its claim; recorded in the inbox when it has a usable id. */
+interface Rejected {
+  readonly rejected: Outcome;
+  readonly id: string | undefined;
+  readonly fingerprint: string | null;
+  readonly timestamp: Date | undefined;
+}
+
+/** What to record for a failed attempt, and why. */
+interface FailureDecision {
+  readonly record: FailureRecord;
+  readonly deadLetterReason: DeadLetterReason | undefined;
+}
+
+/**
+ * Creates the consumer a transport drives. Validates `config` at once (a `ConfigurationError` says what to
+ * change); `handle` then resolves every delivery to `processed`, `duplicate`, `retry {delayMs}` or
+ * `dead-letter {reason}` and never rejects.
+ *
+ * @example
+ * const consumer = idempotentConsumer({
+ *   name: 'billing',
+ *   store: new PostgresInboxStore({ db }),
+ *   schema: z.object({ orderId: z.string(), amount: z.number() }),
+ *   handler: async (message, { tx }) => {
+ *     await tx.insertInto('charges').values(message.payload).execute();
+ *   },
+ * });
+ * const outcome = await consumer.handle(delivery);
+ */
+export function idempotentConsumer<P = unknown, Tx = unknown>(
+  config: IdempotentConsumerConfig<P, Tx>,
+): IdempotentConsumer<P, Tx> {
+  return new InboxConsumer(resolveConsumerConfig(config));
+}
+
+class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
+  readonly name: string;
+  readonly config: ResolvedConsumerConfig<P, Tx>;
+  readonly #store: InboxStore<Tx>;
+  readonly #settings: ClaimSettings;
+  readonly #metrics: ConsumerMetrics;
+  readonly #logger: Logger;
+  readonly #decode: (body: Uint8Array | string | null) => unknown;
+  readonly #consumerBytes: number;
+
+  constructor(config: ResolvedConsumerConfig<P, Tx>) {
+    this.config = config;
+    this.name = config.name;
+    this.#store = config.store;
+    this.#settings = Object.freeze({
+      consumer: config.name,
+      maxAttempts: config.maxAttempts,
+      dedupeWindowMs: config.dedupeWindowMs,
+      lockTimeoutMs: config.lockTimeoutMs,
+    });
+    this.#metrics = new ConsumerMetrics(config.name, config.meterProvider);
+    this.#logger = config.logger ?? silentLogger;
+    this.#decode = config.decode ?? decodeJson;
+    this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
+  }
+
+  async handle(message: InboundMessage): Promise<Outcome> {
+    const outcome = await this.#guarded(message, () => this.#handleOne(message));
+    await this.#report(message, outcome);
+    return outcome;
+  }
+
+  async handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]> {
+    if (this.config.mode === 'leased' || messages.length <= 1) {
+      const outcomes: Outcome[] = [];
+      for (const message of messages) outcomes.push(await this.handle(message));
+      return outcomes;
+    }
+    const outcomes = await this.#handleBatch(messages);
+    for (let i = 0; i < messages.length; i++) await this.#report(messages[i]!, outcomes[i]!);
+    return outcomes;
+  }
+
+  async recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void> {
+    const ids = new Set<string>();
+    for (const m of messages) {
+      if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined) ids.add(m.id!);
+    }
+    if (ids.size === 0) return;
+    try {
+      await this.#store.recordAttemptsStarted(this.#settings, [...ids]);
+    } catch (error) {
+      // handle() will meet the same store and answer `retry`; nothing is acked on this path.
+      this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: could not record attempts as started');
+    }
+  }
+
+  // ── one delivery ────────────────────────────────────────────────────────────────────────────────────────
+
+  async #handleOne(message: InboundMessage): Promise<Outcome> {
+    const started = performance.now();
+    const prepared = await this.#prepare(message);
+    if (!('request' in prepared)) return this.#recordRejection(prepared);
+    const late = await this.#lateOutcome(prepared);
+    if (late !== undefined) return this.#recordRejection(late);
+    return this.config.mode === 'leased' ? this.#runLeased(prepared, started) : this.#runTransactional(prepared, started);
+  }
+
+  async #runTransactional(prepared: Prepared<P>, started: number): Promise<Outcome> {
+    const run = await this.#store.runTransactional(this.#settings, prepared.request, (tx, claimed) =>
+      this.#runHandler(prepared, tx, claimed),
+    );
+    switch (run.kind) {
+      case 'completed':
+        return { status: 'processed', messageId: prepared.id, attempt: run.claimed.attempt, durationMs: elapsed(started) };
+      case 'failed':
+        return this.#recordFailure(prepared, run.claimed, run.error);
+      default:
+        return this.#unclaimed(prepared, run);
+    }
+  }
+
+  async #runLeased(prepared: Prepared<P>, started: number): Promise<Outcome> {
+    const claim = await this.#store.claimLease({ ...this.#settings, leaseMs: this.config.leaseMs }, prepared.request);
+    if (claim.kind !== 'claimed') return this.#unclaimed(prepared, claim);
+    const claimed = claim.claimed;
+    if (claimed.from === 'lease-expired') this.#metrics.leaseTakeover();
+    const run = await this.#store.completeLease(this.#settings, claimed, (tx) => this.#runHandler(prepared, tx, claimed));
+    switch (run.kind) {
+      case 'completed':
+        return { status: 'processed', messageId: prepared.id, attempt: claimed.attempt, durationMs: elapsed(started) };
+      case 'lease-lost':
+        return this.#retry(prepared.id, 0, claimed.attempt, 'lease-lost', toErrorInfo(new LeaseLostError('the lease was taken over before completion')));
+      case 'failed':
+        return this.#recordFailure(prepared, claimed, run.error);
+    }
+  }
+
+  /** Runs the handler with its context; the timeout aborts the signal and, if the handler gives up, fails it. */
+  async #runHandler(prepared: Prepared<P>, tx: Tx, claimed: ClaimedDelivery): Promise<void> {
+    const controller = new AbortController();
+    const timeoutMs = this.config.handlerTimeoutMs;
+    const timer = setTimeout(
+      () => controller.abort(new HandlerTimeoutError(`the handler ran longer than handlerTimeoutMs (${timeoutMs} ms)`)),
+      timeoutMs,
+    );
+    timer.unref();
+    const context: HandlerContext<Tx> = {
+      tx,
+      attempt: claimed.attempt,
+      downstreamKey: downstreamKey(this.name, prepared.id),
+      signal: controller.signal,
+      consumer: this.name,
+      isReplay: prepared.message.replay !== undefined,
+      logger: this.#logger,
+    };
+    const t0 = performance.now();
+    try {
+      await this.config.handler(prepared.decoded, context);
+      this.#metrics.handlerDuration(performance.now() - t0, true);
+    } catch (error) {
+      this.#metrics.handlerDuration(performance.now() - t0, false);
+      if (controller.signal.aborted && !isInboxkitError(error)) {
+        throw new HandlerTimeoutError(`the handler failed after its signal was aborted: ${toErrorInfo(error).message}`, {
+          cause: error,
+        });
+      }
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // ── checks before the inbox ─────────────────────────────────────────────────────────────────────────────
+
+  async #prepare(message: InboundMessage): Promise<Prepared<P> | Rejected> {
+    const timestamp = validDate(message.timestamp);
+    const problem = checkMessageId(message.id, this.config.maxMessageIdLength, this.#consumerBytes);
+    if (problem !== undefined) {
+      const id = problem.problem === 'missing-id' ? undefined : typeof message.id === 'string' ? message.id : undefined;
+      const rejected = this.#deadLetter(id, problem.problem, 0, toErrorInfo(new InvalidMessageIdError(problem.detail)));
+      // An unusable id cannot key an inbox row: nothing to record.
+      return { rejected, id: undefined, fingerprint: null, timestamp };
+    }
+    const id = message.id!;
+    let raw: unknown;
+    try {
+      raw = this.#decode(message.body);
+    } catch (error) {
+      const decodeError =
+        error instanceof DecodeError
+          ? error
+          : new DecodeError(`the body could not be decoded: ${toErrorInfo(error).message}`, { cause: error });
+      return { rejected: this.#deadLetter(id, 'undecodable', 0, toErrorInfo(decodeError)), id, fingerprint: null, timestamp };
+    }
+    let fingerprint: string;
+    try {
+      fingerprint = fingerprintPayload(raw);
+    } catch (error) {
+      const info = toErrorInfo(new DecodeError('the payload cannot be fingerprinted', { cause: error }));
+      return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp };
+    }
+    let payload = raw as P;
+    if (this.config.schema !== undefined) {
+      try {
+        payload = await validatePayload(this.config.schema, raw);
+      } catch (error) {
+        return { rejected: this.#deadLetter(id, 'schema-invalid', 0, toErrorInfo(error)), id, fingerprint, timestamp };
+      }
+    }
+    const deliveryCount = message.deliveryCount;
+    return {
+      message,
+      id,
+      decoded: {
+        id,
+        payload,
+        headers: message.headers,
+        timestamp: message.timestamp,
+        source: message.source,
+        replay: message.replay,
+      },
+      request: {
+        messageId: id,
+        fingerprint,
+        messageTimestamp: timestamp,
+        deliveryCount: typeof deliveryCount === 'number' && Number.isSafeInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 0,
+        replayId: message.replay?.replayId,
+      },
+    };
+  }
+
+  /** DESIGN §5: no row and older than the window → its id may have been pruned; apply `latePolicy`. */
+  async #lateOutcome(prepared: Prepared<P>): Promise<Rejected | undefined> {
+    if (!this.#isLate(prepared)) return undefined;
+    const rows = await this.#store.findRows(this.name, [prepared.id]);
+    if (rows.length > 0) return undefined;
+    return this.#lateVerdict(prepared);
+  }
+
+  /**
+   * Records a delivery dead-lettered before its claim as a `dead_lettered` row (attempt 0), so operators see it
+   * in the inbox and an explicit replay can reopen it — a late message especially, whose replay would otherwise
+   * meet the late rule again. Best effort: the DLQ copy is the record of last resort.
+   */
+  async #recordRejection(rejection: Rejected): Promise<Outcome> {
+    const outcome = rejection.rejected;
+    if (rejection.id === undefined || outcome.status !== 'dead-letter') return outcome;
+    try {
+      await this.#store.recordFailure(this.#settings, {
+        messageId: rejection.id,
+        fingerprint: rejection.fingerprint,
+        messageTimestamp: rejection.timestamp,
+        attempt: 0,
+        error: outcome.error ?? { name: 'Rejected', message: outcome.reason },
+        deadLetterReason: outcome.reason,
+        retryDelayMs: 0,
+        leaseToken: null,
+      });
+    } catch (error) {
+      this.#logger.warn({ consumer: this.name, messageId: rejection.id, err: error }, 'inboxkit: could not record a rejected message in the inbox');
+    }
+    return outcome;
+  }
+
+  #isLate(prepared: Prepared<P>): boolean {
+    const ts = prepared.request.messageTimestamp;
+    return ts !== undefined && Date.now() - ts.getTime() > this.config.dedupeWindowMs;
+  }
+
+  #lateVerdict(prepared: Prepared<P>): Rejected | undefined {
+    this.#metrics.late(this.config.latePolicy);
+    this.#logger.warn(
+      { consumer: this.name, messageId: prepared.id, timestamp: prepared.request.messageTimestamp, policy: this.config.latePolicy },
+      'inboxkit: message older than the dedupe window with no inbox row',
+    );
+    if (this.config.latePolicy === 'process') return undefined;
+    const rejected = this.#deadLetter(prepared.id, 'beyond-dedupe-window', 0, {
+      name: 'LateMessage',
+      message: `the message timestamp ${prepared.request.messageTimestamp!.toISOString()} is older than the dedupe window (${this.config.dedupeWindowMs} ms) and its id has no inbox row: it cannot be deduplicated honestly`,
+    });
+    return { rejected, id: prepared.id, fingerprint: prepared.request.fingerprint, timestamp: prepared.request.messageTimestamp };
+  }
+
+  // ── outcomes from the store's answers ───────────────────────────────────────────────────────────────────
+
+  #unclaimed(prepared: Prepared<P>, result: UnclaimedResult): Outcome {
+    switch (result.kind) {
+      case 'busy':
+        return result.reason === 'lock-timeout'
+          ? this.#retry(prepared.id, Math.max(this.config.backoff.initialDelayMs, 1), 0, 'lock-timeout')
+          : this.#retry(prepared.id, 0, 0, 'contended');
+      case 'exhausted':
+        return this.#deadLetterFromRow(prepared.id, 'max-attempts', result.row);
+      case 'not-claimed':
+        return this.#fromRowState(prepared, result.row);
+    }
+  }
+
+  #fromRowState(prepared: Prepared<P>, row: InboxRowState | undefined): Outcome {
+    if (row === undefined) return this.#retry(prepared.id, 0, 0, 'contended');
+    if (row.fingerprint !== null && row.fingerprint !== prepared.request.fingerprint) {
+      this.#metrics.payloadMismatch();
+      return this.#deadLetter(prepared.id, 'payload-mismatch', 0, {
+        name: 'PayloadMismatch',
+        message: `message id ${JSON.stringify(prepared.id)} was first recorded with another payload (fingerprint ${row.fingerprint.slice(0, 12)}…, this delivery ${prepared.request.fingerprint.slice(0, 12)}…): not processed`,
+      });
+    }
+    switch (row.status) {
+      case 'completed':
+        return { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' };
+      case 'dead_lettered':
+        return this.#deadLetterFromRow(prepared.id, row.deadLetterReason ?? 'max-attempts', row);
+      case 'failed':
+        return row.availableInMs > 0
+          ? this.#retry(prepared.id, row.availableInMs, 0, 'handler-error', row.lastError ?? undefined)
+          : this.#retry(prepared.id, 0, 0, 'contended');
+      case 'processing':
+        return row.leaseRemainingMs > 0
+          ? this.#retry(prepared.id, row.leaseRemainingMs, 0, 'lease-held')
+          : this.#retry(prepared.id, 0, 0, 'contended');
+    }
+  }
+
+  #failureDecision(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown): FailureDecision {
+    const verdict = classifyError(error, this.config.isRetriable);
+    const deadLetterReason: DeadLetterReason | undefined = !verdict.retriable
+      ? 'permanent-error'
+      : claimed.attempt >= this.config.maxAttempts
+        ? 'max-attempts'
+        : undefined;
+    return {
+      deadLetterReason,
+      record: {
+        messageId: prepared.id,
+        fingerprint: prepared.request.fingerprint,
+        messageTimestamp: prepared.request.messageTimestamp,
+        attempt: claimed.attempt,
+        error: toErrorInfo(error),
+        deadLetterReason,
+        retryDelayMs: verdict.delayMs ?? backoffDelayMs(this.config.backoff, claimed.attempt),
+        leaseToken: claimed.leaseToken,
+      },
+    };
+  }
+
+  async #recordFailure(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown): Promise<Outcome> {
+    const decision = this.#failureDecision(prepared, claimed, error);
+    this.#logger.info(
+      { consumer: this.name, messageId: prepared.id, attempt: claimed.attempt, err: error },
+      'inboxkit: handler failed',
+    );
+    const write = await this.#store.recordFailure(this.#settings, decision.record);
+    return this.#failureOutcome(prepared, claimed, decision, write);
+  }
+
+  #failureOutcome(prepared: Prepared<P>, claimed: ClaimedDelivery, decision: FailureDecision, write: FailureWrite): Outcome {
+    const { record } = decision;
+    if (!write.recorded) {
+      // Someone else finished the row meanwhile (or took our lease): report what the row says now.
+      const row = write.row;
+      if (claimed.leaseToken !== null && (row === undefined || row.status !== 'completed')) {
+        return this.#retry(prepared.id, 0, claimed.attempt, 'lease-lost', record.error);
+      }
+      if (row?.status === 'completed') return { status: 'duplicate', messageId: prepared.id, reason: 'completed' };
+      if (row?.status === 'dead_lettered') return this.#deadLetterFromRow(prepared.id, row.deadLetterReason ?? 'max-attempts', row);
+      return this.#retry(prepared.id, 0, claimed.attempt, 'contended', record.error);
+    }
+    if (decision.deadLetterReason !== undefined) {
+      return this.#deadLetter(prepared.id, decision.deadLetterReason, claimed.attempt, record.error, write.row);
+    }
+    return this.#retry(prepared.id, record.retryDelayMs, claimed.attempt, 'handler-error', record.error);
+  }
+
+  // ── batches ─────────────────────────────────────────────────────────────────────────────────────────────
+
+  async #handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]> {
+    const started = performance.now();
+    const outcomes: (Outcome | undefined)[] = new Array<Outcome | undefined>(messages.length).fill(undefined);
+    const batch: { index: number; prepared: Prepared<P> }[] = [];
+    const repeats: number[] = [];
+    const ids = new Set<string>();
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i]!;
+      const result = await this.#guarded(message, () => this.#prepare(message));
+      if (!('request' in result)) outcomes[i] = 'rejected' in result ? await this.#recordRejection(result) : result;
+      else if (ids.has(result.id)) repeats.push(i);
+      else {
+        ids.add(result.id);
+        batch.push({ index: i, prepared: result });
+      }
+    }
+    await this.#applyLatePolicy(batch, outcomes);
+    const pending = batch.filter((item) => outcomes[item.index] === undefined);
+    for (let from = 0; from < pending.length; from += MAX_BATCH_TRANSACTION_SIZE) {
+      const chunk = pending.slice(from, from + MAX_BATCH_TRANSACTION_SIZE);
+      const results = await this.#runChunk(chunk, started);
+      chunk.forEach((item, k) => (outcomes[item.index] = results[k]));
+    }
+    // A repeated id in one batch is a later delivery of the same message: decide it once the first is durable.
+    for (const i of repeats) outcomes[i] = await this.#guarded(messages[i]!, () => this.#handleOne(messages[i]!));
+    return outcomes.map((o, i) => o ?? this.#retry(messages[i]!.id ?? '', 0, 0, 'contended'));
+  }
+
+  async #applyLatePolicy(batch: readonly { index: number; prepared: Prepared<P> }[], outcomes: (Outcome | undefined)[]): Promise<void> {
+    const late = batch.filter((item) => this.#isLate(item.prepared));
+    if (late.length === 0) return;
+    let known: Set<string>;
+    try {
+      known = new Set((await this.#store.findRows(this.name, late.map((item) => item.prepared.id))).map((r) => r.messageId));
+    } catch (error) {
+      for (const item of late) outcomes[item.index] = this.#storeUnavailable(item.prepared.id, error);
+      return;
+    }
+    for (const item of late) {
+      if (!known.has(item.prepared.id)) {
+        const verdict = this.#lateVerdict(item.prepared);
+        if (verdict !== undefined) outcomes[item.index] = await this.#recordRejection(verdict);
+      }
+    }
+  }
+
+  async #runChunk(chunk: readonly { index: number; prepared: Prepared<P> }[], started: number): Promise<Outcome[]> {
+    const decisions = new Map<number, FailureDecision>();
+    let runs: BatchRun[];
+    try {
+      runs = await this.#store.runTransactionalBatch(
+        this.#settings,
+        chunk.map((item) => item.prepared.request),
+        (tx, claimed, k) => this.#runHandler(chunk[k]!.prepared, tx, claimed),
+        (claimed, error, k) => {
+          const decision = this.#failureDecision(chunk[k]!.prepared, claimed, error);
+          decisions.set(k, decision);
+          return decision.record;
+        },
+      );
+    } catch (error) {
+      return chunk.map((item) => this.#storeUnavailable(item.prepared.id, error));
+    }
+    if (runs.some((run) => run.kind === 'busy')) {
+      // The batch claim met a concurrent delivery: fall back to one transaction per message.
+      const outcomes: Outcome[] = [];
+      for (const item of chunk) {
+        outcomes.push(await this.#guarded(item.prepared.message, () => this.#runTransactional(item.prepared, performance.now())));
+      }
+      return outcomes;
+    }
+    return runs.map((run, k) => {
+      const prepared = chunk[k]!.prepared;
+      switch (run.kind) {
+        case 'completed':
+          return { status: 'processed', messageId: prepared.id, attempt: run.claimed.attempt, durationMs: elapsed(started) };
+        case 'failed':
+          return this.#failureOutcome(prepared, run.claimed, decisions.get(k)!, run.write);
+        default:
+          return this.#unclaimed(prepared, run);
+      }
+    });
+  }
+
+  // ── outcome builders and reporting ──────────────────────────────────────────────────────────────────────
+
+  /** Runs `work`; a store failure (or any unexpected error) becomes `retry` with reason `store-unavailable`. */
+  async #guarded<T>(message: InboundMessage, work: () => Promise<T | Outcome>): Promise<T | Outcome> {
+    try {
+      return await work();
+    } catch (error) {
+      return this.#storeUnavailable(message.id ?? '', error);
+    }
+  }
+
+  #storeUnavailable(messageId: string, error: unknown): Outcome {
+    const level = error instanceof StoreUnavailableError || isInboxkitError(error) ? 'warn' : 'error';
+    this.#logger[level]({ consumer: this.name, messageId, err: error }, 'inboxkit: inbox store unavailable, message will be retried');
+    return this.#retry(messageId, Math.max(this.config.backoff.initialDelayMs, 1), 0, 'store-unavailable', toErrorInfo(error));
+  }
+
+  #retry(messageId: string, delayMs: number, attempt: number, reason: RetryReason, error?: ErrorInfo): Outcome {
+    return {
+      status: 'retry',
+      messageId,
+      delayMs: Math.max(0, Math.round(delayMs)),
+      attempt,
+      reason,
+      ...(error !== undefined ? { error } : {}),
+    };
+  }
+
+  #deadLetter(
+    messageId: string | undefined,
+    reason: DeadLetterReason,
+    attempts: number,
+    error: ErrorInfo | undefined,
+    row?: { readonly firstFailureAt: Date | null; readonly lastFailureAt: Date | null },
+  ): Outcome {
+    return {
+      status: 'dead-letter',
+      messageId,
+      reason,
+      attempts,
+      ...(error !== undefined ? { error } : {}),
+      ...(row?.firstFailureAt ? { firstFailureAt: row.firstFailureAt } : {}),
+      ...(row?.lastFailureAt ? { lastFailureAt: row.lastFailureAt } : {}),
+    };
+  }
+
+  #deadLetterFromRow(messageId: string, reason: DeadLetterReason, row: InboxRow): Outcome {
+    return this.#deadLetter(messageId, reason, row.attempts, row.lastError ?? undefined, row);
+  }
+
+  async #report(message: InboundMessage, outcome: Outcome): Promise<void> {
+    const m = this.#metrics;
+    m.outcome(outcome.status);
+    switch (outcome.status) {
+      case 'processed':
+        this.#logger.debug({ consumer: this.name, messageId: outcome.messageId, attempt: outcome.attempt }, 'inboxkit: processed');
+        break;
+      case 'duplicate':
+        m.duplicate(outcome.reason);
+        this.#logger.debug({ consumer: this.name, messageId: outcome.messageId, reason: outcome.reason }, 'inboxkit: duplicate suppressed');
+        break;
+      case 'retry':
+        m.retry(outcome.reason);
+        this.#logger.debug(
+          { consumer: this.name, messageId: outcome.messageId, reason: outcome.reason, delayMs: outcome.delayMs },
+          'inboxkit: retry',
+        );
+        break;
+      case 'dead-letter':
+        m.deadLetter(outcome.reason);
+        this.#logger.warn(
+          { consumer: this.name, messageId: outcome.messageId, reason: outcome.reason, attempts: outcome.attempts, error: outcome.error },
+          'inboxkit: dead-letter',
+        );
+        break;
+    }
+    if (message.replay !== undefined && outcome.messageId !== undefined) await this.#auditReplay(message, outcome);
+    const hook = this.config.hooks?.onOutcome;
+    if (hook !== undefined) {
+      try {
+        await hook({ consumer: this.name, message, outcome });
+      } catch (error) {
+        this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: hooks.onOutcome threw; ignored');
+      }
+    }
+  }
+
+  async #auditReplay(message: InboundMessage, outcome: Outcome): Promise<void> {
+    const replay = message.replay!;
+    const action =
+      outcome.status === 'duplicate'
+        ? 'skipped-completed'
+        : outcome.status === 'dead-letter' && outcome.reason === 'payload-mismatch'
+          ? 'refused-payload-mismatch'
+          : outcome.status === 'processed' || outcome.status === 'retry' || outcome.status === 'dead-letter'
+            ? 'replayed'
+            : 'replayed';
+    try {
+      await this.#store.recordReplay({
+        replayId: replay.replayId,
+        consumer: this.name,
+        messageId: outcome.messageId!,
+        requestedBy: replay.requestedBy,
+        requestedAt: replay.requestedAt,
+        outcome: `${action}:${outcome.status}${outcome.status === 'dead-letter' || outcome.status === 'retry' ? `:${outcome.reason}` : ''}`,
+      });
+    } catch (error) {
+      this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: could not write the replay audit line');
+    }
+  }
+}
+
+function elapsed(started: number): number {
+  return Math.round((performance.now() - started) * 1000) / 1000;
+}
+
+function validDate(value: unknown): Date | undefined {
+  return value instanceof Date && !Number.isNaN(value.getTime()) ? value : undefined;
+}

@@ -1,0 +1,57 @@
+// The inbox schema as Kysely migrations: a MigrationProvider for Kysely's Migrator, and migrateInbox() which
+// runs it with its own migration table so it never mixes with the application's migrations.
+
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { inboxSchemaDownStatements, inboxSchemaStatements } from './inbox-schema.js';
+import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+
+/**
+ * The inbox migrations, for Kysely's `Migrator`. Names are prefixed `inboxkit_` so they can be merged into an
+ * application's own provider; the simplest is `migrateInbox`, which keeps them in a migration table of their own.
+ * Default schema `inboxkit`, table `inbox`.
+ *
+ * @example
+ * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
+ * await migrator.migrateToLatest();
+ */
+export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvider {
+  const names = resolveInboxTableNames(options);
+  const migration: Migration = {
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of inboxSchemaStatements(names)) await sql.raw(statement).execute(db);
+    },
+    async down(db: Kysely<unknown>): Promise<void> {
+      for (const statement of inboxSchemaDownStatements(names)) await sql.raw(statement).execute(db);
+    },
+  };
+  return { getMigrations: async () => ({ inboxkit_0001_inbox: migration }) };
+}
+
+/** Options of `migrateInbox`. */
+export interface MigrateInboxOptions extends InboxTableOptions {
+  /** Kysely's migration bookkeeping table. Default is `inboxkit_migrations` (in the inbox schema). */
+  readonly migrationTable?: string;
+}
+
+/**
+ * Brings the inbox schema up to date with Kysely's `Migrator` (safe to run from several processes at once: the
+ * Migrator takes a lock). Rejects with the migration error, if any.
+ *
+ * @example
+ * await migrateInbox(db); // inboxkit.inbox and inboxkit.inbox_replays
+ */
+export async function migrateInbox(db: Kysely<unknown>, options: MigrateInboxOptions = {}): Promise<MigrationResultSet> {
+  const names = resolveInboxTableNames(options);
+  const migrationTable = resolveInboxTableNames({ schema: names.schema, table: options.migrationTable ?? 'inboxkit_migrations' }).table;
+  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
+  const migrator = new Migrator({
+    db,
+    provider: inboxMigrations(options),
+    migrationTableSchema: names.schema,
+    migrationTableName: migrationTable,
+    migrationLockTableName: `${migrationTable}_lock`,
+  });
+  const result = await migrator.migrateToLatest();
+  if (result.error !== undefined) throw result.error;
+  return result;
+}

@@ -1,0 +1,324 @@
+// Every SQL statement PostgresInboxStore sends, in one place, rendered with literals (see sql-literal.ts).
+// The claim is one INSERT … ON CONFLICT … DO UPDATE … WHERE <claimable> RETURNING, never select-then-insert.
+
+import type { ClaimRequest, ClaimSettings, FailureRecord, PruneOptions, ReplayAuditEntry } from '../store.js';
+import type { InboxTableNames } from './inbox-table-names.js';
+import {
+  sqlInt,
+  sqlJson,
+  sqlMillis,
+  sqlText,
+  sqlTextArray,
+  sqlTimestamp,
+  sqlUuid,
+} from './sql-literal.js';
+
+const COLUMNS = [
+  'consumer',
+  'message_id',
+  'status',
+  'fingerprint',
+  'attempts',
+  'started_attempts',
+  'locked_until',
+  'available_at',
+  'received_at',
+  'message_timestamp',
+  'completed_at',
+  'expires_at',
+  'last_error',
+  'dead_letter_reason',
+  'dead_lettered_at',
+  'replay_count',
+  'last_replay_id',
+  'first_failure_at',
+  'last_failure_at',
+  'claimed_from',
+] as const;
+
+/** The columns of a row (optionally qualified by `alias`), and the two waits computed on the database clock. */
+function rowColumns(alias?: string): string {
+  const p = alias === undefined ? '' : `${alias}.`;
+  return [
+    ...COLUMNS.map((c) => `${p}${c}`),
+    `${p}lease_token::text AS lease_token`,
+    `greatest(0, extract(epoch FROM (${p}available_at - now())) * 1000)::float8 AS available_in_ms`,
+    `CASE WHEN ${p}locked_until IS NULL THEN 0 ELSE greatest(0, extract(epoch FROM (${p}locked_until - now())) * 1000)::float8 END AS lease_remaining_ms`,
+  ].join(', ');
+}
+
+const ROW = rowColumns();
+
+/**
+ * True when `row` may be claimed by a delivery with fingerprint `fp` and replay id `replay`: a failed row whose
+ * retry time passed, a processing row without a live lease, or a dead-lettered row under a new replay id — and
+ * only with the payload first recorded.
+ */
+function claimable(row: string, fp: string, replay: string): string {
+  return `((${row}.fingerprint IS NULL OR ${row}.fingerprint = ${fp}) AND (
+      (${row}.status = 'failed' AND ${row}.available_at <= now())
+   OR (${row}.status = 'processing' AND (${row}.locked_until IS NULL OR ${row}.locked_until <= now()))
+   OR (${row}.status = 'dead_lettered' AND ${replay} IS NOT NULL AND ${replay} IS DISTINCT FROM ${row}.last_replay_id)))`;
+}
+
+/** One delivery of a claim, with the lease token it would take (leased mode). */
+export interface ClaimRow extends ClaimRequest {
+  readonly leaseToken: string | null;
+}
+
+/** The statements of one inbox table. */
+export class InboxStatements {
+  readonly #t: string;
+  readonly #r: string;
+
+  constructor(names: InboxTableNames) {
+    this.#t = names.qualifiedTable;
+    this.#r = names.qualifiedReplayTable;
+  }
+
+  /** Bounds the wait of a claim on a concurrent delivery's uncommitted row (transaction-local). */
+  lockTimeout(ms: number): string {
+    return `SET LOCAL lock_timeout = ${sqlInt(Math.max(1, Math.round(ms)))}`;
+  }
+
+  /**
+   * Claims `rows` in one statement. New ids are inserted with status `target` (transactional mode writes
+   * `completed`: the commit is the completion); claimable rows are taken over. An attempt numbered above
+   * `maxAttempts` is not run: its row is written `dead_lettered` (`max-attempts`) instead. Rows visible as not
+   * claimable are filtered before the insert, so a plain duplicate takes no row lock and writes nothing.
+   * `leaseMs` is set in leased mode only.
+   */
+  claim(settings: ClaimSettings, rows: readonly ClaimRow[], target: 'completed' | 'processing', leaseMs?: number): string {
+    const max = sqlInt(settings.maxAttempts);
+    const values = rows
+      .map(
+        (r) =>
+          `(${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(Math.max(1, r.deliveryCount))}::int, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)})`,
+      )
+      .join(',\n  ');
+    const lockedUntil = leaseMs === undefined ? 'NULL::timestamptz' : `now() + ${sqlMillis(leaseMs)}`;
+    const window = sqlMillis(settings.dedupeWindowMs);
+    // The attempt this delivery would be: a replay starts again at 1 (or the broker's count of the copy).
+    const next = `CASE WHEN t.status = 'dead_lettered' THEN excluded.started_attempts
+      ELSE greatest(t.attempts + 1, t.started_attempts, excluded.started_attempts) END`;
+    const exhausted = `(${next}) > ${max}`;
+    const completed = target === 'completed';
+    return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+  locked_until, available_at, received_at, message_timestamp, completed_at, expires_at, dead_letter_reason,
+  dead_lettered_at, replay_count, last_replay_id, claimed_from)
+SELECT v.consumer, v.message_id,
+  CASE WHEN v.attempt > ${max} THEN 'dead_lettered' ELSE '${target}' END,
+  v.fingerprint,
+  CASE WHEN v.attempt > ${max} THEN v.attempt - 1 ELSE v.attempt END,
+  v.attempt,
+  CASE WHEN v.attempt > ${max} THEN NULL ELSE v.lease_token END,
+  CASE WHEN v.attempt > ${max} THEN NULL ELSE ${lockedUntil} END,
+  now(), now(), v.message_timestamp,
+  ${completed ? `CASE WHEN v.attempt > ${max} THEN NULL ELSE now() END` : 'NULL::timestamptz'},
+  now() + ${window},
+  CASE WHEN v.attempt > ${max} THEN 'max-attempts' END,
+  CASE WHEN v.attempt > ${max} THEN now() END,
+  0, v.replay_id, 'new'
+FROM (VALUES
+  ${values}
+) AS v(consumer, message_id, fingerprint, message_timestamp, attempt, replay_id, lease_token)
+WHERE NOT EXISTS (
+  SELECT 1 FROM ${this.#t} x
+  WHERE x.consumer = v.consumer AND x.message_id = v.message_id AND NOT ${claimable('x', 'v.fingerprint', 'v.replay_id')})
+ORDER BY v.message_id
+ON CONFLICT (consumer, message_id) DO UPDATE SET
+  status = CASE WHEN ${exhausted} THEN 'dead_lettered' ELSE '${target}' END,
+  fingerprint = excluded.fingerprint,
+  attempts = CASE WHEN ${exhausted} THEN (${next}) - 1 ELSE ${next} END,
+  started_attempts = ${next},
+  lease_token = CASE WHEN ${exhausted} THEN NULL ELSE excluded.lease_token END,
+  locked_until = CASE WHEN ${exhausted} THEN NULL ELSE excluded.locked_until END,
+  available_at = now(),
+  message_timestamp = coalesce(t.message_timestamp, excluded.message_timestamp),
+  completed_at = ${completed ? `CASE WHEN ${exhausted} THEN NULL ELSE now() END` : 'NULL'},
+  expires_at = now() + ${window},
+  dead_letter_reason = CASE WHEN ${exhausted} THEN 'max-attempts' END,
+  dead_lettered_at = CASE WHEN ${exhausted} THEN now() END,
+  replay_count = t.replay_count + CASE WHEN t.status = 'dead_lettered' THEN 1 ELSE 0 END,
+  last_replay_id = CASE WHEN t.status = 'dead_lettered' THEN excluded.last_replay_id ELSE t.last_replay_id END,
+  first_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.first_failure_at END,
+  last_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.last_failure_at END,
+  claimed_from = CASE WHEN t.status = 'processing' AND t.lease_token IS NOT NULL THEN 'lease-expired' ELSE t.status END
+WHERE ${claimable('t', 'excluded.fingerprint', 'excluded.last_replay_id')}
+RETURNING ${rowColumns('t')}`;
+  }
+
+  /** The current rows of `ids` (a claim's companion: what it found when it did not claim). */
+  rows(consumer: string, ids: readonly string[]): string {
+    const where =
+      ids.length === 1 ? `message_id = ${sqlText(ids[0])}` : `message_id = ANY(${sqlTextArray(ids)})`;
+    return `SELECT ${ROW} FROM ${this.#t} WHERE consumer = ${sqlText(consumer)} AND ${where}`;
+  }
+
+  /**
+   * Records a failed attempt. Transactional mode upserts (the claim rolled back), but never over a row that
+   * completed or was dead-lettered meanwhile; leased mode updates only while `failure.leaseToken` holds.
+   */
+  recordFailure(settings: ClaimSettings, failure: FailureRecord): string {
+    const dead = failure.deadLetterReason !== undefined;
+    const status = dead ? 'dead_lettered' : 'failed';
+    const availableAt = dead ? 'now()' : `now() + ${sqlMillis(failure.retryDelayMs)}`;
+    const set = `status = '${status}',
+  attempts = greatest(t.attempts, ${sqlInt(failure.attempt)}),
+  started_attempts = greatest(t.started_attempts, ${sqlInt(failure.attempt)}),
+  available_at = ${availableAt},
+  last_error = ${sqlJson(failure.error)},
+  dead_letter_reason = ${sqlText(failure.deadLetterReason)},
+  dead_lettered_at = ${dead ? 'now()' : 'NULL'},
+  first_failure_at = coalesce(t.first_failure_at, now()),
+  last_failure_at = now(),
+  lease_token = NULL,
+  locked_until = NULL,
+  completed_at = NULL,
+  fingerprint = coalesce(t.fingerprint, ${sqlText(failure.fingerprint)}),
+  message_timestamp = coalesce(t.message_timestamp, ${sqlTimestamp(failure.messageTimestamp)})`;
+    const key = `t.consumer = ${sqlText(settings.consumer)} AND t.message_id = ${sqlText(failure.messageId)}`;
+    if (failure.leaseToken !== null) {
+      return `UPDATE ${this.#t} AS t SET ${set}
+WHERE ${key} AND t.status = 'processing' AND t.lease_token = ${sqlUuid(failure.leaseToken)}
+RETURNING ${rowColumns('t')}`;
+    }
+    return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts,
+  available_at, received_at, message_timestamp, expires_at, last_error, dead_letter_reason, dead_lettered_at,
+  first_failure_at, last_failure_at, claimed_from)
+VALUES (${sqlText(settings.consumer)}, ${sqlText(failure.messageId)}, '${status}', ${sqlText(failure.fingerprint)},
+  ${sqlInt(failure.attempt)}, ${sqlInt(failure.attempt)}, ${availableAt}, now(), ${sqlTimestamp(failure.messageTimestamp)},
+  now() + ${sqlMillis(settings.dedupeWindowMs)}, ${sqlJson(failure.error)}, ${sqlText(failure.deadLetterReason)},
+  ${dead ? 'now()' : 'NULL'}, now(), now(), 'new')
+ON CONFLICT (consumer, message_id) DO UPDATE SET ${set}
+WHERE t.status IN ('failed', 'processing') AND (t.fingerprint IS NULL OR t.fingerprint = excluded.fingerprint)
+RETURNING ${rowColumns('t')}`;
+  }
+
+  /** Leased mode: completes the row if the lease token still holds. Returns one row, or none when fenced off. */
+  completeLease(settings: ClaimSettings, messageId: string, leaseToken: string): string {
+    return `UPDATE ${this.#t} SET status = 'completed', completed_at = now(),
+  expires_at = now() + ${sqlMillis(settings.dedupeWindowMs)}, lease_token = NULL, locked_until = NULL
+WHERE consumer = ${sqlText(settings.consumer)} AND message_id = ${sqlText(messageId)}
+  AND status = 'processing' AND lease_token = ${sqlUuid(leaseToken)}
+RETURNING 1 AS completed`;
+  }
+
+  /** Counts an attempt as started for each id whose row a claim could take (or that has no row yet). */
+  recordAttemptsStarted(settings: ClaimSettings, ids: readonly string[]): string {
+    return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, attempts, started_attempts, available_at,
+  received_at, expires_at)
+SELECT ${sqlText(settings.consumer)}, id, 'processing', 0, 1, now(), now(), now() + ${sqlMillis(settings.dedupeWindowMs)}
+FROM unnest(${sqlTextArray([...new Set(ids)].sort())}) AS id
+ON CONFLICT (consumer, message_id) DO UPDATE SET started_attempts = greatest(t.started_attempts, t.attempts) + 1
+WHERE (t.status = 'failed' AND t.available_at <= now())
+   OR (t.status = 'processing' AND (t.locked_until IS NULL OR t.locked_until <= now()))`;
+  }
+
+  /** Appends one replay audit line. */
+  recordReplay(entry: ReplayAuditEntry): string {
+    return `INSERT INTO ${this.#r} (replay_id, consumer, message_id, requested_by, requested_at, outcome)
+VALUES (${sqlText(entry.replayId)}, ${sqlText(entry.consumer)}, ${sqlText(entry.messageId)},
+  ${sqlText(entry.requestedBy)}, ${sqlTimestamp(entry.requestedAt)}, ${sqlText(entry.outcome)})`;
+  }
+
+  /**
+   * Inside a batch transaction: rewrites claimed rows whose handler failed as `failed` (with a retry time) or
+   * `dead_lettered`, one statement for the batch.
+   */
+  batchFailures(settings: ClaimSettings, failures: readonly FailureRecord[]): string {
+    const values = failures
+      .map((f) => {
+        const dead = f.deadLetterReason !== undefined;
+        return `(${sqlText(f.messageId)}, ${dead ? "'dead_lettered'" : "'failed'"}, ${sqlInt(f.attempt)}::int, ${sqlInt(dead ? 0 : Math.round(f.retryDelayMs))}::bigint, ${sqlJson(f.error)}, ${sqlText(f.deadLetterReason)})`;
+      })
+      .join(',\n  ');
+    return `UPDATE ${this.#t} AS t SET status = v.status, attempts = v.attempt,
+  available_at = now() + make_interval(secs => v.delay_ms::float8 / 1000), last_error = v.error,
+  dead_letter_reason = v.reason, dead_lettered_at = CASE WHEN v.status = 'dead_lettered' THEN now() END,
+  first_failure_at = coalesce(t.first_failure_at, now()), last_failure_at = now(),
+  completed_at = NULL, lease_token = NULL, locked_until = NULL
+FROM (VALUES
+  ${values}
+) AS v(message_id, status, attempt, delay_ms, error, reason)
+WHERE t.consumer = ${sqlText(settings.consumer)} AND t.message_id = v.message_id
+RETURNING ${rowColumns('t')}`;
+  }
+
+  // ── inspection ──────────────────────────────────────────────────────────────────────────────────────────
+
+  countByStatus(consumer: string | undefined): string {
+    return `SELECT consumer, status, count(*)::int AS count FROM ${this.#t}
+${consumer === undefined ? '' : `WHERE consumer = ${sqlText(consumer)}`}
+GROUP BY consumer, status ORDER BY consumer, status`;
+  }
+
+  countDeadLettersByReason(consumer: string | undefined): string {
+    return `SELECT consumer, coalesce(dead_letter_reason, 'unknown') AS reason, count(*)::int AS count FROM ${this.#t}
+WHERE status = 'dead_lettered'${consumer === undefined ? '' : ` AND consumer = ${sqlText(consumer)}`}
+GROUP BY 1, 2 ORDER BY 1, 3 DESC, 2`;
+  }
+
+  listDeadLetters(filter: { consumer?: string; reason?: string; since?: Date; until?: Date; limit: number }): string {
+    const where = [`status = 'dead_lettered'`];
+    if (filter.consumer !== undefined) where.push(`consumer = ${sqlText(filter.consumer)}`);
+    if (filter.reason !== undefined) where.push(`dead_letter_reason = ${sqlText(filter.reason)}`);
+    if (filter.since !== undefined) where.push(`dead_lettered_at >= ${sqlTimestamp(filter.since)}`);
+    if (filter.until !== undefined) where.push(`dead_lettered_at < ${sqlTimestamp(filter.until)}`);
+    return `SELECT ${ROW} FROM ${this.#t} WHERE ${where.join(' AND ')}
+ORDER BY dead_lettered_at DESC NULLS LAST, consumer, message_id LIMIT ${sqlInt(filter.limit)}`;
+  }
+
+  listProcessing(filter: { consumer?: string; limit: number }): string {
+    return `SELECT ${ROW},
+  CASE WHEN lease_token IS NULL THEN 'none' WHEN locked_until > now() THEN 'live' ELSE 'expired' END AS lease,
+  greatest(0, extract(epoch FROM (now() - received_at)) * 1000)::float8 AS age_ms
+FROM ${this.#t} WHERE status = 'processing'${filter.consumer === undefined ? '' : ` AND consumer = ${sqlText(filter.consumer)}`}
+ORDER BY received_at, consumer, message_id LIMIT ${sqlInt(filter.limit)}`;
+  }
+
+  countExpiringSoon(filter: { consumer?: string; withinMs: number }): string {
+    return `SELECT consumer, count(*)::int AS count FROM ${this.#t}
+WHERE status = 'completed' AND expires_at < now() + ${sqlMillis(filter.withinMs)}${
+      filter.consumer === undefined ? '' : ` AND consumer = ${sqlText(filter.consumer)}`
+    }
+GROUP BY consumer ORDER BY consumer`;
+  }
+
+  listReplays(filter: { consumer?: string; messageId?: string; replayId?: string; limit: number }): string {
+    const where: string[] = [];
+    if (filter.consumer !== undefined) where.push(`consumer = ${sqlText(filter.consumer)}`);
+    if (filter.messageId !== undefined) where.push(`message_id = ${sqlText(filter.messageId)}`);
+    if (filter.replayId !== undefined) where.push(`replay_id = ${sqlText(filter.replayId)}`);
+    return `SELECT replay_id, consumer, message_id, requested_by, requested_at, at, outcome FROM ${this.#r}
+${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+ORDER BY at DESC, id DESC LIMIT ${sqlInt(filter.limit)}`;
+  }
+
+  // ── pruning ─────────────────────────────────────────────────────────────────────────────────────────────
+
+  /** Takes the session-level prune lock of this table, if free: `locked` is true when taken. */
+  tryPruneLock(key: bigint): string {
+    return `SELECT pg_try_advisory_lock(${key.toString()}::bigint) AS locked`;
+  }
+
+  pruneUnlock(key: bigint): string {
+    return `SELECT pg_advisory_unlock(${key.toString()}::bigint) AS unlocked`;
+  }
+
+  /** Deletes up to `batchSize` expired completed rows (skipping rows locked by a claim in flight). */
+  pruneBatch(options: PruneOptions & { batchSize: number }): string {
+    const consumer = options.consumer === undefined ? '' : ` AND consumer = ${sqlText(options.consumer)}`;
+    return `WITH doomed AS (
+  SELECT ctid FROM ${this.#t}
+  WHERE status = 'completed' AND expires_at < now()${consumer}
+  LIMIT ${sqlInt(options.batchSize)} FOR UPDATE SKIP LOCKED),
+gone AS (DELETE FROM ${this.#t} AS t USING doomed WHERE t.ctid = doomed.ctid AND t.status = 'completed' RETURNING 1)
+SELECT count(*)::int AS deleted FROM gone`;
+  }
+
+  pruneCount(options: PruneOptions): string {
+    const consumer = options.consumer === undefined ? '' : ` AND consumer = ${sqlText(options.consumer)}`;
+    return `SELECT count(*)::int AS count FROM ${this.#t} WHERE status = 'completed' AND expires_at < now()${consumer}`;
+  }
+}

@@ -1,0 +1,65 @@
+// The schema-qualified names of the inbox tables and their indexes, validated so no SQL can travel through an
+// identifier, and always quoted.
+
+import { ConfigurationError } from '../errors.js';
+
+/** Where the inbox lives. */
+export interface InboxTableOptions {
+  /** Schema of the inbox tables. Default is `inboxkit`. */
+  readonly schema?: string;
+  /** The inbox table. Default is `inbox`. */
+  readonly table?: string;
+  /** The replay audit table. Default is the inbox table's name + `_replays`. */
+  readonly replayTable?: string;
+}
+
+/** Validated names, and their quoted, schema-qualified forms for SQL. */
+export interface InboxTableNames {
+  readonly schema: string;
+  readonly table: string;
+  readonly replayTable: string;
+  /** `"schema"."table"` */
+  readonly qualifiedTable: string;
+  /** `"schema"."replay_table"` */
+  readonly qualifiedReplayTable: string;
+  /** Quotes a name derived from the table (an index or constraint name). */
+  derived(suffix: string): string;
+}
+
+/** Letters, digits and underscores, not starting with a digit, at most 63 bytes (Postgres' NAMEDATALEN). */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+function quote(name: string): string {
+  return `"${name}"`;
+}
+
+function check(name: unknown, option: string): string {
+  if (typeof name !== 'string' || !IDENTIFIER.test(name)) {
+    throw new ConfigurationError(
+      `${option} must be a plain identifier (letters, digits and _, not starting with a digit, at most 63 characters), got ${JSON.stringify(name)}`,
+    );
+  }
+  return name;
+}
+
+/** The longest suffix added to the table name (`_expires_at_idx`, `_replays_message_idx` …). */
+const LONGEST_SUFFIX = '_replays_message_idx'.length;
+
+/** Validates the options and fills in the defaults. Throws a `ConfigurationError`. */
+export function resolveInboxTableNames(options: InboxTableOptions = {}): InboxTableNames {
+  const schema = check(options.schema ?? 'inboxkit', 'schema');
+  const table = check(options.table ?? 'inbox', 'table');
+  if (table.length + LONGEST_SUFFIX > 63) {
+    throw new ConfigurationError(`table must be at most ${63 - LONGEST_SUFFIX} characters so its index names fit in 63, got ${table.length}`);
+  }
+  const replayTable = check(options.replayTable ?? `${table}_replays`, 'replayTable');
+  if (replayTable === table) throw new ConfigurationError('replayTable must differ from table');
+  return Object.freeze({
+    schema,
+    table,
+    replayTable,
+    qualifiedTable: `${quote(schema)}.${quote(table)}`,
+    qualifiedReplayTable: `${quote(schema)}.${quote(replayTable)}`,
+    derived: (suffix: string) => quote(check(`${table}${suffix}`, 'derived name')),
+  });
+}

@@ -1,0 +1,549 @@
+// The inbox on Postgres through a caller-owned Kysely instance (node-postgres, or PGlite for embedded use).
+// The store never creates or destroys the client: it borrows connections from the application's pool.
+
+import { createHash, randomUUID } from 'node:crypto';
+import type { Kysely, QueryExecutor, Transaction } from 'kysely';
+import { isInboxkitError, StoreUnavailableError } from '../errors.js';
+import type { ErrorInfo } from '../outcome.js';
+import type {
+  BatchRun,
+  BusyReason,
+  ClaimedDelivery,
+  ClaimedFrom,
+  ClaimRequest,
+  ClaimSettings,
+  FailureRecord,
+  FailureWrite,
+  InboxRow,
+  InboxRowState,
+  InboxStatus,
+  InboxStore,
+  InspectionFilter,
+  LeaseClaim,
+  LeaseRun,
+  ProcessingRow,
+  PruneOptions,
+  PruneResult,
+  ReasonCount,
+  ReplayAuditEntry,
+  ReplayAuditRow,
+  StatusCount,
+  TransactionalRun,
+} from '../store.js';
+import { InboxStatements } from './inbox-statements.js';
+import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+import { HandlerTransaction } from './handler-transaction.js';
+import { loadPgPipelineRunner, type PipelineRunner, type Rows } from './pipelined-query.js';
+import { LazySession, SqlSession, sqlState } from './sql-session.js';
+
+/** Options of `PostgresInboxStore`. */
+export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
+  /** The application's Kysely instance (PostgresDialect over a pg Pool, or a PGlite dialect). Never destroyed here. */
+  readonly db: Kysely<DB>;
+  /**
+   * `auto`: on node-postgres, send BEGIN, the claim and its state read in one round trip (detected once, with
+   * a fallback for other drivers). `off`: one statement per round trip. Default is `auto`.
+   */
+  readonly pipelining?: 'auto' | 'off';
+}
+
+const DEFAULT_LIMIT = 100;
+const DEFAULT_PRUNE_BATCH = 5_000;
+
+/**
+ * The Postgres inbox. Tables come from `migrateInbox(db)` / `inboxMigrations()` or `migrations/0001_inbox.sql`
+ * (default `inboxkit.inbox` and `inboxkit.inbox_replays`). Handlers get a Kysely `Transaction<DB>` that commits
+ * with the inbox row.
+ *
+ * @example
+ * const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString }) }) });
+ * await migrateInbox(db);
+ * const store = new PostgresInboxStore({ db });
+ */
+export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<DB>> {
+  readonly kind = 'postgres';
+  /** The validated table names. */
+  readonly names: InboxTableNames;
+  readonly #db: Kysely<DB>;
+  readonly #raw: QueryExecutor;
+  readonly #sql: InboxStatements;
+  readonly #pipelining: 'auto' | 'off';
+  readonly #pruneKey: bigint;
+  #runner: Promise<PipelineRunner | undefined> | undefined;
+
+  constructor(options: PostgresInboxStoreOptions<DB>) {
+    if (typeof options?.db?.getExecutor !== 'function') {
+      throw new StoreUnavailableError('PostgresInboxStore needs { db }: a Kysely instance over node-postgres or PGlite');
+    }
+    this.names = resolveInboxTableNames(options);
+    this.#db = options.db;
+    // The store's own statements must not meet the application's plugins (CamelCasePlugin would rename columns).
+    this.#raw = options.db.withoutPlugins().getExecutor();
+    this.#sql = new InboxStatements(this.names);
+    this.#pipelining = options.pipelining ?? 'auto';
+    const digest = createHash('sha256').update(`inboxkit:prune:${this.names.qualifiedTable}`).digest();
+    this.#pruneKey = digest.readBigInt64BE(0);
+  }
+
+  // ── message path ────────────────────────────────────────────────────────────────────────────────────────
+
+  async runTransactional<T>(
+    settings: ClaimSettings,
+    request: ClaimRequest,
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery) => Promise<T>,
+  ): Promise<TransactionalRun<T>> {
+    return this.#session(async (s) => {
+      let rows: Rows[];
+      let state: Rows | undefined;
+      try {
+        ({ rows, followUp: state } = await s.withFollowUp(
+          ['BEGIN', this.#sql.lockTimeout(settings.lockTimeoutMs), this.#sql.claim(settings, [{ ...request, leaseToken: null }], 'completed')],
+          this.#sql.rows(settings.consumer, [request.messageId]),
+        ));
+      } catch (error) {
+        await s.rollbackQuietly();
+        const busy = busyReason(error);
+        if (busy !== undefined) return { kind: 'busy', reason: busy };
+        throw error;
+      }
+      const claimedRow = rows[2]?.[0];
+      if (claimedRow === undefined) {
+        await s.rollback();
+        return { kind: 'not-claimed', row: optionalState(state?.[0]) };
+      }
+      const row = toRowState(claimedRow);
+      if (row.status === 'dead_lettered') {
+        if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
+        return { kind: 'exhausted', row };
+      }
+      const claimed = claimedDelivery(row);
+      const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
+      let value: T;
+      try {
+        value = await work(handlerTx.tx, claimed);
+      } catch (error) {
+        handlerTx.close();
+        await s.rollbackQuietly();
+        return { kind: 'failed', claimed, error };
+      }
+      handlerTx.close();
+      if (!(await s.commit())) return { kind: 'failed', claimed, error: abortedTransactionError() };
+      return { kind: 'completed', claimed, value };
+    });
+  }
+
+  async runTransactionalBatch(
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+  ): Promise<BatchRun[]> {
+    if (requests.length === 0) return [];
+    return this.#session(async (s) => {
+      const ids = requests.map((r) => r.messageId);
+      let rows: Rows[];
+      let state: Rows | undefined;
+      try {
+        ({ rows, followUp: state } = await s.withFollowUp(
+          [
+            'BEGIN',
+            this.#sql.lockTimeout(settings.lockTimeoutMs),
+            this.#sql.claim(settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed'),
+          ],
+          this.#sql.rows(settings.consumer, ids),
+        ));
+      } catch (error) {
+        await s.rollbackQuietly();
+        const busy = busyReason(error);
+        if (busy !== undefined) return requests.map(() => ({ kind: 'busy', reason: busy }) as const);
+        throw error;
+      }
+      const claimedById = new Map((rows[2] ?? []).map((r) => [String(r['message_id']), toRowState(r)]));
+      if (state === undefined && claimedById.size < requests.length) state = await s.query(this.#sql.rows(settings.consumer, ids));
+      const stateById = new Map((state ?? []).map((r) => [String(r['message_id']), toRowState(r)]));
+      const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
+      const failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[] = [];
+      const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
+      for (let i = 0; i < requests.length; i++) {
+        const row = claimedById.get(ids[i]!);
+        if (row === undefined) {
+          results[i] = { kind: 'not-claimed', row: stateById.get(ids[i]!) };
+          continue;
+        }
+        if (row.status === 'dead_lettered') {
+          results[i] = { kind: 'exhausted', row };
+          continue;
+        }
+        const claimed = claimedDelivery(row);
+        let error: unknown;
+        let failed = false;
+        try {
+          await s.query('SAVEPOINT inboxkit_message');
+        } catch (savepointError) {
+          // The previous handler resolved but left the transaction aborted (it swallowed a failed statement).
+          if (sqlState(savepointError) !== '25P02' || i === 0) throw savepointError;
+          await this.#failPrevious(s, i, results, failures, onFailure);
+          await s.query('SAVEPOINT inboxkit_message');
+        }
+        try {
+          await work(handlerTx.tx, claimed, i);
+        } catch (e) {
+          failed = true;
+          error = e;
+        }
+        if (failed) {
+          await s.query('ROLLBACK TO SAVEPOINT inboxkit_message');
+          failures.push({ index: i, claimed, error, record: onFailure(claimed, error, i) });
+        } else results[i] = { kind: 'completed', claimed };
+      }
+      handlerTx.close();
+      try {
+        if (failures.length > 0) {
+          const written = await s.query(this.#sql.batchFailures(settings, failures.map((f) => f.record)));
+          const byId = new Map(written.map((r) => [String(r['message_id']), toRow(r)]));
+          for (const f of failures) {
+            const row = byId.get(f.claimed.messageId);
+            results[f.index] = {
+              kind: 'failed',
+              claimed: f.claimed,
+              error: f.error,
+              write: row === undefined ? { recorded: false, row: undefined } : { recorded: true, row },
+            };
+          }
+        }
+      } catch (error) {
+        if (sqlState(error) !== '25P02') throw error;
+        await s.rollbackQuietly();
+        return requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const);
+      }
+      // The last handler may have left the transaction aborted: then nothing commits, decide one by one.
+      if (!(await s.commit())) return requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const);
+      return results.map((r) => r ?? { kind: 'busy', reason: 'contended' });
+    });
+  }
+
+  /** Marks the message before `index` failed because its handler left the transaction aborted. */
+  async #failPrevious(
+    s: SqlSession,
+    index: number,
+    results: (BatchRun | undefined)[],
+    failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[],
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+  ): Promise<void> {
+    await s.query('ROLLBACK TO SAVEPOINT inboxkit_message');
+    for (let k = index - 1; k >= 0; k--) {
+      const previous = results[k];
+      if (previous?.kind === 'completed') {
+        const error = abortedTransactionError();
+        failures.push({ index: k, claimed: previous.claimed, error, record: onFailure(previous.claimed, error, k) });
+        results[k] = undefined;
+        return;
+      }
+    }
+  }
+
+  async claimLease(settings: ClaimSettings & { readonly leaseMs: number }, request: ClaimRequest): Promise<LeaseClaim> {
+    return this.#session(async (s) => {
+      const token = randomUUID();
+      let rows: Rows[];
+      let state: Rows | undefined;
+      try {
+        ({ rows, followUp: state } = await s.withFollowUp(
+          [
+            'BEGIN',
+            this.#sql.lockTimeout(settings.lockTimeoutMs),
+            this.#sql.claim(settings, [{ ...request, leaseToken: token }], 'processing', settings.leaseMs),
+          ],
+          this.#sql.rows(settings.consumer, [request.messageId]),
+        ));
+      } catch (error) {
+        await s.rollbackQuietly();
+        const busy = busyReason(error);
+        if (busy !== undefined) return { kind: 'busy', reason: busy };
+        throw error;
+      }
+      if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
+      const claimedRow = rows[2]?.[0];
+      if (claimedRow === undefined) return { kind: 'not-claimed', row: optionalState(state?.[0]) };
+      const row = toRowState(claimedRow);
+      if (row.status === 'dead_lettered') return { kind: 'exhausted', row };
+      return { kind: 'claimed', claimed: claimedDelivery(row) };
+    });
+  }
+
+  async completeLease<T>(
+    settings: ClaimSettings,
+    claimed: ClaimedDelivery,
+    work: (tx: Transaction<DB>) => Promise<T>,
+  ): Promise<LeaseRun<T>> {
+    if (claimed.leaseToken === null) throw new TypeError('completeLease needs a leased claim');
+    const fence = this.#sql.completeLease(settings, claimed.messageId, claimed.leaseToken);
+    const lazy = new LazySession(this.#raw, await this.#pipelineRunner());
+    const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => (await lazy.begin()).connection);
+    try {
+      let value: T;
+      try {
+        value = await work(handlerTx.tx);
+      } catch (error) {
+        handlerTx.close();
+        if (lazy.started) {
+          const s = await lazy.begin().catch(() => undefined);
+          await s?.rollbackQuietly();
+        }
+        return { kind: 'failed', error };
+      }
+      handlerTx.close();
+      if (!lazy.started) {
+        const rows = await this.#session((s) => s.query(fence));
+        return rows.length > 0 ? { kind: 'completed', value } : { kind: 'lease-lost' };
+      }
+      try {
+        const s = await lazy.begin();
+        const rows = await s.query(fence);
+        if (rows.length === 0) {
+          await s.rollbackQuietly();
+          return { kind: 'lease-lost' };
+        }
+        if (!(await s.commit())) return { kind: 'failed', error: abortedTransactionError() };
+        return { kind: 'completed', value };
+      } catch (error) {
+        if (sqlState(error) === '25P02') return { kind: 'failed', error: abortedTransactionError() };
+        throw unavailable(error);
+      }
+    } finally {
+      await lazy.release().catch(() => undefined);
+    }
+  }
+
+  async recordFailure(settings: ClaimSettings, failure: FailureRecord): Promise<FailureWrite> {
+    return this.#session(async (s) => {
+      const { rows, followUp } = await s.withFollowUp(
+        [this.#sql.recordFailure(settings, failure)],
+        this.#sql.rows(settings.consumer, [failure.messageId]),
+      );
+      const written = rows[0]?.[0];
+      if (written !== undefined) return { recorded: true, row: toRow(written) };
+      const current = followUp?.[0];
+      return { recorded: false, row: current === undefined ? undefined : toRow(current) };
+    });
+  }
+
+  async recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    await this.#session((s) => s.query(this.#sql.recordAttemptsStarted(settings, messageIds)));
+  }
+
+  async recordReplay(entry: ReplayAuditEntry): Promise<void> {
+    await this.#session((s) => s.query(this.#sql.recordReplay(entry)));
+  }
+
+  // ── pruning ─────────────────────────────────────────────────────────────────────────────────────────────
+
+  async prune(options: PruneOptions = {}): Promise<PruneResult> {
+    const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH;
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError('batchSize must be a positive integer');
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    return this.#session(async (s) => {
+      const locked = (await s.query(this.#sql.tryPruneLock(this.#pruneKey)))[0]?.['locked'] === true;
+      if (!locked) return { status: 'locked', deleted: 0, batches: 0 };
+      try {
+        if (options.dryRun === true) {
+          const count = Number((await s.query(this.#sql.pruneCount(options)))[0]?.['count'] ?? 0);
+          return { status: 'dry-run', deleted: count, batches: 0 };
+        }
+        let deleted = 0;
+        let batches = 0;
+        while (batches < maxBatches) {
+          const n = Number((await s.query(this.#sql.pruneBatch({ ...options, batchSize })))[0]?.['deleted'] ?? 0);
+          batches++;
+          deleted += n;
+          if (n < batchSize) break;
+        }
+        return { status: 'pruned', deleted, batches };
+      } finally {
+        await s.query(this.#sql.pruneUnlock(this.#pruneKey));
+      }
+    });
+  }
+
+  // ── inspection ──────────────────────────────────────────────────────────────────────────────────────────
+
+  async findRows(consumer: string, messageIds: readonly string[]): Promise<InboxRow[]> {
+    if (messageIds.length === 0) return [];
+    const rows = await this.#session((s) => s.query(this.#sql.rows(consumer, messageIds)));
+    return rows.map(toRow);
+  }
+
+  async countByStatus(filter: { readonly consumer?: string } = {}): Promise<StatusCount[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.countByStatus(filter.consumer)));
+    return rows.map((r) => ({ consumer: String(r['consumer']), status: r['status'] as InboxStatus, count: Number(r['count']) }));
+  }
+
+  async countDeadLettersByReason(filter: { readonly consumer?: string } = {}): Promise<ReasonCount[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.countDeadLettersByReason(filter.consumer)));
+    return rows.map((r) => ({ consumer: String(r['consumer']), reason: String(r['reason']), count: Number(r['count']) }));
+  }
+
+  async listDeadLetters(
+    filter: InspectionFilter & { readonly reason?: string; readonly since?: Date; readonly until?: Date } = {},
+  ): Promise<InboxRow[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.listDeadLetters({ ...filter, limit: limitOf(filter) })));
+    return rows.map(toRow);
+  }
+
+  async listProcessing(filter: InspectionFilter = {}): Promise<ProcessingRow[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.listProcessing({ ...filter, limit: limitOf(filter) })));
+    return rows.map((r) => ({ ...toRow(r), lease: r['lease'] as ProcessingRow['lease'], ageMs: Math.round(Number(r['age_ms'])) }));
+  }
+
+  async countExpiringSoon(filter: { readonly withinMs: number; readonly consumer?: string }): Promise<{ consumer: string; count: number }[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.countExpiringSoon(filter)));
+    return rows.map((r) => ({ consumer: String(r['consumer']), count: Number(r['count']) }));
+  }
+
+  async listReplays(
+    filter: InspectionFilter & { readonly messageId?: string; readonly replayId?: string } = {},
+  ): Promise<ReplayAuditRow[]> {
+    const rows = await this.#session((s) => s.query(this.#sql.listReplays({ ...filter, limit: limitOf(filter) })));
+    return rows.map((r) => ({
+      replayId: String(r['replay_id']),
+      consumer: String(r['consumer']),
+      messageId: String(r['message_id']),
+      requestedBy: nullable(r['requested_by']) === null ? undefined : String(r['requested_by']),
+      requestedAt: date(r['requested_at']) ?? undefined,
+      at: date(r['at']) ?? new Date(0),
+      outcome: String(r['outcome']),
+    }));
+  }
+
+  // ── plumbing ────────────────────────────────────────────────────────────────────────────────────────────
+
+  /** Borrows a connection for `fn`; any failure that escapes becomes a `StoreUnavailableError`. */
+  async #session<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
+    const runner = await this.#pipelineRunner();
+    try {
+      return await this.#raw.provideConnection((connection) => fn(new SqlSession(connection, runner)));
+    } catch (error) {
+      throw unavailable(error);
+    }
+  }
+
+  /** Detects, once, whether the driver is node-postgres and can share round trips. */
+  async #pipelineRunner(): Promise<PipelineRunner | undefined> {
+    if (this.#pipelining === 'off') return undefined;
+    this.#runner ??= this.#probe();
+    const runner = await this.#runner;
+    return runner;
+  }
+
+  async #probe(): Promise<PipelineRunner | undefined> {
+    const runner = await loadPgPipelineRunner();
+    if (runner === undefined) return undefined;
+    let connected = false;
+    try {
+      const rows = await this.#raw.provideConnection(async (connection) => {
+        connected = true;
+        // Only Kysely's PostgresDialect connection passes `sql` to pg.Client#query untouched; other drivers
+        // (PGlite …) are never handed a Submittable, which could confuse their protocol state.
+        if (connection.constructor?.name !== 'PostgresConnection') return [];
+        return runner(connection, 'SELECT 1 AS a; SELECT 2 AS b');
+      });
+      return rows.length === 2 && rows[1]?.[0]?.['b'] === 2 ? runner : undefined;
+    } catch {
+      // Could not even connect: decide on the next call instead of disabling the fast path for good.
+      if (!connected) this.#runner = undefined;
+      return undefined;
+    }
+  }
+}
+
+function unavailable(error: unknown): Error {
+  if (isInboxkitError(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new StoreUnavailableError(`the inbox store failed: ${message}`, { cause: error });
+}
+
+function busyReason(error: unknown): BusyReason | undefined {
+  switch (sqlState(error)) {
+    case '55P03':
+      return 'lock-timeout';
+    case '40001':
+    case '40P01':
+      return 'contended';
+    default:
+      return undefined;
+  }
+}
+
+function abortedTransactionError(): Error {
+  return new Error('the handler left its transaction aborted (a failed statement was caught and ignored): nothing was committed');
+}
+
+function limitOf(filter: InspectionFilter): number {
+  const limit = filter.limit ?? DEFAULT_LIMIT;
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+  return limit;
+}
+
+function claimedDelivery(row: InboxRowState): ClaimedDelivery {
+  return {
+    messageId: row.messageId,
+    attempt: row.attempts,
+    from: row.claimedFrom ?? 'new',
+    leaseToken: row.leaseToken,
+  };
+}
+
+function nullable(value: unknown): unknown {
+  return value === undefined ? null : value;
+}
+
+function date(value: unknown): Date | null {
+  if (value === null || value === undefined) return null;
+  const d = value instanceof Date ? value : new Date(typeof value === 'string' || typeof value === 'number' ? value : NaN);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+function errorInfo(value: unknown): ErrorInfo | null {
+  if (value === null || value === undefined) return null;
+  const parsed = typeof value === 'string' ? (JSON.parse(value) as unknown) : value;
+  return typeof parsed === 'object' && parsed !== null ? (parsed as ErrorInfo) : null;
+}
+
+function toRow(r: Record<string, unknown>): InboxRow {
+  return {
+    consumer: String(r['consumer']),
+    messageId: String(r['message_id']),
+    status: r['status'] as InboxStatus,
+    fingerprint: (nullable(r['fingerprint']) as string | null) ?? null,
+    attempts: Number(r['attempts']),
+    startedAttempts: Number(r['started_attempts']),
+    leaseToken: (nullable(r['lease_token']) as string | null) ?? null,
+    lockedUntil: date(r['locked_until']),
+    availableAt: date(r['available_at']) ?? new Date(0),
+    receivedAt: date(r['received_at']) ?? new Date(0),
+    messageTimestamp: date(r['message_timestamp']),
+    completedAt: date(r['completed_at']),
+    expiresAt: date(r['expires_at']) ?? new Date(0),
+    lastError: errorInfo(r['last_error']),
+    deadLetterReason: (nullable(r['dead_letter_reason']) as string | null) ?? null,
+    deadLetteredAt: date(r['dead_lettered_at']),
+    replayCount: Number(r['replay_count']),
+    lastReplayId: (nullable(r['last_replay_id']) as string | null) ?? null,
+    firstFailureAt: date(r['first_failure_at']),
+    lastFailureAt: date(r['last_failure_at']),
+    claimedFrom: (nullable(r['claimed_from']) as ClaimedFrom | null) ?? null,
+  };
+}
+
+function toRowState(r: Record<string, unknown>): InboxRowState {
+  return {
+    ...toRow(r),
+    availableInMs: Math.ceil(Number(r['available_in_ms'] ?? 0)),
+    leaseRemainingMs: Math.ceil(Number(r['lease_remaining_ms'] ?? 0)),
+  };
+}
+
+function optionalState(r: Record<string, unknown> | undefined): InboxRowState | undefined {
+  return r === undefined ? undefined : toRowState(r);
+}

@@ -1,0 +1,57 @@
+// SQL literals for the inbox's own statements. They are sent with the simple query protocol so that BEGIN,
+// the claim and a state read share one round trip, which rules out bind parameters; every value therefore
+// goes through these functions (and identifiers through inbox-table-names.ts), never through concatenation.
+
+/**
+ * A string literal that is correct whatever `standard_conforming_strings` says: quotes doubled and, when a
+ * backslash occurs, the `E'…'` form with backslashes doubled (the rules of libpq's PQescapeLiteral). NUL,
+ * which Postgres text cannot hold, becomes U+FFFD.
+ */
+export function sqlString(value: string): string {
+  let text = value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
+  text = text.replaceAll("'", "''");
+  if (text.includes('\\')) return ` E'${text.replaceAll('\\', '\\\\')}'`;
+  return `'${text}'`;
+}
+
+/** A text literal, or NULL. */
+export function sqlText(value: string | null | undefined): string {
+  return value === null || value === undefined ? 'NULL::text' : `${sqlString(value)}::text`;
+}
+
+/** An integer literal; throws on anything but a safe integer (never reaches SQL otherwise). */
+export function sqlInt(value: number): string {
+  if (!Number.isSafeInteger(value)) throw new TypeError(`not a safe integer: ${String(value)}`);
+  return String(value);
+}
+
+/** A timestamptz literal, or NULL. */
+export function sqlTimestamp(value: Date | null | undefined): string {
+  if (value === null || value === undefined) return 'NULL::timestamptz';
+  if (Number.isNaN(value.getTime())) throw new TypeError('invalid date');
+  return `'${value.toISOString()}'::timestamptz`;
+}
+
+/** An interval of whole milliseconds. */
+export function sqlMillis(ms: number): string {
+  return `make_interval(secs => ${sqlInt(Math.max(0, Math.round(ms)))}::float8 / 1000)`;
+}
+
+/** A jsonb literal, or NULL. */
+export function sqlJson(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL::jsonb';
+  // jsonb rejects the \u0000 escape: replace NUL before serialising.
+  return `${sqlString(JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? v.replaceAll('\u0000', '\uFFFD') : v)))}::jsonb`;
+}
+
+/** A uuid literal, or NULL. Only canonical UUIDs pass. */
+export function sqlUuid(value: string | null | undefined): string {
+  if (value === null || value === undefined) return 'NULL::uuid';
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) throw new TypeError('not a uuid');
+  return `'${value}'::uuid`;
+}
+
+/** A text[] literal. */
+export function sqlTextArray(values: readonly string[]): string {
+  return values.length === 0 ? `'{}'::text[]` : `ARRAY[${values.map(sqlString).join(',')}]::text[]`;
+}

@@ -1,0 +1,126 @@
+// One borrowed connection and the few ways the store talks over it: a statement, several statements in one
+// round trip where the driver allows it (node-postgres), and transaction control that notices an aborted
+// transaction instead of reporting a commit that did not happen.
+
+import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kysely';
+import type { PipelineRunner, Rows } from './pipelined-query.js';
+
+export class SqlSession {
+  readonly connection: DatabaseConnection;
+  readonly #runner: PipelineRunner | undefined;
+
+  constructor(connection: DatabaseConnection, runner: PipelineRunner | undefined) {
+    this.connection = connection;
+    this.#runner = runner;
+  }
+
+  /** True when several statements can share one round trip. */
+  get pipelined(): boolean {
+    return this.#runner !== undefined;
+  }
+
+  async query(sql: string): Promise<Rows> {
+    return (await this.connection.executeQuery(CompiledQuery.raw(sql))).rows as Rows;
+  }
+
+  /** Runs `statements` in order, stopping at the first error; one round trip when pipelined. */
+  async all(statements: readonly string[]): Promise<Rows[]> {
+    if (this.#runner !== undefined && statements.length > 1) return this.#runner(this.connection, statements.join(';\n'));
+    const out: Rows[] = [];
+    for (const statement of statements) out.push(await this.query(statement));
+    return out;
+  }
+
+  /**
+   * Runs `statements`, then `followUp` — in the same round trip when pipelined, otherwise only when the last
+   * statement returned no rows. The follow-up's rows are `undefined` when it was skipped.
+   */
+  async withFollowUp(statements: readonly string[], followUp: string): Promise<{ rows: Rows[]; followUp: Rows | undefined }> {
+    if (this.#runner !== undefined) {
+      const rows = await this.#runner(this.connection, [...statements, followUp].join(';\n'));
+      return { rows: rows.slice(0, statements.length), followUp: rows[statements.length] };
+    }
+    const rows = await this.all(statements);
+    const last = rows[rows.length - 1];
+    return { rows, followUp: last !== undefined && last.length > 0 ? undefined : await this.query(followUp) };
+  }
+
+  /**
+   * Commits. Resolves false when Postgres reports the transaction was already aborted (a handler swallowed a
+   * failed statement): nothing was committed. Other drivers get a probe first, since not every driver reports
+   * COMMIT's ROLLBACK tag.
+   */
+  async commit(): Promise<boolean> {
+    if (this.#runner === undefined) {
+      try {
+        await this.query('SELECT 1');
+      } catch (error) {
+        if (sqlState(error) === '25P02') {
+          await this.rollbackQuietly();
+          return false;
+        }
+        throw error;
+      }
+    }
+    const rows = await this.query('COMMIT');
+    return (rows[0] as { command?: unknown } | undefined)?.command !== 'ROLLBACK';
+  }
+
+  async rollback(): Promise<void> {
+    await this.query('ROLLBACK');
+  }
+
+  /** Rolls back, ignoring errors (the connection may already be gone; the pool will notice). */
+  async rollbackQuietly(): Promise<void> {
+    try {
+      await this.query('ROLLBACK');
+    } catch {
+      // The transaction dies with the connection anyway.
+    }
+  }
+}
+
+/** A connection held across a handler's run, opened (and BEGIN sent) only on first use. */
+export class LazySession {
+  readonly #executor: QueryExecutor;
+  readonly #runner: PipelineRunner | undefined;
+  #session: Promise<SqlSession> | undefined;
+  #release: (() => void) | undefined;
+  #held: Promise<unknown> | undefined;
+
+  constructor(executor: QueryExecutor, runner: PipelineRunner | undefined) {
+    this.#executor = executor;
+    this.#runner = runner;
+  }
+
+  get started(): boolean {
+    return this.#session !== undefined;
+  }
+
+  /** The session, inside BEGIN. */
+  begin(): Promise<SqlSession> {
+    this.#session ??= new Promise<SqlSession>((resolve, reject) => {
+      this.#held = this.#executor
+        .provideConnection(async (connection) => {
+          const session = new SqlSession(connection, this.#runner);
+          await session.query('BEGIN');
+          resolve(session);
+          await new Promise<void>((done) => (this.#release = done));
+        })
+        .catch(reject);
+    });
+    return this.#session;
+  }
+
+  /** Gives the connection back to the pool. */
+  async release(): Promise<void> {
+    this.#release?.();
+    await this.#held;
+  }
+}
+
+/** The SQLSTATE of a Postgres error, if any. */
+export function sqlState(error: unknown): string | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
+}
