@@ -29,10 +29,11 @@ export { systemClock } from './replay/clock.js';
 export type { Clock } from './replay/clock.js';
 
 export type { InboxLookup, InboxRowState, InboxRowStatus } from './inbox/inbox-lookup.js';
-export { PostgresInboxLookup } from './inbox/postgres-inbox-lookup.js';
-export type { InboxTableName } from './inbox/postgres-inbox-lookup.js';
+export { inspectorInboxLookup } from './inbox/inspector-inbox-lookup.js';
+export { inboxStore } from './inbox/inbox-store.js';
+export type { InboxTableName } from './inbox/inbox-store.js';
 export { inboxStatus } from './inbox/inbox-status.js';
-export type { InboxStatusOptions, InboxStatusReport, ConsumerStatus, OldestProcessing } from './inbox/inbox-status.js';
+export type { InboxStatusOptions, InboxStatusReport, ConsumerStatus, OldestProcessing, LastReplay } from './inbox/inbox-status.js';
 
 export { diagnose } from './doctor/diagnose.js';
 export type { DiagnoseOptions, DoctorReport } from './doctor/diagnose.js';

@@ -2,7 +2,8 @@
 
 import type { DlqListCommand } from '../command-line.js';
 import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
-import { PostgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
+import { inboxStore } from '../inbox/inbox-store.js';
+import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
 import { listDeadLetters } from '../replay/list-dead-letters.js';
@@ -25,7 +26,7 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
     });
     const listing = await listDeadLetters({
       reader: transport.reader,
-      inbox: database === undefined ? undefined : new PostgresInboxLookup(database.db, command.connection),
+      inbox: database === undefined ? undefined : inspectorInboxLookup(inboxStore(database.db, command.connection)),
       filter: command.filter,
       limit: command.limit,
     });

@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 
 import type { DlqReplayCommand } from '../command-line.js';
 import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
-import { PostgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
+import { inboxStore } from '../inbox/inbox-store.js';
+import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { ReplayProgress } from '../output/replay-progress.js';
 import { writeJson } from '../output/write-json.js';
@@ -45,7 +46,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
       transport: command.transport,
       reader: transport.reader,
       publisher: transport.publisher,
-      inbox: database === undefined ? undefined : new PostgresInboxLookup(database.db, command.connection),
+      inbox: database === undefined ? undefined : inspectorInboxLookup(inboxStore(database.db, command.connection)),
       to,
       filter: command.filter,
       limit: command.limit,

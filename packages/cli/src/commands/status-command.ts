@@ -57,11 +57,11 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
     const notes: string[] = [];
     const p = c.oldestProcessing;
     if (p !== undefined) {
-      const age = formatDuration(report.at.getTime() - p.receivedAt.getTime());
+      const age = formatDuration(p.ageMs);
       const lease =
-        p.lockedUntil === undefined
-          ? 'no lease (transactional)'
-          : p.leaseExpired
+        p.lease === 'none' || p.lockedUntil === undefined
+          ? 'no lease (an attempt in a transaction, or recorded as started)'
+          : p.lease === 'expired'
             ? `lease EXPIRED ${formatDuration(report.at.getTime() - p.lockedUntil.getTime())} ago: the next delivery takes it over`
             : `lease ends in ${formatDuration(p.lockedUntil.getTime() - report.at.getTime())}`;
       notes.push(`oldest processing: ${p.messageId}, received ${age} ago, ${lease}`);
@@ -76,7 +76,7 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
     }
     if (c.lastReplay !== undefined) {
       const r = c.lastReplay;
-      notes.push(`last replay: ${r.replayId} by ${r.requestedBy ?? '?'} at ${r.at.toISOString()}, ${r.messages} message(s) audited`);
+      notes.push(`last replay: ${r.replayId} by ${r.requestedBy ?? '?'}, handled ${r.at.toISOString()} (${r.outcome})`);
     }
     if (notes.length > 0) lines.push(`${c.consumer}:`, ...notes.map((n) => `  ${n}`));
   }

@@ -1,45 +1,55 @@
-// The facts `inboxkit status` shows, per consumer, read from the inbox table in a handful of aggregate
-// queries (each uses the primary key or the expires_at index; none scans row by row in JavaScript).
+// The facts `inboxkit status` shows, per consumer. Most come from core's inspection API (counts by status,
+// dead letters by reason, processing rows with their lease, expiring rows, the replay audit); the ages it does
+// not offer (prune lag, oldest row) come from one aggregate query here.
 
+import type { InboxStatus } from '@inboxkit/core';
 import { sql } from 'kysely';
 import type { Kysely } from 'kysely';
 
-import type { InboxRowStatus } from './inbox-lookup.js';
-import type { InboxTableName } from './postgres-inbox-lookup.js';
+import { inboxStore } from './inbox-store.js';
+import type { InboxTableName } from './inbox-store.js';
 
 /** Options of `inboxStatus()`. */
 export interface InboxStatusOptions extends InboxTableName {
   /** Only this consumer. Default: every consumer. */
   readonly consumer?: string | undefined;
-  /** Rows whose `expires_at` falls within this many ms count as expiring soon. Default is 3,600,000 (1 h). */
+  /** Completed rows whose `expires_at` falls within this many ms count as expiring soon. Default is 3,600,000 (1 h). */
   readonly expiringWithinMs?: number | undefined;
   /** The consumers' dedupe window, to compare the oldest row's age with. Default is 7 days. */
   readonly dedupeWindowMs?: number | undefined;
-  /** The replay audit table (in the same schema). Default is the inbox table's name + `_replays`. */
-  readonly replayTable?: string | undefined;
 }
 
 /** The oldest row in `processing` of a consumer. */
 export interface OldestProcessing {
   readonly messageId: string;
   readonly receivedAt: Date;
-  /** `undefined` in transactional mode (no lease is written). */
+  readonly ageMs: number;
+  /** `undefined` without a lease (transactional mode, or an attempt recorded as started). */
   readonly lockedUntil: Date | undefined;
-  /** True when the lease ran out: the next delivery takes the message over. */
-  readonly leaseExpired: boolean;
+  /** `live`: a worker holds it; `expired`: the next delivery takes it over; `none`: no lease. */
+  readonly lease: 'live' | 'expired' | 'none';
+}
+
+/** The most recent replay audit line of a consumer. */
+export interface LastReplay {
+  readonly replayId: string;
+  readonly requestedBy: string | undefined;
+  readonly at: Date;
+  /** What the delivery did (`reopened processed`, `skipped-completed duplicate` …). */
+  readonly outcome: string;
 }
 
 /** One consumer's inbox. */
 export interface ConsumerStatus {
   readonly consumer: string;
-  readonly rows: Readonly<Record<InboxRowStatus, number>>;
+  readonly rows: Readonly<Record<InboxStatus, number>>;
   readonly total: number;
   readonly oldestProcessing: OldestProcessing | undefined;
   /** Dead-lettered rows by reason. */
   readonly deadLettersByReason: Readonly<Record<string, number>>;
-  /** Completed rows that expire within `expiringWithinMs`. */
+  /** Completed rows that expire within `expiringWithinMs` (not yet expired). */
   readonly expiringSoon: number;
-  /** Completed rows already past `expires_at` and not yet pruned (prune lag). */
+  /** Completed rows already past `expires_at` and not yet pruned. */
   readonly expiredNotPruned: number;
   /** How long the oldest expired, unpruned completed row has been expired (prune lag). */
   readonly pruneLagMs: number | undefined;
@@ -52,17 +62,8 @@ export interface ConsumerStatus {
   readonly oldestBeyondWindow: boolean;
   /** Rows reopened by a replay at least once. */
   readonly replayed: number;
-  /** The most recent line of the replay audit, when the audit table exists and has one. */
+  /** The most recent line of the replay audit. */
   readonly lastReplay: LastReplay | undefined;
-}
-
-/** The most recent replay audit line of a consumer. */
-export interface LastReplay {
-  readonly replayId: string;
-  readonly requestedBy: string | undefined;
-  readonly at: Date;
-  /** Audit lines of that replay id for this consumer. */
-  readonly messages: number;
 }
 
 /** The result of `inboxStatus()`. */
@@ -75,119 +76,86 @@ export interface InboxStatusReport {
   readonly consumers: readonly ConsumerStatus[];
 }
 
-const STATUSES: readonly InboxRowStatus[] = ['processing', 'completed', 'failed', 'dead_lettered'];
+// core exports its INBOX_STATUSES as a type only; the four states of DESIGN §3.
+const INBOX_STATUSES: readonly InboxStatus[] = ['processing', 'completed', 'failed', 'dead_lettered'];
 
-/** The latest replay per consumer from the audit table; empty when the table does not exist (older schema). */
-async function lastReplays(db: Kysely<unknown>, schema: string, replayTable: string, consumer: string | undefined): Promise<Map<string, LastReplay>> {
-  const name = `${schema}.${replayTable}`;
-  const { rows: exists } = await sql<{ t: string | null }>`select to_regclass(${`"${schema}"."${replayTable}"`})::text as t`.execute(db);
-  if (exists[0]?.t == null) return new Map();
-  const table = sql.table(name);
-  const only = consumer === undefined ? sql`true` : sql`consumer = ${consumer}`;
-  const { rows } = await sql<{ consumer: string; replay_id: string; requested_by: string | null; at: Date; n: string }>`
-    select distinct on (l.consumer) l.consumer, l.replay_id, l.requested_by, l.at,
-           (select count(*) from ${table} c where c.consumer = l.consumer and c.replay_id = l.replay_id) as n
-    from ${table} l where ${only}
-    order by l.consumer, l.at desc, l.id desc`.execute(db);
-  return new Map(rows.map((r) => [r.consumer, { replayId: r.replay_id, requestedBy: r.requested_by ?? undefined, at: r.at, messages: Number(r.n) }]));
+interface AgeRow {
+  consumer: string;
+  oldest: Date | null;
+  expired: number;
+  oldest_expired: Date | null;
+  replayed: number;
+  now: Date;
 }
 
 /**
  * Reads the inbox's state per consumer: rows by status, the oldest processing row and its lease, dead letters
  * by reason, rows expiring soon, expired rows not yet pruned (prune lag), the oldest row's age against the
- * window, and the latest replay from the audit table.
+ * window, and the latest replay from the audit.
  *
  * @example
  * const report = await inboxStatus(db, { schema: 'app', consumer: 'orders' });
  * console.log(report.consumers[0]?.rows.dead_lettered);
  */
 export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptions = {}): Promise<InboxStatusReport> {
-  const name = `${options.schema ?? 'inboxkit'}.${options.table ?? 'inbox'}`;
-  const table = sql.table(name);
+  const store = inboxStore(db, options);
   const expiringWithinMs = options.expiringWithinMs ?? 3_600_000;
   const dedupeWindowMs = options.dedupeWindowMs ?? 7 * 86_400_000;
+  const filter = options.consumer === undefined ? {} : { consumer: options.consumer };
+
+  const [counts, reasons, expiring] = await Promise.all([
+    store.countByStatus(filter),
+    store.countDeadLettersByReason(filter),
+    store.countExpiringSoon({ ...filter, withinMs: expiringWithinMs }),
+  ]);
   const only = options.consumer === undefined ? sql`true` : sql`consumer = ${options.consumer}`;
-
-  const { rows: nowRows } = await sql<{ now: Date }>`select now() as now`.execute(db);
-  const at = nowRows[0]!.now;
-
-  const { rows: counts } = await sql<{
-    consumer: string;
-    status: InboxRowStatus;
-    n: string;
-    oldest: Date | null;
-    oldest_expired: Date | null;
-    replayed: string;
-    expiring: string;
-    expired: string;
-  }>`
-    select consumer, status, count(*) as n, min(received_at) as oldest,
+  const { rows: ages } = await sql<AgeRow>`
+    select consumer, min(received_at) as oldest,
+           count(*) filter (where status = 'completed' and expires_at < now())::int as expired,
            min(expires_at) filter (where status = 'completed' and expires_at < now()) as oldest_expired,
-           count(*) filter (where coalesce(replay_count, 0) > 0) as replayed,
-           count(*) filter (where status = 'completed' and expires_at >= now()
-                              and expires_at < now() + make_interval(secs => ${expiringWithinMs / 1000})) as expiring,
-           count(*) filter (where status = 'completed' and expires_at < now()) as expired
-    from ${table} where ${only} group by consumer, status order by consumer`.execute(db);
+           count(*) filter (where replay_count > 0)::int as replayed,
+           now() as now
+    from ${sql.table(`${store.names.schema}.${store.names.table}`)} where ${only}
+    group by consumer`.execute(db);
+  const dbNow = ages[0]?.now ?? new Date();
 
-  const { rows: processing } = await sql<{ consumer: string; message_id: string; received_at: Date; locked_until: Date | null; expired: boolean }>`
-    select distinct on (consumer) consumer, message_id, received_at, locked_until,
-           coalesce(locked_until < now(), false) as expired
-    from ${table} where status = 'processing' and ${only}
-    order by consumer, received_at`.execute(db);
-
-  const { rows: reasons } = await sql<{ consumer: string; reason: string | null; n: string }>`
-    select consumer, dead_letter_reason as reason, count(*) as n
-    from ${table} where status = 'dead_lettered' and ${only}
-    group by consumer, dead_letter_reason`.execute(db);
-
-  const replays = await lastReplays(db, options.schema ?? 'inboxkit', options.replayTable ?? `${options.table ?? 'inbox'}_replays`, options.consumer);
-
-  const byConsumer = new Map<
-    string,
-    { rows: Record<InboxRowStatus, number>; oldest: Date | undefined; oldestExpired: Date | undefined; replayed: number; expiring: number; expired: number }
-  >();
-  for (const c of counts) {
-    let s = byConsumer.get(c.consumer);
-    if (s === undefined) {
-      s = {
-        rows: Object.fromEntries(STATUSES.map((st) => [st, 0])) as Record<InboxRowStatus, number>,
-        oldest: undefined,
-        oldestExpired: undefined,
-        replayed: 0,
-        expiring: 0,
-        expired: 0,
+  const consumers = [...new Set(counts.map((c) => c.consumer))].sort();
+  const statuses = await Promise.all(
+    consumers.map(async (consumer): Promise<ConsumerStatus> => {
+      const rows = Object.fromEntries(INBOX_STATUSES.map((s) => [s, 0])) as Record<InboxStatus, number>;
+      for (const c of counts) if (c.consumer === consumer) rows[c.status] = c.count;
+      const age = ages.find((a) => a.consumer === consumer);
+      const [processing] = rows.processing > 0 ? await store.listProcessing({ consumer, limit: 1 }) : [];
+      const [replay] = await store.listReplays({ consumer, limit: 1 });
+      const expired = age?.expired ?? 0;
+      return {
+        consumer,
+        rows,
+        total: INBOX_STATUSES.reduce((sum, s) => sum + rows[s], 0),
+        oldestProcessing:
+          processing === undefined
+            ? undefined
+            : {
+                messageId: processing.messageId,
+                receivedAt: processing.receivedAt,
+                ageMs: processing.ageMs,
+                lockedUntil: processing.lockedUntil ?? undefined,
+                lease: processing.lease,
+              },
+        deadLettersByReason: Object.fromEntries(reasons.filter((r) => r.consumer === consumer).map((r) => [r.reason, r.count])),
+        // core counts already-expired rows as expiring: keep those apart (they are prune lag).
+        expiringSoon: Math.max(0, (expiring.find((e) => e.consumer === consumer)?.count ?? 0) - expired),
+        expiredNotPruned: expired,
+        pruneLagMs: age?.oldest_expired == null ? undefined : dbNow.getTime() - age.oldest_expired.getTime(),
+        oldestRowAgeMs: age?.oldest == null ? undefined : dbNow.getTime() - age.oldest.getTime(),
+        oldestBeyondWindow: age?.oldest != null && dbNow.getTime() - age.oldest.getTime() > dedupeWindowMs,
+        replayed: age?.replayed ?? 0,
+        lastReplay:
+          replay === undefined
+            ? undefined
+            : { replayId: replay.replayId, requestedBy: replay.requestedBy, at: replay.at, outcome: replay.outcome },
       };
-      byConsumer.set(c.consumer, s);
-    }
-    s.rows[c.status] = Number(c.n);
-    if (c.oldest !== null && (s.oldest === undefined || c.oldest < s.oldest)) s.oldest = c.oldest;
-    if (c.oldest_expired !== null) s.oldestExpired = c.oldest_expired;
-    s.replayed += Number(c.replayed);
-    s.expiring += Number(c.expiring);
-    s.expired += Number(c.expired);
-  }
-
-  const consumers: ConsumerStatus[] = [...byConsumer.entries()].map(([consumer, s]) => {
-    const p = processing.find((r) => r.consumer === consumer);
-    return {
-      consumer,
-      rows: s.rows,
-      total: STATUSES.reduce((sum, st) => sum + s.rows[st], 0),
-      oldestProcessing:
-        p === undefined
-          ? undefined
-          : { messageId: p.message_id, receivedAt: p.received_at, lockedUntil: p.locked_until ?? undefined, leaseExpired: p.expired },
-      deadLettersByReason: Object.fromEntries(
-        reasons.filter((r) => r.consumer === consumer).map((r) => [r.reason ?? 'unknown', Number(r.n)]),
-      ),
-      expiringSoon: s.expiring,
-      expiredNotPruned: s.expired,
-      pruneLagMs: s.oldestExpired === undefined ? undefined : at.getTime() - s.oldestExpired.getTime(),
-      oldestRowAgeMs: s.oldest === undefined ? undefined : at.getTime() - s.oldest.getTime(),
-      oldestBeyondWindow: s.oldest !== undefined && at.getTime() - s.oldest.getTime() > dedupeWindowMs,
-      replayed: s.replayed,
-      lastReplay: replays.get(consumer),
-    };
-  });
-  return { at, table: name, expiringWithinMs, dedupeWindowMs, consumers };
+    }),
+  );
+  return { at: dbNow, table: `${store.names.schema}.${store.names.table}`, expiringWithinMs, dedupeWindowMs, consumers: statuses };
 }

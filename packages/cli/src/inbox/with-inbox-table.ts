@@ -10,8 +10,7 @@ export async function withInboxTable<T>(settings: ConnectionSettings, work: () =
   try {
     return await work();
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === '42P01' || code === '3F000') {
+    if (sqlStates(error).some((code) => code === '42P01' || code === '3F000')) {
       throw new ConfigurationError(
         `the inbox table ${settings.schema}.${settings.table} does not exist: run \`inboxkit migrate\`, or pass the right --schema/--table`,
         { cause: error },
@@ -19,4 +18,14 @@ export async function withInboxTable<T>(settings: ConnectionSettings, work: () =
     }
     throw error;
   }
+}
+
+/** The SQLSTATE codes along the error's `cause` chain (core wraps driver errors). */
+function sqlStates(error: unknown): string[] {
+  const codes: string[] = [];
+  for (let e: unknown = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+  }
+  return codes;
 }
