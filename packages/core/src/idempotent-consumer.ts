@@ -305,6 +305,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         deadLetterReason: outcome.reason,
         retryDelayMs: 0,
         leaseToken: null,
+        reopenedBy: undefined,
       });
     } catch (error) {
       this.#logger.warn({ consumer: this.name, messageId: rejection.id, err: error }, 'inboxkit: could not record a rejected message in the inbox');
@@ -389,6 +390,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         deadLetterReason,
         retryDelayMs: verdict.delayMs ?? backoffDelayMs(this.config.backoff, claimed.attempt),
         leaseToken: claimed.leaseToken,
+        reopenedBy: claimed.from === 'dead_lettered' && claimed.leaseToken === null ? prepared.request.replayId : undefined,
       },
     };
   }

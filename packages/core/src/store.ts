@@ -129,6 +129,11 @@ export interface FailureRecord {
   readonly retryDelayMs: number;
   /** Leased mode: record only while this lease is held. `null` in transactional mode. */
   readonly leaseToken: string | null;
+  /**
+   * Transactional mode: the replay id when this attempt had reopened a dead-lettered row. Its claim rolled back
+   * with the handler's transaction, so the reopening (attempts restarted, replay counted) is recorded here.
+   */
+  readonly reopenedBy: string | undefined;
 }
 
 /** The result of `recordFailure`. */

@@ -5,3 +5,4 @@ export * from './transport-harness.js';
 export * from './outcome-recorder.js';
 export * from './describe-outcome.js';
 export * from './unique-name.js';
+export * from './store-conformance.js';

@@ -249,7 +249,11 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
         }
       } else if (
         row !== undefined &&
-        (!(row.status === 'failed' || row.status === 'processing') ||
+        (!(
+          row.status === 'failed' ||
+          row.status === 'processing' ||
+          (row.status === 'dead_lettered' && failure.reopenedBy !== undefined && row.lastReplayId !== failure.reopenedBy)
+        ) ||
           (row.fingerprint !== null && row.fingerprint !== failure.fingerprint))
       ) {
         return { recorded: false, row: freeze(row) };
@@ -258,10 +262,27 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
         ...emptyRow(settings.consumer, failure.messageId, now, settings.dedupeWindowMs),
         attempts: failure.attempt,
         startedAttempts: failure.attempt,
+        lastReplayId: failure.reopenedBy ?? null,
         claimedFrom: 'new',
       };
-      const next = this.#failed(settings, { ...base, attempts: Math.max(base.attempts, failure.attempt) }, failure);
-      next.startedAttempts = Math.max(base.startedAttempts, failure.attempt);
+      // A transactional attempt that reopened a dead letter: its claim rolled back, so reapply the reopening.
+      const reopen = failure.leaseToken === null && failure.reopenedBy !== undefined && base.status === 'dead_lettered';
+      const next = this.#failed(
+        settings,
+        {
+          ...base,
+          attempts: reopen ? failure.attempt : Math.max(base.attempts, failure.attempt),
+          firstFailureAt: reopen ? null : base.firstFailureAt,
+        },
+        failure,
+      );
+      next.startedAttempts = reopen ? failure.attempt : Math.max(base.startedAttempts, failure.attempt);
+      if (reopen) {
+        next.attempts = failure.attempt;
+        next.replayCount = base.replayCount + 1;
+        next.lastReplayId = failure.reopenedBy ?? null;
+        next.claimedFrom = 'dead_lettered';
+      }
       next.fingerprint = base.fingerprint ?? failure.fingerprint;
       next.messageTimestamp = base.messageTimestamp ?? failure.messageTimestamp ?? null;
       this.#rows.set(key, next);

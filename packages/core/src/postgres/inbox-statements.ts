@@ -163,15 +163,21 @@ RETURNING ${rowColumns('t')}`;
     const dead = failure.deadLetterReason !== undefined;
     const status = dead ? 'dead_lettered' : 'failed';
     const availableAt = dead ? 'now()' : `now() + ${sqlMillis(failure.retryDelayMs)}`;
+    const attempt = sqlInt(failure.attempt);
+    // A transactional attempt that reopened a dead letter: its claim rolled back, so reapply the reopening.
+    const reopen = failure.reopenedBy === undefined ? 'false' : `t.status = 'dead_lettered'`;
     const set = `status = '${status}',
-  attempts = greatest(t.attempts, ${sqlInt(failure.attempt)}),
-  started_attempts = greatest(t.started_attempts, ${sqlInt(failure.attempt)}),
+  attempts = CASE WHEN ${reopen} THEN ${attempt} ELSE greatest(t.attempts, ${attempt}) END,
+  started_attempts = CASE WHEN ${reopen} THEN ${attempt} ELSE greatest(t.started_attempts, ${attempt}) END,
   available_at = ${availableAt},
   last_error = ${sqlJson(failure.error)},
   dead_letter_reason = ${sqlText(failure.deadLetterReason)},
   dead_lettered_at = ${dead ? 'now()' : 'NULL'},
-  first_failure_at = coalesce(t.first_failure_at, now()),
+  first_failure_at = CASE WHEN ${reopen} THEN now() ELSE coalesce(t.first_failure_at, now()) END,
   last_failure_at = now(),
+  replay_count = t.replay_count + CASE WHEN ${reopen} THEN 1 ELSE 0 END,
+  last_replay_id = CASE WHEN ${reopen} THEN ${sqlText(failure.reopenedBy)} ELSE t.last_replay_id END,
+  claimed_from = CASE WHEN ${reopen} THEN 'dead_lettered' ELSE t.claimed_from END,
   lease_token = NULL,
   locked_until = NULL,
   completed_at = NULL,
@@ -183,15 +189,20 @@ RETURNING ${rowColumns('t')}`;
 WHERE ${key} AND t.status = 'processing' AND t.lease_token = ${sqlUuid(failure.leaseToken)}
 RETURNING ${rowColumns('t')}`;
     }
+    const reopenable =
+      failure.reopenedBy === undefined
+        ? ''
+        : ` OR (t.status = 'dead_lettered' AND t.last_replay_id IS DISTINCT FROM ${sqlText(failure.reopenedBy)})`;
     return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts,
   available_at, received_at, message_timestamp, expires_at, last_error, dead_letter_reason, dead_lettered_at,
-  first_failure_at, last_failure_at, claimed_from)
+  first_failure_at, last_failure_at, last_replay_id, claimed_from)
 VALUES (${sqlText(settings.consumer)}, ${sqlText(failure.messageId)}, '${status}', ${sqlText(failure.fingerprint)},
-  ${sqlInt(failure.attempt)}, ${sqlInt(failure.attempt)}, ${availableAt}, now(), ${sqlTimestamp(failure.messageTimestamp)},
+  ${attempt}, ${attempt}, ${availableAt}, now(), ${sqlTimestamp(failure.messageTimestamp)},
   now() + ${sqlMillis(settings.dedupeWindowMs)}, ${sqlJson(failure.error)}, ${sqlText(failure.deadLetterReason)},
-  ${dead ? 'now()' : 'NULL'}, now(), now(), 'new')
+  ${dead ? 'now()' : 'NULL'}, now(), now(), ${sqlText(failure.reopenedBy)}, 'new')
 ON CONFLICT (consumer, message_id) DO UPDATE SET ${set}
-WHERE t.status IN ('failed', 'processing') AND (t.fingerprint IS NULL OR t.fingerprint = excluded.fingerprint)
+WHERE (t.status IN ('failed', 'processing')${reopenable})
+  AND (t.fingerprint IS NULL OR t.fingerprint = excluded.fingerprint)
 RETURNING ${rowColumns('t')}`;
   }
 

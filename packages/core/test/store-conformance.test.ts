@@ -1,0 +1,51 @@
+// The store conformance suite against every store core ships: real Postgres, PGlite and in-memory.
+
+import type { Kysely, Transaction } from 'kysely';
+import { afterAll, beforeAll } from 'vitest';
+import { describeInboxStoreConformance } from '../../testing/src/store-conformance.js';
+import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
+import { PostgresInboxStore } from '../src/postgres/index.js';
+import { openPglite } from './support/pglite.js';
+import { countEffects, insertEffect, openTestDatabase, type TestDatabase } from './support/postgres.js';
+
+describeInboxStoreConformance<InMemoryTransaction>('in-memory', async () => {
+  const store = new InMemoryInboxStore();
+  return {
+    store,
+    applyEffect: async (tx, _consumer, messageId) => tx.stage({ messageId }),
+    countEffects: async (consumer, messageId) => store.countEffects(consumer, messageId),
+  };
+});
+
+let pglite: { db: Kysely<any>; schema: string; close(): Promise<void> } | undefined;
+afterAll(async () => {
+  await pglite?.close();
+});
+
+describeInboxStoreConformance<Transaction<any>>('PGlite', async () => {
+  // One PGlite for the file (it takes a second to start); tests are isolated by consumer name.
+  pglite ??= await openPglite();
+  const { db, schema } = pglite;
+  return {
+    store: new PostgresInboxStore({ db, schema }),
+    applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
+    countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+  };
+});
+
+let postgres: TestDatabase;
+beforeAll(async () => {
+  postgres = await openTestDatabase('conformance');
+});
+afterAll(async () => {
+  await postgres?.close();
+});
+
+describeInboxStoreConformance<Transaction<any>>('Postgres', async () => {
+  const { db, schema } = postgres;
+  return {
+    store: new PostgresInboxStore({ db, schema }),
+    applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
+    countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+  };
+});

@@ -1,0 +1,81 @@
+// Real Postgres for core's tests: the services' server (`npm run services:up`, DATABASE_URL in .services/env),
+// one fresh schema per test file. A test that needs Postgres and cannot reach it fails, saying how to start it.
+
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { migrateInbox } from '../../src/postgres/index.js';
+
+const ENV_FILE = fileURLToPath(new URL('../../../../.services/env', import.meta.url));
+
+/** The connection string: DATABASE_URL, else the one `npm run services:up` wrote. */
+export function databaseUrl(): string {
+  if (process.env['DATABASE_URL']) return process.env['DATABASE_URL'];
+  if (existsSync(ENV_FILE)) {
+    const line = readFileSync(ENV_FILE, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('DATABASE_URL='));
+    if (line !== undefined) return line.slice('DATABASE_URL='.length).trim();
+  }
+  throw new Error('Postgres is not configured: start it with `npm run services:up` (or set DATABASE_URL)');
+}
+
+/** A database handle on a schema of its own. */
+export interface TestDatabase {
+  readonly db: Kysely<any>;
+  readonly pool: pg.Pool;
+  readonly url: string;
+  /** The schema holding this file's inbox tables and effects table. */
+  readonly schema: string;
+  /** Drops the schema and ends the pool. */
+  close(): Promise<void>;
+}
+
+/**
+ * Connects (failing with instructions when Postgres is down), creates a unique schema with the inbox tables
+ * and an `effects` table (no unique key, so double effects are counted, not prevented).
+ */
+export async function openTestDatabase(label: string, poolSize = 10): Promise<TestDatabase> {
+  const url = databaseUrl();
+  const pool = new pg.Pool({ connectionString: url, max: poolSize });
+  pool.on('error', () => {});
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end();
+    throw new Error(`Postgres is not reachable at ${url} (${(error as Error).message}): start it with \`npm run services:up\``, {
+      cause: error,
+    });
+  }
+  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  const schema = `core_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
+  await migrateInbox(db, { schema });
+  await sql.raw(`CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, consumer text NOT NULL, message_id text NOT NULL)`).execute(db);
+  return {
+    db,
+    pool,
+    url,
+    schema,
+    async close() {
+      try {
+        await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);
+      } finally {
+        await db.destroy();
+      }
+    },
+  };
+}
+
+/** Inserts one effect row through the handler's transaction. */
+export async function insertEffect(tx: Kysely<any>, schema: string, consumer: string, messageId: string): Promise<void> {
+  await tx.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }).execute();
+}
+
+/** Counts effect rows. */
+export async function countEffects(db: Kysely<any>, schema: string, consumer: string, messageId?: string): Promise<number> {
+  let q = db.withSchema(schema).selectFrom('effects').select(sql<number>`count(*)::int`.as('n')).where('consumer', '=', consumer);
+  if (messageId !== undefined) q = q.where('message_id', '=', messageId);
+  return (await q.executeTakeFirstOrThrow()).n;
+}

@@ -1,0 +1,475 @@
+// The inbox store conformance suite: every InboxStore (Postgres, PGlite, in-memory, a new one) must pass it.
+// It drives the store through idempotentConsumer() and checks observable semantics — effects applied, outcomes,
+// rows — so a store that cheats on atomicity is caught by counting effects, not by reading its code.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  downstreamKey,
+  idempotentConsumer,
+  PermanentError,
+  RetryableError,
+  type IdempotentConsumer,
+  type IdempotentConsumerConfig,
+  type InboundMessage,
+  type InboxStore,
+  type Outcome,
+} from '@inboxkit/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { uniqueName } from './unique-name.js';
+
+/** What a conformance run needs from a store under test. */
+export interface InboxStoreUnderTest<Tx> {
+  readonly store: InboxStore<Tx>;
+  /**
+   * Applies one effect of `messageId` through the handler's transaction (for Postgres: an INSERT into an
+   * effects table without a unique key, so a double effect is counted, never masked).
+   */
+  applyEffect(tx: Tx, consumer: string, messageId: string): Promise<void>;
+  /** Committed effects of one message of `consumer`, or of all its messages. */
+  countEffects(consumer: string, messageId?: string): Promise<number>;
+  /** Releases what the factory created. */
+  close?(): Promise<void>;
+}
+
+/** Builds a delivery: JSON body, no headers, memory transport. */
+export function testMessage(id: string | undefined, payload: unknown = { id }, extra: Partial<InboundMessage> = {}): InboundMessage {
+  return { id, body: JSON.stringify(payload), headers: {}, source: { transport: 'memory' }, ...extra };
+}
+
+/**
+ * Registers the store conformance suite with vitest. `factory` is called before each test and must return a
+ * fresh (or freshly isolated) store; every test uses its own consumer name.
+ *
+ * @example
+ * describeInboxStoreConformance('in-memory', async () => {
+ *   const store = new InMemoryInboxStore();
+ *   return { store, applyEffect: async (tx) => tx.stage(1), countEffects: async (c, id) => store.countEffects(c, id) };
+ * });
+ */
+export function describeInboxStoreConformance<Tx>(name: string, factory: () => Promise<InboxStoreUnderTest<Tx>>): void {
+  describe(`InboxStore conformance: ${name}`, () => {
+    let subject: InboxStoreUnderTest<Tx>;
+    let consumerName: string;
+
+    beforeEach(async () => {
+      subject = await factory();
+      consumerName = uniqueName('conformance');
+    });
+    afterEach(async () => {
+      await subject.close?.();
+    });
+
+    /** A consumer whose handler applies one effect, optionally failing first via `behaviour`. */
+    function consumer(
+      overrides: Partial<IdempotentConsumerConfig<unknown, Tx>> = {},
+      behaviour?: (id: string, attempt: number) => Promise<void> | void,
+    ): IdempotentConsumer<unknown, Tx> {
+      return idempotentConsumer<unknown, Tx>({
+        name: consumerName,
+        store: subject.store,
+        backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+        handler: async (message, context) => {
+          await behaviour?.(message.id, context.attempt);
+          await subject.applyEffect(context.tx, consumerName, message.id);
+        },
+        ...overrides,
+      });
+    }
+
+    const effects = (id?: string): Promise<number> => subject.countEffects(consumerName, id);
+
+    describe('claim and duplicates', () => {
+      it('processes a new message once and answers duplicate on every redelivery', async () => {
+        const c = consumer();
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'processed', messageId: 'm1', attempt: 1 });
+        expect(await c.handle(testMessage('m1'))).toEqual({ status: 'duplicate', messageId: 'm1', reason: 'completed' });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'duplicate' });
+        expect(await effects('m1')).toBe(1);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', attempts: 1, messageId: 'm1' });
+        expect(row!.completedAt).toBeInstanceOf(Date);
+        expect(row!.expiresAt.getTime()).toBeGreaterThan(Date.now());
+      });
+
+      it('applies concurrent deliveries of one id exactly once', async () => {
+        const c = consumer({}, () => sleep(5));
+        const outcomes = await Promise.all(Array.from({ length: 8 }, () => c.handle(testMessage('m1'))));
+        expect(outcomes.filter((o) => o.status === 'processed')).toHaveLength(1);
+        for (const o of outcomes) expect(['processed', 'duplicate', 'retry']).toContain(o.status);
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('scopes dedupe by consumer name', async () => {
+        const a = consumer();
+        const b = idempotentConsumer<unknown, Tx>({
+          name: `${consumerName}-b`,
+          store: subject.store,
+          handler: async (m, { tx }) => subject.applyEffect(tx, `${consumerName}-b`, m.id),
+        });
+        expect((await a.handle(testMessage('m1'))).status).toBe('processed');
+        expect((await b.handle(testMessage('m1'))).status).toBe('processed');
+        expect(await subject.countEffects(`${consumerName}-b`, 'm1')).toBe(1);
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('dead-letters a different payload under a known id as payload-mismatch and leaves the row alone', async () => {
+        const c = consumer();
+        await c.handle(testMessage('m1', { amount: 1 }));
+        const [before] = await subject.store.findRows(consumerName, ['m1']);
+        const outcome = await c.handle(testMessage('m1', { amount: 2 }));
+        expect(outcome).toMatchObject({ status: 'dead-letter', reason: 'payload-mismatch', messageId: 'm1' });
+        const [after] = await subject.store.findRows(consumerName, ['m1']);
+        expect(after).toEqual(before);
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('treats the same payload with keys in another order as the same message', async () => {
+        const c = consumer();
+        await c.handle(testMessage('m1', { a: 1, b: { c: 2, d: 3 } }));
+        const again = await c.handle({ ...testMessage('m1'), body: '{"b":{"d":3,"c":2},"a":1}' });
+        expect(again.status).toBe('duplicate');
+      });
+    });
+
+    describe('failures, retries and dead letters', () => {
+      it('records a failure with its delay and refuses to run the message early', async () => {
+        let runs = 0;
+        const c = consumer({}, () => {
+          runs++;
+          throw new RetryableError('downstream busy', { delayMs: 60_000 });
+        });
+        const first = await c.handle(testMessage('m1'));
+        expect(first).toMatchObject({ status: 'retry', reason: 'handler-error', delayMs: 60_000, attempt: 1 });
+        const early = await c.handle(testMessage('m1'));
+        expect(early).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 0 });
+        expect((early as { delayMs: number }).delayMs).toBeGreaterThan(50_000);
+        expect((early as { delayMs: number }).delayMs).toBeLessThanOrEqual(60_000);
+        expect(runs).toBe(1);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'failed', attempts: 1, lastError: { name: 'RetryableError', message: 'downstream busy' } });
+        expect(row!.firstFailureAt).toBeInstanceOf(Date);
+        expect(await effects()).toBe(0);
+      });
+
+      it('retries, then dead-letters with max-attempts, and keeps answering dead-letter without running', async () => {
+        let runs = 0;
+        const c = consumer({ maxAttempts: 3 }, () => {
+          runs++;
+          throw new Error('flaky');
+        });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'retry', attempt: 1 });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'retry', attempt: 2 });
+        const dead = await c.handle(testMessage('m1'));
+        expect(dead).toMatchObject({ status: 'dead-letter', reason: 'max-attempts', attempts: 3, error: { message: 'flaky' } });
+        expect((dead as { firstFailureAt?: Date }).firstFailureAt).toBeInstanceOf(Date);
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'dead-letter', reason: 'max-attempts', attempts: 3 });
+        expect(runs).toBe(3);
+        expect(await effects()).toBe(0);
+        expect(await subject.store.countDeadLettersByReason({ consumer: consumerName })).toEqual([
+          { consumer: consumerName, reason: 'max-attempts', count: 1 },
+        ]);
+      });
+
+      it('dead-letters a permanent error at once', async () => {
+        const c = consumer({}, () => {
+          throw new PermanentError('negative amount');
+        });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'dead-letter', reason: 'permanent-error', attempts: 1 });
+        const [row] = await subject.store.listDeadLetters({ consumer: consumerName });
+        expect(row).toMatchObject({ messageId: 'm1', status: 'dead_lettered', deadLetterReason: 'permanent-error' });
+      });
+
+      it('succeeds on a later attempt with exactly one effect', async () => {
+        const c = consumer({}, (_id, attempt) => {
+          if (attempt < 3) throw new Error('not yet');
+        });
+        expect((await c.handle(testMessage('m1'))).status).toBe('retry');
+        expect((await c.handle(testMessage('m1'))).status).toBe('retry');
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'processed', attempt: 3 });
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('counts the broker delivery count: beyond maxAttempts the handler does not run', async () => {
+        let runs = 0;
+        const c = consumer({ maxAttempts: 3 }, () => void runs++);
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { deliveryCount: 4 }))).toMatchObject({
+          status: 'dead-letter',
+          reason: 'max-attempts',
+          attempts: 3,
+        });
+        expect(await c.handle(testMessage('m2', { id: 'm2' }, { deliveryCount: 3 }))).toMatchObject({ status: 'processed', attempt: 3 });
+        expect(runs).toBe(1);
+      });
+
+      it('reaches dead-letter in a crash loop through recordAttemptsStarted', async () => {
+        let runs = 0;
+        const c = consumer({ maxAttempts: 3 }, () => void runs++);
+        const m = testMessage('m1');
+        // Three deliveries whose process died mid-handler: only the started attempt is durable.
+        for (let i = 0; i < 3; i++) await c.recordAttemptsStarted([m]);
+        await c.recordAttemptsStarted([m]);
+        expect(await c.handle(m)).toMatchObject({ status: 'dead-letter', reason: 'max-attempts', attempts: 3 });
+        expect(runs).toBe(0);
+      });
+
+      it('does not count an attempt twice when recordAttemptsStarted precedes handle', async () => {
+        const c = consumer({ maxAttempts: 3 }, (_id, attempt) => {
+          if (attempt < 2) throw new Error('first fails');
+        });
+        const m = testMessage('m1');
+        await c.recordAttemptsStarted([m]);
+        expect(await c.handle(m)).toMatchObject({ status: 'retry', attempt: 1 });
+        await c.recordAttemptsStarted([m]);
+        expect(await c.handle(m)).toMatchObject({ status: 'processed', attempt: 2 });
+        await c.recordAttemptsStarted([m]);
+        expect((await c.handle(m)).status).toBe('duplicate');
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', attempts: 2 });
+      });
+    });
+
+    describe('replay', () => {
+      it('reopens a dead letter once per replay id, audited, and skips a completed one', async () => {
+        let fail = true;
+        const c = consumer({}, () => {
+          if (fail) throw new PermanentError('bad');
+        });
+        expect((await c.handle(testMessage('m1'))).status).toBe('dead-letter');
+        expect((await c.handle(testMessage('m1'))).status).toBe('dead-letter');
+        fail = false;
+        const replay = { replayId: 'r1', requestedBy: 'ops@example.com' };
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay }))).toMatchObject({ status: 'processed', attempt: 1 });
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay }))).toEqual({
+          status: 'duplicate',
+          messageId: 'm1',
+          reason: 'replay-of-completed',
+        });
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay: { replayId: 'r2' } }))).toMatchObject({
+          status: 'duplicate',
+          reason: 'replay-of-completed',
+        });
+        expect(await effects('m1')).toBe(1);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', replayCount: 1, lastReplayId: 'r1' });
+        const audit = await subject.store.listReplays({ consumer: consumerName, messageId: 'm1' });
+        expect(audit).toHaveLength(3);
+        expect(audit.map((a) => a.replayId).sort()).toEqual(['r1', 'r1', 'r2']);
+        expect(audit.find((a) => a.outcome.startsWith('replayed:processed'))).toMatchObject({ requestedBy: 'ops@example.com' });
+        expect(audit.filter((a) => a.outcome.startsWith('skipped-completed'))).toHaveLength(2);
+      });
+
+      it('does not reopen twice under the same replay id', async () => {
+        let runs = 0;
+        const c = consumer({}, () => {
+          runs++;
+          throw new PermanentError('still bad');
+        });
+        await c.handle(testMessage('m1'));
+        const replay = { replayId: 'r1' };
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay }))).toMatchObject({
+          status: 'dead-letter',
+          reason: 'permanent-error',
+          attempts: 1,
+        });
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay }))).toMatchObject({ status: 'dead-letter', reason: 'permanent-error' });
+        expect(runs).toBe(2);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'dead_lettered', replayCount: 1, lastReplayId: 'r1', attempts: 1 });
+        // A later replay run may try again.
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay: { replayId: 'r2' } }))).toMatchObject({ status: 'dead-letter' });
+        expect(runs).toBe(3);
+      });
+    });
+
+    describe('dedupe window', () => {
+      it('dead-letters a message older than the window that has no row, and records it', async () => {
+        const c = consumer({ dedupeWindowMs: 60_000 });
+        const old = new Date(Date.now() - 120_000);
+        const outcome = await c.handle(testMessage('late', { id: 'late' }, { timestamp: old }));
+        expect(outcome).toMatchObject({ status: 'dead-letter', reason: 'beyond-dedupe-window', attempts: 0 });
+        expect(await effects()).toBe(0);
+        const [row] = await subject.store.findRows(consumerName, ['late']);
+        expect(row).toMatchObject({ status: 'dead_lettered', deadLetterReason: 'beyond-dedupe-window' });
+        // An explicit replay reopens it: the row makes the answer honest.
+        expect(await c.handle(testMessage('late', { id: 'late' }, { timestamp: old, replay: { replayId: 'r' } }))).toMatchObject({
+          status: 'processed',
+        });
+        expect(await effects('late')).toBe(1);
+      });
+
+      it('answers honestly for an old message whose row exists', async () => {
+        const c = consumer({ dedupeWindowMs: 60_000 });
+        await c.handle(testMessage('m1'));
+        const outcome = await c.handle(testMessage('m1', { id: 'm1' }, { timestamp: new Date(Date.now() - 120_000) }));
+        expect(outcome.status).toBe('duplicate');
+      });
+
+      it('processes late messages with latePolicy process', async () => {
+        const c = consumer({ dedupeWindowMs: 60_000, latePolicy: 'process' });
+        const outcome = await c.handle(testMessage('late', { id: 'late' }, { timestamp: new Date(Date.now() - 120_000) }));
+        expect(outcome.status).toBe('processed');
+      });
+
+      it('prunes only expired completed rows, and only of the chosen consumer', async () => {
+        const short = consumer({ dedupeWindowMs: 1, maxAttempts: 2 }, (id) => {
+          if (id.startsWith('fail')) throw new Error('no');
+          if (id.startsWith('dead')) throw new PermanentError('no');
+        });
+        for (const id of ['done-1', 'done-2', 'done-3', 'fail-1', 'dead-1']) await short.handle(testMessage(id));
+        await short.recordAttemptsStarted([testMessage('started-1')]);
+        const otherName = `${consumerName}-other`;
+        const other = idempotentConsumer<unknown, Tx>({
+          name: otherName,
+          store: subject.store,
+          dedupeWindowMs: 1,
+          maxAttempts: 1,
+          handler: async (m, { tx }) => subject.applyEffect(tx, otherName, m.id),
+        });
+        await other.handle(testMessage('done-x'));
+        await sleep(30);
+        expect(await subject.store.prune({ consumer: consumerName, dryRun: true })).toMatchObject({ status: 'dry-run', deleted: 3 });
+        const result = await subject.store.prune({ consumer: consumerName, batchSize: 2 });
+        expect(result).toMatchObject({ status: 'pruned', deleted: 3, batches: 2 });
+        const left = await subject.store.findRows(consumerName, ['done-1', 'done-2', 'done-3', 'fail-1', 'dead-1', 'started-1']);
+        expect(left.map((r) => `${r.messageId}:${r.status}`).sort()).toEqual(['dead-1:dead_lettered', 'fail-1:failed', 'started-1:processing']);
+        expect(await subject.store.findRows(otherName, ['done-x'])).toHaveLength(1);
+        expect((await subject.store.prune({ consumer: otherName })).deleted).toBe(1);
+      });
+    });
+
+    describe('leased mode', () => {
+      it('answers lease-held to a duplicate during a live lease and hands the same downstream key to every attempt', async () => {
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        const keys: string[] = [];
+        const c = consumer({ mode: 'leased', leaseMs: 60_000, handlerTimeoutMs: 30_000 });
+        const leased = idempotentConsumer<unknown, Tx>({
+          ...c.config,
+          handler: async (m, context) => {
+            keys.push(context.downstreamKey);
+            if (keys.length === 1) await gate;
+            await subject.applyEffect(context.tx, consumerName, m.id);
+          },
+        });
+        const first = leased.handle(testMessage('m1'));
+        await waitFor(() => keys.length === 1);
+        const second = await leased.handle(testMessage('m1'));
+        expect(second).toMatchObject({ status: 'retry', reason: 'lease-held' });
+        expect((second as { delayMs: number }).delayMs).toBeGreaterThan(50_000);
+        const [processing] = await subject.store.listProcessing({ consumer: consumerName });
+        expect(processing).toMatchObject({ messageId: 'm1', lease: 'live' });
+        release();
+        expect((await first).status).toBe('processed');
+        expect(await leased.handle(testMessage('m1'))).toMatchObject({ status: 'duplicate' });
+        expect(keys).toEqual([downstreamKey(consumerName, 'm1')]);
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('lets a new worker take an expired lease over and fences the stale holder off', async () => {
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        let calls = 0;
+        const config = {
+          name: consumerName,
+          store: subject.store,
+          mode: 'leased' as const,
+          leaseMs: 200,
+          handlerTimeoutMs: 100,
+          backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+          handler: async (m: { id: string }, context: { tx: Tx; attempt: number }) => {
+            calls++;
+            if (calls === 1) await gate; // the stale holder ignores its aborted signal
+            await subject.applyEffect(context.tx, consumerName, m.id);
+          },
+        };
+        const stale = idempotentConsumer<unknown, Tx>(config);
+        const fresh = idempotentConsumer<unknown, Tx>(config);
+        const first = stale.handle(testMessage('m1'));
+        await waitFor(() => calls === 1);
+        await sleep(300);
+        expect(await fresh.handle(testMessage('m1'))).toMatchObject({ status: 'processed', attempt: 2 });
+        release();
+        expect(await first).toMatchObject({ status: 'retry', reason: 'lease-lost' });
+        expect(await effects('m1')).toBe(1);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', claimedFrom: 'lease-expired', attempts: 2 });
+      });
+
+      it('records a leased failure and retries it', async () => {
+        const c = consumer({ mode: 'leased', leaseMs: 60_000, handlerTimeoutMs: 30_000 }, (_id, attempt) => {
+          if (attempt === 1) throw new Error('downstream 503');
+        });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'retry', attempt: 1, reason: 'handler-error' });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'processed', attempt: 2 });
+        expect(await effects('m1')).toBe(1);
+      });
+    });
+
+    describe('batches', () => {
+      it('isolates a failing message, keeps input order, and applies a repeated id once', async () => {
+        const c = consumer({}, (id) => {
+          if (id === 'bad') throw new Error('bad one');
+        });
+        await c.handle(testMessage('old'));
+        const outcomes = await c.handleBatch([
+          testMessage('a'),
+          testMessage('bad'),
+          testMessage('b'),
+          testMessage('a'),
+          testMessage('old'),
+          testMessage(undefined),
+        ]);
+        expect(outcomes.map((o: Outcome) => `${o.messageId ?? '-'}:${o.status}`)).toEqual([
+          'a:processed',
+          'bad:retry',
+          'b:processed',
+          'a:duplicate',
+          'old:duplicate',
+          '-:dead-letter',
+        ]);
+        expect(await effects('a')).toBe(1);
+        expect(await effects('b')).toBe(1);
+        expect(await effects('bad')).toBe(0);
+        const [bad] = await subject.store.findRows(consumerName, ['bad']);
+        expect(bad).toMatchObject({ status: 'failed', attempts: 1 });
+        expect(await c.handle(testMessage('bad'))).toMatchObject({ status: 'retry', attempt: 2 });
+      });
+
+      it('splits large batches and still applies each message once', async () => {
+        const c = consumer();
+        const ids = Array.from({ length: 120 }, (_, i) => `m${i}`);
+        const outcomes = await c.handleBatch(ids.map((id) => testMessage(id)));
+        expect(outcomes.every((o) => o.status === 'processed')).toBe(true);
+        const again = await c.handleBatch(ids.map((id) => testMessage(id)));
+        expect(again.every((o) => o.status === 'duplicate')).toBe(true);
+        expect(await effects()).toBe(120);
+      });
+    });
+
+    describe('inspection', () => {
+      it('counts rows by status and reports rows expiring soon', async () => {
+        const c = consumer({ maxAttempts: 2, dedupeWindowMs: 60_000 }, (id) => {
+          if (id === 'f') throw new Error('x');
+        });
+        for (const id of ['a', 'b', 'f']) await c.handle(testMessage(id));
+        expect(await subject.store.countByStatus({ consumer: consumerName })).toEqual([
+          { consumer: consumerName, status: 'completed', count: 2 },
+          { consumer: consumerName, status: 'failed', count: 1 },
+        ]);
+        expect(await subject.store.countExpiringSoon({ consumer: consumerName, withinMs: 120_000 })).toEqual([
+          { consumer: consumerName, count: 2 },
+        ]);
+        expect(await subject.store.countExpiringSoon({ consumer: consumerName, withinMs: 1_000 })).toEqual([]);
+        expect((await subject.store.findRows(consumerName, ['a', 'zz'])).map((r) => r.messageId)).toEqual(['a']);
+      });
+    });
+  });
+}
+
+async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(2);
+  }
+}
