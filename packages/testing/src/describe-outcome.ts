@@ -4,10 +4,14 @@
 import type { Outcome } from '@inboxkit/core';
 
 /** One outcome in one line: `m1 retry (attempt 2, handler-error, Error: boom)`. */
-export function describeOutcome(event: { readonly id: string | undefined; readonly outcome: Outcome }): string {
+export function describeOutcome(event: {
+  readonly id: string | undefined;
+  readonly outcome: Outcome;
+}): string {
   const o = event.outcome;
   const id = event.id === undefined ? '(no id)' : JSON.stringify(event.id);
-  const error = (e: { name: string; message: string } | undefined): string => (e ? `, ${e.name}: ${e.message}` : '');
+  const error = (e: { name: string; message: string } | undefined): string =>
+    e ? `, ${e.name}: ${e.message}` : '';
   switch (o.status) {
     case 'processed':
       return `${id} processed (attempt ${o.attempt})`;

@@ -2,6 +2,11 @@
 // for users' handlers, an outcome recorder and unique names. Everything here proves idempotency instead of
 // asserting it.
 export * from './transport-harness.js';
+export * from './learning-broker.js';
+export * from './learning-transport.js';
+export * from './learning-dead-letter-reader.js';
+export * from './crash-signal.js';
+export * from './crashable-consumer.js';
 export * from './outcome-recorder.js';
 export * from './describe-outcome.js';
 export * from './unique-name.js';

@@ -17,9 +17,7 @@ export interface RecordedOutcome extends OutcomeEvent {
 
 /** What `waitFor` accepts as "the outcome I am waiting for". */
 export type OutcomeExpectation =
-  | OutcomeStatus
-  | readonly OutcomeStatus[]
-  | ((outcome: Outcome, event: RecordedOutcome) => boolean);
+  OutcomeStatus | readonly OutcomeStatus[] | ((outcome: Outcome, event: RecordedOutcome) => boolean);
 
 /** Options of `waitFor` and `waitForCount`. */
 export interface WaitOptions {
@@ -81,7 +79,9 @@ export class OutcomeRecorder {
 
   /** How many outcomes have this status (or any status), optionally for one message id. */
   count(status?: OutcomeStatus, id?: string): number {
-    return this.#events.filter((e) => (status === undefined || e.outcome.status === status) && (id === undefined || e.id === id)).length;
+    return this.#events.filter(
+      (e) => (status === undefined || e.outcome.status === status) && (id === undefined || e.id === id),
+    ).length;
   }
 
   /** Outcome counts by status. */
@@ -105,13 +105,23 @@ export class OutcomeRecorder {
    * await recorder.waitFor('o-1', 'processed');
    * await recorder.waitFor('o-1', (o) => o.status === 'retry' && o.attempt === 2, { timeoutMs: 2_000 });
    */
-  waitFor(id: string | undefined, expected?: OutcomeExpectation, options: WaitOptions = {}): Promise<RecordedOutcome> {
+  waitFor(
+    id: string | undefined,
+    expected?: OutcomeExpectation,
+    options: WaitOptions = {},
+  ): Promise<RecordedOutcome> {
     const matches = toPredicate(expected);
-    const find = (): RecordedOutcome | undefined => this.#events.find((e) => e.id === id && matches(e.outcome, e));
-    return this.#wait(find, options.timeoutMs, () => {
-      const what = describeExpectation(expected);
-      return `OutcomeRecorder.waitFor: no ${what} outcome for message ${JSON.stringify(id)}`;
-    }, id);
+    const find = (): RecordedOutcome | undefined =>
+      this.#events.find((e) => e.id === id && matches(e.outcome, e));
+    return this.#wait(
+      find,
+      options.timeoutMs,
+      () => {
+        const what = describeExpectation(expected);
+        return `OutcomeRecorder.waitFor: no ${what} outcome for message ${JSON.stringify(id)}`;
+      },
+      id,
+    );
   }
 
   /**
@@ -123,21 +133,32 @@ export class OutcomeRecorder {
    * await recorder.waitForCount(messages.length, { status: ['processed', 'duplicate'] });
    */
   waitForCount(n: number, options: WaitForCountOptions = {}): Promise<RecordedOutcome[]> {
-    const statuses = options.status === undefined ? undefined : ([] as OutcomeStatus[]).concat(options.status);
+    const statuses =
+      options.status === undefined ? undefined : ([] as OutcomeStatus[]).concat(options.status);
     const selected = (): RecordedOutcome[] =>
       this.#events.filter(
-        (e) => (statuses === undefined || statuses.includes(e.outcome.status)) && (options.id === undefined || e.id === options.id),
+        (e) =>
+          (statuses === undefined || statuses.includes(e.outcome.status)) &&
+          (options.id === undefined || e.id === options.id),
       );
     const find = (): RecordedOutcome[] | undefined => {
       const list = selected();
       return list.length >= n ? list.slice(0, n) : undefined;
     };
-    return this.#wait(find, options.timeoutMs, () => {
-      const filter = [statuses ? `status ${statuses.join('|')}` : '', options.id !== undefined ? `id ${JSON.stringify(options.id)}` : '']
-        .filter(Boolean)
-        .join(', ');
-      return `OutcomeRecorder.waitForCount: expected ${n} outcomes${filter ? ` (${filter})` : ''}, saw ${selected().length}`;
-    }, options.id);
+    return this.#wait(
+      find,
+      options.timeoutMs,
+      () => {
+        const filter = [
+          statuses ? `status ${statuses.join('|')}` : '',
+          options.id !== undefined ? `id ${JSON.stringify(options.id)}` : '',
+        ]
+          .filter(Boolean)
+          .join(', ');
+        return `OutcomeRecorder.waitForCount: expected ${n} outcomes${filter ? ` (${filter})` : ''}, saw ${selected().length}`;
+      },
+      options.id,
+    );
   }
 
   /** A readable list of recorded outcomes (of one id, or all), for failure messages. */
@@ -149,7 +170,12 @@ export class OutcomeRecorder {
     return shown.join('\n');
   }
 
-  #wait<T>(find: () => T | undefined, timeoutMs: number = DEFAULT_TIMEOUT_MS, explain: () => string, id?: string): Promise<T> {
+  #wait<T>(
+    find: () => T | undefined,
+    timeoutMs: number = DEFAULT_TIMEOUT_MS,
+    explain: () => string,
+    id?: string,
+  ): Promise<T> {
     const found = find();
     if (found !== undefined) return Promise.resolve(found);
     return new Promise<T>((resolve, reject) => {
@@ -165,15 +191,22 @@ export class OutcomeRecorder {
       };
       const timer = setTimeout(() => {
         this.#waiters.delete(waiter);
-        const seenForId = id === undefined ? '' : `\nOutcomes of ${JSON.stringify(id)}:\n${this.describe(id)}`;
-        reject(new Error(`${explain()} within ${timeoutMs} ms.${seenForId}\nAll outcomes (${this.#events.length}):\n${this.describe()}`));
+        const seenForId =
+          id === undefined ? '' : `\nOutcomes of ${JSON.stringify(id)}:\n${this.describe(id)}`;
+        reject(
+          new Error(
+            `${explain()} within ${timeoutMs} ms.${seenForId}\nAll outcomes (${this.#events.length}):\n${this.describe()}`,
+          ),
+        );
       }, timeoutMs);
       this.#waiters.add(waiter);
     });
   }
 }
 
-function toPredicate(expected: OutcomeExpectation | undefined): (outcome: Outcome, event: RecordedOutcome) => boolean {
+function toPredicate(
+  expected: OutcomeExpectation | undefined,
+): (outcome: Outcome, event: RecordedOutcome) => boolean {
   if (expected === undefined) return () => true;
   if (typeof expected === 'function') return expected;
   const statuses = ([] as OutcomeStatus[]).concat(expected as OutcomeStatus | OutcomeStatus[]);

@@ -3,8 +3,18 @@ import { describe, expect, it } from 'vitest';
 
 import { OutcomeRecorder } from '../src/index.js';
 
-const message = (id: string | undefined): InboundMessage => ({ id, body: '{}', headers: {}, source: { transport: 'memory' } });
-const processed = (id: string): Outcome => ({ status: 'processed', messageId: id, attempt: 1, durationMs: 1 });
+const message = (id: string | undefined): InboundMessage => ({
+  id,
+  body: '{}',
+  headers: {},
+  source: { transport: 'memory' },
+});
+const processed = (id: string): Outcome => ({
+  status: 'processed',
+  messageId: id,
+  attempt: 1,
+  durationMs: 1,
+});
 const retry = (id: string, attempt: number): Outcome => ({
   status: 'retry',
   messageId: id,
@@ -34,7 +44,12 @@ describe('OutcomeRecorder', () => {
     feed(recorder, 'a', retry('a', 1));
     feed(recorder, 'a', processed('a'));
     feed(recorder, 'b', { status: 'duplicate', messageId: 'b', reason: 'completed' });
-    feed(recorder, undefined, { status: 'dead-letter', messageId: undefined, reason: 'missing-id', attempts: 0 });
+    feed(recorder, undefined, {
+      status: 'dead-letter',
+      messageId: undefined,
+      reason: 'missing-id',
+      attempts: 0,
+    });
     expect(recorder.counts()).toEqual({ processed: 1, duplicate: 1, retry: 1, 'dead-letter': 1 });
     expect(recorder.count('processed', 'a')).toBe(1);
     expect(recorder.count(undefined, 'a')).toBe(2);
@@ -59,12 +74,16 @@ describe('OutcomeRecorder', () => {
     const recorder = new OutcomeRecorder();
     feed(recorder, 'a', retry('a', 1));
     feed(recorder, 'b', processed('b'));
-    const error: unknown = await recorder.waitFor('a', 'processed', { timeoutMs: 10 }).catch((e: unknown) => e);
+    const error: unknown = await recorder
+      .waitFor('a', 'processed', { timeoutMs: 10 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Error);
     const text = (error as Error).message;
     expect(text).toContain('no processed outcome for message "a" within 10 ms');
     expect(text).toContain('#0 "a" retry (attempt 1, handler-error, delay 100 ms, Error: boom)');
     expect(text).toContain('#1 "b" processed (attempt 1)');
-    await expect(recorder.waitForCount(5, { timeoutMs: 10 })).rejects.toThrow(/expected 5 outcomes, saw 2 within 10 ms/);
+    await expect(recorder.waitForCount(5, { timeoutMs: 10 })).rejects.toThrow(
+      /expected 5 outcomes, saw 2 within 10 ms/,
+    );
   });
 });
