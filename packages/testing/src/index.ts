@@ -2,8 +2,12 @@
 // for users' handlers, an outcome recorder and unique names. Everything here proves idempotency instead of
 // asserting it.
 export * from './transport-harness.js';
+export * from './transport-conformance.js';
+export * from './transport-conformance-checks.js';
+export * from './transport-conformance-fixture.js';
 export * from './learning-broker.js';
 export * from './learning-transport.js';
+export * from './learning-transport-harness.js';
 export * from './learning-dead-letter-reader.js';
 export * from './crash-signal.js';
 export * from './crashable-consumer.js';

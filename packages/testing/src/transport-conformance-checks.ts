@@ -1,0 +1,366 @@
+// The checks of the transport conformance suite, one object each, so `describeTransportConformance` can
+// declare them as vitest tests and the kit's own tests can run a single check against a deliberately broken
+// transport to prove that it fails.
+
+import { HEADERS, PermanentError, RetryableError } from '@inboxkit/core';
+import type { DeadLetterOutcome } from '@inboxkit/core';
+import { InMemoryInboxStore } from '@inboxkit/core/memory';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'vitest';
+
+import {
+  ConformanceFixture,
+  gate,
+  header,
+  resolveConformanceOptions,
+  text,
+} from './transport-conformance-fixture.js';
+import type { TransportConformanceOptions } from './transport-conformance-fixture.js';
+import type { TransportFeatures, TransportHarnessFactory } from './transport-harness.js';
+import { uniqueName } from './unique-name.js';
+
+/** The id of one conformance check. */
+export type TransportConformanceCheckId =
+  | 'acks-once'
+  | 'retry'
+  | 'dead-letter'
+  | 'max-attempts'
+  | 'durable-before-ack'
+  | 'stop-drains'
+  | 'duplicates'
+  | 'ordering';
+
+/** One check of the suite. */
+export interface TransportConformanceCheck {
+  readonly id: TransportConformanceCheckId;
+  /** The vitest test name. */
+  readonly title: string;
+  /** Whether the check applies to a transport with these features. */
+  readonly applies: (features: TransportFeatures) => boolean;
+  readonly run: (fixture: ConformanceFixture, features: TransportFeatures) => Promise<void>;
+}
+
+/** Every check, in the order the suite declares them. */
+export const TRANSPORT_CONFORMANCE_CHECKS: readonly TransportConformanceCheck[] = [
+  {
+    id: 'acks-once',
+    title: 'acks a processed message once: a restarted consumer does not receive it again',
+    applies: () => true,
+    run: async (f) => {
+      const first = f.consumer();
+      const running = await f.start(first);
+      const ids = [uniqueName('m'), uniqueName('m'), uniqueName('m')];
+      await f.harness.publish(ids.map((id, n) => ({ id, body: JSON.stringify({ kind: 'ok', n }) })));
+      for (const id of ids) await first.recorder.waitFor(id, 'processed', f.wait);
+      await f.expectNoRedelivery(ids, running);
+      expect(ids.map((id) => f.effectCount(id))).toEqual([1, 1, 1]);
+      expect(first.recorder.counts()).toMatchObject({ processed: 3, retry: 0, 'dead-letter': 0 });
+    },
+  },
+  {
+    id: 'retry',
+    title:
+      'redelivers a retried message with the attempt count rising, after its delay, until it is processed',
+    applies: () => true,
+    run: async (f, features) => {
+      const attempts: { attempt: number; at: number }[] = [];
+      const test = f.consumer({
+        handler: async (message, context) => {
+          attempts.push({ attempt: context.attempt, at: Date.now() });
+          if (context.attempt === 1) throw new RetryableError('downstream busy', { delayMs: 150 });
+          if (context.attempt === 2) throw new Error('connection reset');
+          f.applyEffect(message.id, context.tx);
+        },
+      });
+      const running = await f.start(test);
+      const id = uniqueName('retry');
+      await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
+      const processed = await test.recorder.waitFor(id, 'processed', f.wait);
+
+      const events = test.recorder.events.filter((e) => e.id === id);
+      expect(
+        events.map((e) => e.outcome.status),
+        test.recorder.describe(id),
+      ).toEqual(['retry', 'retry', 'processed']);
+      expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3]);
+      expect(processed.outcome).toMatchObject({ status: 'processed', attempt: 3 });
+      expect(events[0]!.outcome).toMatchObject({ status: 'retry', attempt: 1, delayMs: 150 });
+      if (features.deliveryCount) {
+        const counts = events.map((e) => e.message.deliveryCount);
+        expect(
+          counts.every((c) => typeof c === 'number'),
+          `deliveryCount missing: ${String(counts)}`,
+        ).toBe(true);
+        expect(counts, 'the broker delivery count must rise on every redelivery').toEqual(
+          [...counts].sort((a, b) => a! - b!),
+        );
+        expect(new Set(counts).size).toBe(3);
+      }
+      if (features.nativeDelay) {
+        for (const [i, event] of events.slice(0, 2).entries()) {
+          const delayMs = event.outcome.status === 'retry' ? event.outcome.delayMs : 0;
+          const next = attempts[i + 1]!;
+          expect(
+            next.at - event.at,
+            `attempt ${i + 2} came before the retry delay of ${delayMs} ms`,
+          ).toBeGreaterThanOrEqual(delayMs - 5);
+        }
+      }
+      await f.expectNoRedelivery([id], running);
+      expect(f.effectCount(id)).toBe(1);
+    },
+  },
+  {
+    id: 'dead-letter',
+    title:
+      'dead-letters a permanent error, an undecodable body, a schema-invalid payload and a missing id with the documented headers, and acks the source',
+    applies: () => true,
+    run: async (f) => {
+      const test = f.consumer({
+        handler: async (message, context) => {
+          if (message.payload.kind === 'permanent') throw new PermanentError('card declined');
+          f.applyEffect(message.id, context.tx);
+        },
+      });
+      const running = await f.start(test);
+      const ids = {
+        permanent: uniqueName('perm'),
+        undecodable: uniqueName('undec'),
+        schema: uniqueName('schema'),
+        ok: uniqueName('ok'),
+      };
+      const bodies = {
+        permanent: JSON.stringify({ kind: 'permanent' }),
+        undecodable: '{not json',
+        schema: JSON.stringify({ kind: 42 }),
+        missing: JSON.stringify({ kind: 'no-id' }),
+      };
+      await f.harness.publish([
+        { id: ids.permanent, body: bodies.permanent },
+        { id: ids.undecodable, body: bodies.undecodable },
+        { id: ids.schema, body: bodies.schema },
+        { body: bodies.missing },
+        { id: ids.ok, body: JSON.stringify({ kind: 'ok' }) },
+      ]);
+      await test.recorder.waitFor(ids.ok, 'processed', f.wait);
+      const letters = await f.harness.readDeadLetters(4, f.options.waitTimeoutMs);
+      const byReason = new Map(letters.map((l) => [header(l, HEADERS.reason), l]));
+      expect(
+        [...byReason.keys()].sort(),
+        `dead letters: ${JSON.stringify(letters.map((l) => l.headers))}`,
+      ).toEqual(['missing-id', 'permanent-error', 'schema-invalid', 'undecodable']);
+      expect(letters).toHaveLength(4);
+
+      const cases = [
+        { reason: 'permanent-error', id: ids.permanent, body: bodies.permanent },
+        { reason: 'undecodable', id: ids.undecodable, body: bodies.undecodable },
+        { reason: 'schema-invalid', id: ids.schema, body: bodies.schema },
+        { reason: 'missing-id', id: undefined, body: bodies.missing },
+      ];
+      for (const c of cases) {
+        const letter = byReason.get(c.reason)!;
+        const where = `${c.reason} dead letter headers ${JSON.stringify(letter.headers)}`;
+        const event = test.recorder.events.find((e) => e.id === c.id && e.outcome.status === 'dead-letter');
+        expect(event, `no dead-letter outcome for ${c.reason}\n${test.recorder.describe()}`).toBeDefined();
+        const outcome = event!.outcome as DeadLetterOutcome;
+        expect(header(letter, HEADERS.consumer), where).toBe(test.consumer.name);
+        expect(header(letter, HEADERS.originalId), where).toBe(c.id);
+        expect(header(letter, HEADERS.attempts), where).toBe(String(outcome.attempts));
+        expect(header(letter, HEADERS.errorName), where).toBe(outcome.error?.name);
+        expect(header(letter, HEADERS.errorMessage), where).toBe(outcome.error?.message);
+        expect(header(letter, HEADERS.deadLetteredAt), where).toBeDefined();
+        expect(header(letter, HEADERS.sourceTransport), where).toBeDefined();
+        expect(text(letter.body), where).toBe(c.body);
+        if (c.id !== undefined) expect(letter.id, where).toBe(c.id);
+      }
+      const permanent = byReason.get('permanent-error')!;
+      expect(header(permanent, HEADERS.errorName)).toBe('PermanentError');
+      expect(header(permanent, HEADERS.errorMessage)).toBe('card declined');
+      expect(header(permanent, HEADERS.attempts)).toBe('1');
+
+      await f.expectNoRedelivery([ids.permanent, ids.undecodable, ids.schema, undefined], running);
+      expect(test.recorder.count('dead-letter')).toBe(4);
+      expect(f.effectCount(ids.permanent) + f.effectCount(ids.schema)).toBe(0);
+      expect(f.effectCount(ids.ok)).toBe(1);
+    },
+  },
+  {
+    id: 'max-attempts',
+    title: 'dead-letters a message that fails maxAttempts times with reason max-attempts',
+    applies: () => true,
+    run: async (f) => {
+      const test = f.consumer({
+        maxAttempts: 3,
+        handler: async () => {
+          throw new Error('database says no');
+        },
+      });
+      const running = await f.start(test);
+      const id = uniqueName('poison');
+      await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
+      await test.recorder.waitFor(id, 'dead-letter', f.wait);
+      const [letter, ...more] = await f.harness.readDeadLetters(1, f.options.waitTimeoutMs);
+      expect(more).toHaveLength(0);
+      expect(letter, 'no dead letter').toBeDefined();
+      expect(header(letter!, HEADERS.reason)).toBe('max-attempts');
+      expect(header(letter!, HEADERS.originalId)).toBe(id);
+      expect(header(letter!, HEADERS.attempts)).toBe('3');
+      expect(header(letter!, HEADERS.consumer)).toBe(test.consumer.name);
+      expect(header(letter!, HEADERS.errorName)).toBe('Error');
+      expect(header(letter!, HEADERS.errorMessage)).toBe('database says no');
+      expect(
+        test.recorder.outcomes(id).map((o) => o.status),
+        test.recorder.describe(id),
+      ).toEqual(['retry', 'retry', 'dead-letter']);
+      await f.expectNoRedelivery([id], running);
+    },
+  },
+  {
+    id: 'durable-before-ack',
+    title:
+      'acks nothing before the outcome is durable: after a crash mid-handler the message comes back and is applied once',
+    applies: () => true,
+    run: async (f) => {
+      const store = new InMemoryInboxStore();
+      const name = uniqueName('crash');
+      const held = gate();
+      const first = f.consumer({
+        name,
+        store,
+        handler: async (message, context) => {
+          held.enter();
+          await held.wait();
+          f.applyEffect(message.id, context.tx);
+        },
+      });
+      await f.start(first);
+      const id = uniqueName('inflight');
+      await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
+      await held.entered;
+      await f.harness.crash();
+      // The dying process's transaction rolls back, as Postgres does when the connection drops.
+      held.fail(new Error('process died'));
+
+      const second = f.consumer({ name, store });
+      await f.start(second);
+      await second.recorder.waitFor(id, 'processed', f.wait).catch((error: unknown) => {
+        throw new Error(
+          `the message did not come back after a crash: was it acked before its outcome was durable?\n${String(error)}`,
+        );
+      });
+      expect(f.effectCount(id)).toBe(1);
+      expect(first.recorder.count('processed', id)).toBe(0);
+    },
+  },
+  {
+    id: 'stop-drains',
+    title: 'stop() drains in-flight work: the running handler completes and its message is settled',
+    applies: () => true,
+    run: async (f) => {
+      const held = gate();
+      const log: string[] = [];
+      const test = f.consumer({
+        handler: async (message, context) => {
+          held.enter();
+          await held.wait();
+          f.applyEffect(message.id, context.tx);
+          log.push('handler finished');
+        },
+      });
+      const running = await f.start(test, { closeTimeoutMs: f.options.waitTimeoutMs });
+      const id = uniqueName('draining');
+      await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
+      await held.entered;
+      const stopped = running.stop().then(() => log.push('stop resolved'));
+      await sleep(50);
+      held.open();
+      await stopped;
+      expect(log).toEqual(['handler finished', 'stop resolved']);
+      expect(test.recorder.outcomes(id).map((o) => o.status)).toEqual(['processed']);
+      await f.expectNoRedelivery([id], running);
+      expect(f.effectCount(id)).toBe(1);
+    },
+  },
+  {
+    id: 'duplicates',
+    title: 'applies a message published three times once',
+    applies: () => true,
+    run: async (f) => {
+      const test = f.consumer();
+      await f.start(test);
+      const id = uniqueName('dup');
+      const copy = { id, body: JSON.stringify({ kind: 'ok' }) };
+      await f.harness.publish([copy, copy, copy]);
+      await test.recorder.waitForCount(3, { id, status: ['processed', 'duplicate'], ...f.wait });
+      expect(test.recorder.count('processed', id)).toBe(1);
+      expect(test.recorder.count('duplicate', id)).toBe(2);
+      expect(f.effectCount(id)).toBe(1);
+    },
+  },
+  {
+    id: 'ordering',
+    title: 'keeps order per key, also when a message is retried',
+    applies: (features) => features.ordering === 'key',
+    run: async (f) => {
+      const order = new Map<string, number[]>();
+      let failedOnce = false;
+      const test = f.consumer({
+        handler: async (message, context) => {
+          const key = message.payload.key!;
+          if (key === 'a' && message.payload.n === 1 && !failedOnce) {
+            failedOnce = true;
+            throw new RetryableError('hold the line', { delayMs: 100 });
+          }
+          order.set(key, [...(order.get(key) ?? []), message.payload.n!]);
+          f.applyEffect(message.id, context.tx);
+        },
+      });
+      await f.start(test, { concurrency: 4 });
+      const messages = [0, 1, 2, 3, 4, 5].flatMap((n) =>
+        ['a', 'b'].map((key) => ({
+          id: uniqueName(`${key}${n}`),
+          key,
+          body: JSON.stringify({ kind: 'ok', n, key }),
+        })),
+      );
+      await f.harness.publish(messages);
+      for (const m of messages) await test.recorder.waitFor(m.id, 'processed', f.wait);
+      expect(order.get('a')).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(order.get('b')).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(failedOnce).toBe(true);
+    },
+  },
+];
+
+/**
+ * Runs one check against a fresh harness from `factory`, outside `describeTransportConformance`: rejects with
+ * the check's assertion error when the transport does not conform. Throws if the check does not apply to
+ * `features`.
+ *
+ * @example
+ * await expect(runTransportConformanceCheck('durable-before-ack', features, brokenHarness)).rejects.toThrow();
+ */
+export async function runTransportConformanceCheck(
+  id: TransportConformanceCheckId,
+  features: TransportFeatures,
+  factory: TransportHarnessFactory,
+  options: TransportConformanceOptions = {},
+): Promise<void> {
+  const check = TRANSPORT_CONFORMANCE_CHECKS.find((c) => c.id === id);
+  if (!check) throw new Error(`unknown conformance check ${JSON.stringify(id)}`);
+  if (!check.applies(features))
+    throw new Error(`the conformance check ${JSON.stringify(id)} does not apply to these features`);
+  const fixture = new ConformanceFixture(await factory(), resolveConformanceOptions(options));
+  let failure: unknown;
+  try {
+    await check.run(fixture, features);
+  } catch (error) {
+    failure = error;
+  }
+  try {
+    await fixture.dispose();
+  } catch (error) {
+    failure ??= error;
+  }
+  if (failure !== undefined) throw failure;
+}
