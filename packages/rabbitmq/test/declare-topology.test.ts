@@ -43,7 +43,8 @@ describe('declareTopology', () => {
     const queue = uniqueName('topo');
     const t = await declareTopology(ch, { queue, delayBucketsMs: [200, 1_000] });
     declared.push(t);
-    expect(await declareTopology(ch, { queue, delayBucketsMs: [1_000, 200] })).toEqual(t);
+    const again = await declareTopology(ch, { queue, delayBucketsMs: [1_000, 200] });
+    expect(JSON.stringify(again)).toBe(JSON.stringify(t));
     expect(t).toMatchObject({
       queueType: 'quorum',
       deliveryLimit: DEFAULT_DELIVERY_LIMIT,
