@@ -1,12 +1,12 @@
 // The store conformance suite against every store core ships: real Postgres, PGlite and in-memory.
 
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely } from 'kysely';
 import { afterAll, beforeAll } from 'vitest';
 import { describeInboxStoreConformance } from '../../testing/src/store-conformance.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
 import { openPglite } from './support/pglite.js';
-import { countEffects, insertEffect, openTestDatabase, type TestDatabase } from './support/postgres.js';
+import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
 
 describeInboxStoreConformance<InMemoryTransaction>('in-memory', async () => {
   const store = new InMemoryInboxStore();
@@ -17,12 +17,12 @@ describeInboxStoreConformance<InMemoryTransaction>('in-memory', async () => {
   };
 });
 
-let pglite: { db: Kysely<any>; schema: string; close(): Promise<void> } | undefined;
+let pglite: { db: Kysely<TestDB>; schema: string; close(): Promise<void> } | undefined;
 afterAll(async () => {
   await pglite?.close();
 });
 
-describeInboxStoreConformance<Transaction<any>>('PGlite', async () => {
+describeInboxStoreConformance<TestTx>('PGlite', async () => {
   // One PGlite for the file (it takes a second to start); tests are isolated by consumer name.
   pglite ??= await openPglite();
   const { db, schema } = pglite;
@@ -41,7 +41,7 @@ afterAll(async () => {
   await postgres?.close();
 });
 
-describeInboxStoreConformance<Transaction<any>>('Postgres', async () => {
+describeInboxStoreConformance<TestTx>('Postgres', async () => {
   const { db, schema } = postgres;
   return {
     store: new PostgresInboxStore({ db, schema }),

@@ -40,7 +40,9 @@ export interface MigrateInboxOptions extends InboxTableOptions {
  * @example
  * await migrateInbox(db); // inboxkit.inbox and inboxkit.inbox_replays
  */
-export async function migrateInbox(db: Kysely<unknown>, options: MigrateInboxOptions = {}): Promise<MigrationResultSet> {
+export async function migrateInbox<DB>(database: Kysely<DB>, options: MigrateInboxOptions = {}): Promise<MigrationResultSet> {
+  // The migrations touch only the inbox tables: the application's table types do not matter here.
+  const db = database as unknown as Kysely<unknown>;
   const names = resolveInboxTableNames(options);
   const migrationTable = resolveInboxTableNames({ schema: names.schema, table: options.migrationTable ?? 'inboxkit_migrations' }).table;
   await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);

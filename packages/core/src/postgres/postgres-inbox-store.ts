@@ -422,7 +422,15 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   async #session<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
     const runner = await this.#pipelineRunner();
     try {
-      return await this.#raw.provideConnection((connection) => fn(new SqlSession(connection, runner)));
+      return await this.#raw.provideConnection(async (connection) => {
+        const session = new SqlSession(connection, runner);
+        try {
+          return await fn(session);
+        } finally {
+          // Never hand a connection back to the application's pool inside our transaction.
+          if (session.inTransaction) await session.rollbackQuietly();
+        }
+      });
     } catch (error) {
       throw unavailable(error);
     }

@@ -8,6 +8,8 @@ import type { PipelineRunner, Rows } from './pipelined-query.js';
 export class SqlSession {
   readonly connection: DatabaseConnection;
   readonly #runner: PipelineRunner | undefined;
+  /** True between a BEGIN sent through this session and its COMMIT or ROLLBACK. */
+  #open = false;
 
   constructor(connection: DatabaseConnection, runner: PipelineRunner | undefined) {
     this.connection = connection;
@@ -19,16 +21,33 @@ export class SqlSession {
     return this.#runner !== undefined;
   }
 
+  /** True while a transaction this session began is open: it must be ended before the connection goes back. */
+  get inTransaction(): boolean {
+    return this.#open;
+  }
+
   async query(sql: string): Promise<Rows> {
+    this.#track([sql]);
     return (await this.connection.executeQuery(CompiledQuery.raw(sql))).rows as Rows;
   }
 
   /** Runs `statements` in order, stopping at the first error; one round trip when pipelined. */
   async all(statements: readonly string[]): Promise<Rows[]> {
-    if (this.#runner !== undefined && statements.length > 1) return this.#runner(this.connection, statements.join(';\n'));
+    if (this.#runner !== undefined && statements.length > 1) {
+      this.#track(statements);
+      return this.#runner(this.connection, statements.join(';\n'));
+    }
     const out: Rows[] = [];
     for (const statement of statements) out.push(await this.query(statement));
     return out;
+  }
+
+  /** Notes transaction control statements (before sending: a failed COMMIT or ROLLBACK still ends it). */
+  #track(statements: readonly string[]): void {
+    for (const statement of statements) {
+      if (statement === 'BEGIN') this.#open = true;
+      else if (statement === 'COMMIT' || statement === 'ROLLBACK') this.#open = false;
+    }
   }
 
   /**
@@ -37,6 +56,7 @@ export class SqlSession {
    */
   async withFollowUp(statements: readonly string[], followUp: string): Promise<{ rows: Rows[]; followUp: Rows | undefined }> {
     if (this.#runner !== undefined) {
+      this.#track(statements);
       const rows = await this.#runner(this.connection, [...statements, followUp].join(';\n'));
       return { rows: rows.slice(0, statements.length), followUp: rows[statements.length] };
     }
@@ -106,6 +126,7 @@ export class LazySession {
           await session.query('BEGIN');
           resolve(session);
           await new Promise<void>((done) => (this.#release = done));
+          if (session.inTransaction) await session.rollbackQuietly();
         })
         .catch(reject);
     });

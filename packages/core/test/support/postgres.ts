@@ -4,9 +4,17 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
 import pg from 'pg';
 import { migrateInbox } from '../../src/postgres/index.js';
+
+/** The tables tests write through handlers: effects without a unique key, so a double effect is counted. */
+export interface TestDB {
+  effects: { seq: Generated<string>; consumer: string; message_id: string };
+}
+
+/** The handler transaction of tests on Postgres. */
+export type TestTx = Transaction<TestDB>;
 
 const ENV_FILE = fileURLToPath(new URL('../../../../.services/env', import.meta.url));
 
@@ -24,7 +32,7 @@ export function databaseUrl(): string {
 
 /** A database handle on a schema of its own. */
 export interface TestDatabase {
-  readonly db: Kysely<any>;
+  readonly db: Kysely<TestDB>;
   readonly pool: pg.Pool;
   readonly url: string;
   /** The schema holding this file's inbox tables and effects table. */
@@ -49,7 +57,7 @@ export async function openTestDatabase(label: string, poolSize = 10): Promise<Te
       cause: error,
     });
   }
-  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
   const schema = `core_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
   await migrateInbox(db, { schema });
   await sql.raw(`CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, consumer text NOT NULL, message_id text NOT NULL)`).execute(db);
@@ -69,12 +77,12 @@ export async function openTestDatabase(label: string, poolSize = 10): Promise<Te
 }
 
 /** Inserts one effect row through the handler's transaction. */
-export async function insertEffect(tx: Kysely<any>, schema: string, consumer: string, messageId: string): Promise<void> {
+export async function insertEffect(tx: Kysely<TestDB>, schema: string, consumer: string, messageId: string): Promise<void> {
   await tx.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }).execute();
 }
 
 /** Counts effect rows. */
-export async function countEffects(db: Kysely<any>, schema: string, consumer: string, messageId?: string): Promise<number> {
+export async function countEffects(db: Kysely<TestDB>, schema: string, consumer: string, messageId?: string): Promise<number> {
   let q = db.withSchema(schema).selectFrom('effects').select(sql<number>`count(*)::int`.as('n')).where('consumer', '=', consumer);
   if (messageId !== undefined) q = q.where('message_id', '=', messageId);
   return (await q.executeTakeFirstOrThrow()).n;
