@@ -11,6 +11,7 @@ export * from './learning-transport-harness.js';
 export * from './learning-dead-letter-reader.js';
 export * from './crash-signal.js';
 export * from './crashable-consumer.js';
+export * from './assert-idempotent-handler.js';
 export * from './outcome-recorder.js';
 export * from './describe-outcome.js';
 export * from './unique-name.js';
