@@ -21,11 +21,17 @@ async function attributes(
     return result.Attributes ?? {};
   } catch (error) {
     if (isQueueDoesNotExist(error)) {
-      throw new ConfigurationError(`sqsConsumer: the ${role} ${queueUrl} does not exist; create it or fix the URL`, {
-        cause: error,
-      });
+      throw new ConfigurationError(
+        `sqsConsumer: the ${role} ${queueUrl} does not exist; create it or fix the URL`,
+        {
+          cause: error,
+        },
+      );
     }
-    logger.warn({ error, queueUrl }, `sqsConsumer: could not read the ${role}'s attributes; skipping the start-up check`);
+    logger.warn(
+      { error, queueUrl },
+      `sqsConsumer: could not read the ${role}'s attributes; skipping the start-up check`,
+    );
     return undefined;
   }
 }

@@ -53,7 +53,8 @@ export async function createQueues(options: CreateQueuesOptions): Promise<Create
     new GetQueueAttributesCommand({ QueueUrl: deadLetterQueueUrl, AttributeNames: ['QueueArn'] }),
   );
   const deadLetterQueueArn = attributes.Attributes?.QueueArn;
-  if (deadLetterQueueArn === undefined) throw new Error(`createQueues: SQS returned no QueueArn for ${deadLetterQueueUrl}`);
+  if (deadLetterQueueArn === undefined)
+    throw new Error(`createQueues: SQS returned no QueueArn for ${deadLetterQueueUrl}`);
   const source = await client.send(
     new CreateQueueCommand({
       QueueName: `${name}${suffix}`,

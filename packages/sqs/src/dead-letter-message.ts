@@ -33,7 +33,11 @@ export function deadLetterMessage(
   const input: SendMessageCommandInput = {
     QueueUrl: deadLetterQueueUrl,
     MessageBody: raw.Body ?? '',
-    MessageAttributes: encodeMessageAttributes(headers, [HEADERS.reason, HEADERS.consumer, SQS_ATTRIBUTES.deadLetter]),
+    MessageAttributes: encodeMessageAttributes(headers, [
+      HEADERS.reason,
+      HEADERS.consumer,
+      SQS_ATTRIBUTES.deadLetter,
+    ]),
   };
   if (!isFifoQueue(deadLetterQueueUrl)) return input;
   const identity = record.originalId ?? raw.MessageId ?? '';

@@ -5,10 +5,15 @@ export { sqsConsumer } from './sqs-consumer.js';
 export type { SqsConsumerOptions } from './sqs-consumer-options.js';
 export { sqsPublisher } from './sqs-publisher.js';
 export type { SqsPublisherOptions } from './sqs-publisher.js';
-export type { SqsClient, SqsAdminClient, SqsSendOptions } from './sqs-client.js';
+export type { SqsClient, SqsAdminClient } from './sqs-client.js';
 export { redrivePolicyFor } from './redrive-policy.js';
 export type { RedrivePolicyOptions } from './redrive-policy.js';
-export { SQS_ATTRIBUTES, encodeMessageAttributes, decodeMessageAttributes, expandDeadLetterHeaders } from './message-attributes.js';
+export {
+  SQS_ATTRIBUTES,
+  encodeMessageAttributes,
+  decodeMessageAttributes,
+  expandDeadLetterHeaders,
+} from './message-attributes.js';
 export { isFifoQueue } from './fifo.js';
 export { sqsDeadLetterQueue } from './sqs-dead-letter-queue.js';
 export type { SqsDeadLetterQueueOptions, SqsDeadLetterEntry } from './sqs-dead-letter-queue.js';

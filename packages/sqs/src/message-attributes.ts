@@ -53,10 +53,12 @@ export function encodeMessageAttributes(
   }
   const needsPack = Object.keys(packed).length > 0 || direct.length > MAX_MESSAGE_ATTRIBUTES;
   const keep = needsPack ? direct.slice(0, MAX_MESSAGE_ATTRIBUTES - 1) : direct;
-  for (const [name, value] of needsPack ? direct.slice(MAX_MESSAGE_ATTRIBUTES - 1) : []) packed[name.toLowerCase()] = value;
+  for (const [name, value] of needsPack ? direct.slice(MAX_MESSAGE_ATTRIBUTES - 1) : [])
+    packed[name.toLowerCase()] = value;
   const attributes: Record<string, MessageAttributeValue> = {};
   for (const [name, value] of keep) attributes[name] = { DataType: 'String', StringValue: value };
-  if (needsPack) attributes[SQS_ATTRIBUTES.packedHeaders] = { DataType: 'String', StringValue: JSON.stringify(packed) };
+  if (needsPack)
+    attributes[SQS_ATTRIBUTES.packedHeaders] = { DataType: 'String', StringValue: JSON.stringify(packed) };
   return attributes;
 }
 
@@ -83,7 +85,8 @@ export function decodeMessageAttributes(
   const headers: Record<string, string> = {};
   for (const [name, attr] of Object.entries(attributes ?? {})) {
     const value =
-      attr.StringValue ?? (attr.BinaryValue !== undefined ? Buffer.from(attr.BinaryValue).toString('base64') : undefined);
+      attr.StringValue ??
+      (attr.BinaryValue !== undefined ? Buffer.from(attr.BinaryValue).toString('base64') : undefined);
     if (value !== undefined) headers[name.toLowerCase()] = value;
   }
   const packed = parseStringRecord(headers[SQS_ATTRIBUTES.packedHeaders]);

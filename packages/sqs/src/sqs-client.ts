@@ -23,11 +23,6 @@ import type {
   SendMessageCommandOutput,
 } from '@aws-sdk/client-sqs';
 
-/** Per-call options inboxkit passes: only an abort signal, to end a long poll on `stop()`. */
-export interface SqsSendOptions {
-  readonly abortSignal?: AbortSignal;
-}
-
 /**
  * What `sqsConsumer`, `sqsPublisher` and `sqsDeadLetterQueue` need from an `SQSClient`.
  *
@@ -36,22 +31,19 @@ export interface SqsSendOptions {
  * const client: SqsClient = new SQSClient({ region: 'eu-west-1' });
  */
 export interface SqsClient {
-  send(command: ReceiveMessageCommand, options?: SqsSendOptions): Promise<ReceiveMessageCommandOutput>;
-  send(command: DeleteMessageBatchCommand, options?: SqsSendOptions): Promise<DeleteMessageBatchCommandOutput>;
-  send(command: DeleteMessageCommand, options?: SqsSendOptions): Promise<DeleteMessageCommandOutput>;
-  send(command: ChangeMessageVisibilityCommand, options?: SqsSendOptions): Promise<ChangeMessageVisibilityCommandOutput>;
-  send(
-    command: ChangeMessageVisibilityBatchCommand,
-    options?: SqsSendOptions,
-  ): Promise<ChangeMessageVisibilityBatchCommandOutput>;
-  send(command: SendMessageCommand, options?: SqsSendOptions): Promise<SendMessageCommandOutput>;
-  send(command: SendMessageBatchCommand, options?: SqsSendOptions): Promise<SendMessageBatchCommandOutput>;
-  send(command: GetQueueAttributesCommand, options?: SqsSendOptions): Promise<GetQueueAttributesCommandOutput>;
+  send(command: ReceiveMessageCommand): Promise<ReceiveMessageCommandOutput>;
+  send(command: DeleteMessageBatchCommand): Promise<DeleteMessageBatchCommandOutput>;
+  send(command: DeleteMessageCommand): Promise<DeleteMessageCommandOutput>;
+  send(command: ChangeMessageVisibilityCommand): Promise<ChangeMessageVisibilityCommandOutput>;
+  send(command: ChangeMessageVisibilityBatchCommand): Promise<ChangeMessageVisibilityBatchCommandOutput>;
+  send(command: SendMessageCommand): Promise<SendMessageCommandOutput>;
+  send(command: SendMessageBatchCommand): Promise<SendMessageBatchCommandOutput>;
+  send(command: GetQueueAttributesCommand): Promise<GetQueueAttributesCommandOutput>;
 }
 
 /** What `createQueues` needs besides the consumer's slice. */
 export type SqsAdminClient = SqsClient & {
-  send(command: CreateQueueCommand, options?: SqsSendOptions): Promise<CreateQueueCommandOutput>;
+  send(command: CreateQueueCommand): Promise<CreateQueueCommandOutput>;
 };
 
 /** True for the error SQS returns when a queue URL names no queue. */

@@ -94,7 +94,9 @@ const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 function integerIn(name: string, value: number, min: number, max: number, hint = ''): number {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`sqsConsumer: ${name} must be an integer from ${min} to ${max}, got ${String(value)}${hint}`);
+    throw new ConfigurationError(
+      `sqsConsumer: ${name} must be an integer from ${min} to ${max}, got ${String(value)}${hint}`,
+    );
   }
   return value;
 }
@@ -102,7 +104,8 @@ function integerIn(name: string, value: number, min: number, max: number, hint =
 /** Validates `options` against the handler's configuration. Throws a `ConfigurationError` saying what to change. */
 export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, Tx>): SqsConsumerConfig {
   const { queueUrl, deadLetterQueueUrl, handler } = options;
-  if (typeof queueUrl !== 'string' || queueUrl === '') throw new ConfigurationError('sqsConsumer: queueUrl is required');
+  if (typeof queueUrl !== 'string' || queueUrl === '')
+    throw new ConfigurationError('sqsConsumer: queueUrl is required');
   if (typeof deadLetterQueueUrl !== 'string' || deadLetterQueueUrl === '') {
     throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl is required (dead letters are sent there)');
   }
@@ -110,7 +113,13 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl must name another queue than queueUrl');
   }
   const concurrency = integerIn('concurrency', options.concurrency ?? 10, 1, 10_000);
-  const batchSize = integerIn('batchSize', options.batchSize ?? 10, 1, 10, ' (SQS returns at most 10 messages per receive)');
+  const batchSize = integerIn(
+    'batchSize',
+    options.batchSize ?? 10,
+    1,
+    10,
+    ' (SQS returns at most 10 messages per receive)',
+  );
   const waitTimeSeconds = integerIn('waitTimeSeconds', options.waitTimeSeconds ?? 20, 0, 20);
   const visibilityTimeoutSeconds = integerIn(
     'visibilityTimeoutSeconds',
@@ -127,7 +136,11 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     );
   }
   const heartbeatSeconds = options.heartbeatIntervalSeconds ?? visibilityTimeoutSeconds / 2;
-  if (!Number.isFinite(heartbeatSeconds) || heartbeatSeconds <= 0 || heartbeatSeconds >= visibilityTimeoutSeconds) {
+  if (
+    !Number.isFinite(heartbeatSeconds) ||
+    heartbeatSeconds <= 0 ||
+    heartbeatSeconds >= visibilityTimeoutSeconds
+  ) {
     throw new ConfigurationError(
       `sqsConsumer: heartbeatIntervalSeconds must be above 0 and below visibilityTimeoutSeconds (${visibilityTimeoutSeconds}), ` +
         `got ${String(heartbeatSeconds)}; about half the visibility timeout is a good choice`,
@@ -137,16 +150,25 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
   if (typeof messageIdAttribute !== 'string' || messageIdAttribute === '') {
     throw new ConfigurationError('sqsConsumer: messageIdAttribute must be a non-empty attribute name');
   }
-  if (options.messageIdBodyField !== undefined && (typeof options.messageIdBodyField !== 'string' || options.messageIdBodyField === '')) {
-    throw new ConfigurationError('sqsConsumer: messageIdBodyField must be a non-empty dot path such as `id` or `meta.id`');
+  if (
+    options.messageIdBodyField !== undefined &&
+    (typeof options.messageIdBodyField !== 'string' || options.messageIdBodyField === '')
+  ) {
+    throw new ConfigurationError(
+      'sqsConsumer: messageIdBodyField must be a non-empty dot path such as `id` or `meta.id`',
+    );
   }
   const closeTimeoutMs = options.closeTimeoutMs ?? handlerTimeoutMs + 5_000;
   if (!Number.isFinite(closeTimeoutMs) || closeTimeoutMs < 0) {
-    throw new ConfigurationError(`sqsConsumer: closeTimeoutMs must be 0 or more, got ${String(closeTimeoutMs)}`);
+    throw new ConfigurationError(
+      `sqsConsumer: closeTimeoutMs must be 0 or more, got ${String(closeTimeoutMs)}`,
+    );
   }
   const deleteBatchDelayMs = options.deleteBatchDelayMs ?? 5;
   if (!Number.isFinite(deleteBatchDelayMs) || deleteBatchDelayMs < 0 || deleteBatchDelayMs > 1_000) {
-    throw new ConfigurationError(`sqsConsumer: deleteBatchDelayMs must be from 0 to 1000, got ${String(deleteBatchDelayMs)}`);
+    throw new ConfigurationError(
+      `sqsConsumer: deleteBatchDelayMs must be from 0 to 1000, got ${String(deleteBatchDelayMs)}`,
+    );
   }
   return Object.freeze({
     queueUrl,

@@ -2,7 +2,12 @@
 // SQS — delete only once the effect (or the dead letter) is durable, a retry is a visibility change, and held
 // messages are kept invisible by a heartbeat. FIFO queues are handled one message per group at a time.
 
-import { ChangeMessageVisibilityBatchCommand, ChangeMessageVisibilityCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
 import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import { checkQueues } from './check-queues.js';
@@ -43,8 +48,9 @@ const MAX_POLL_BACKOFF_MS = 5_000;
  * at a time in order, groups in parallel; a retried message returns the rest of its group to the queue behind
  * it, so nothing overtakes it.
  *
- * `start()` validates the options (visibility timeout above the handler timeout, among others) and, unless
- * `checkQueues` is false, the queues, then rejects with a `ConfigurationError` saying what to change.
+ * The options are validated when `sqsConsumer()` is called (visibility timeout above the handler timeout,
+ * among others) and `start()` checks the queues unless `checkQueues` is false; both fail with a
+ * `ConfigurationError` saying what to change.
  *
  * @example
  * const consumer = sqsConsumer({
@@ -57,29 +63,45 @@ const MAX_POLL_BACKOFF_MS = 5_000;
  * process.once('SIGTERM', () => void consumer.stop());
  */
 export function sqsConsumer<P, Tx>(options: SqsConsumerOptions<P, Tx>): TransportConsumer {
-  return new SqsConsumer(Object.freeze({ ...options }));
+  return new SqsConsumer(Object.freeze({ ...options }), resolveSqsConsumerConfig(options));
 }
 
 class SqsConsumer<P, Tx> implements TransportConsumer {
   readonly #options: SqsConsumerOptions<P, Tx>;
-  #config: SqsConsumerConfig | undefined;
-  #heartbeat: VisibilityHeartbeat | undefined;
-  #deleter: DeleteBatcher | undefined;
+  readonly #config: SqsConsumerConfig;
+  readonly #heartbeat: VisibilityHeartbeat;
+  readonly #deleter: DeleteBatcher;
+  #started = false;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   #running = false;
+  /** Aborted by `stop()`: ends the back-off pause after a failed receive (never a receive itself). */
+  readonly #abort = new AbortController();
   /** Set once `stop()` gave up waiting: late outcomes are then left to the visibility timeout. */
   #closed = false;
   /** Messages held plus messages asked for by receives in flight. */
   #slotsUsed = 0;
   #slotWaiters: (() => void)[] = [];
-  readonly #abort = new AbortController();
   #pollers: Promise<void>[] = [];
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #groups = new Map<string, Group>();
 
-  constructor(options: SqsConsumerOptions<P, Tx>) {
+  constructor(options: SqsConsumerOptions<P, Tx>, config: SqsConsumerConfig) {
     this.#options = options;
+    this.#config = config;
+    this.#heartbeat = new VisibilityHeartbeat(
+      options.client,
+      config.queueUrl,
+      config.visibilityTimeoutSeconds,
+      config.heartbeatIntervalMs,
+      config.logger,
+    );
+    this.#deleter = new DeleteBatcher(
+      options.client,
+      config.queueUrl,
+      config.deleteBatchDelayMs,
+      config.logger,
+    );
   }
 
   start(): Promise<void> {
@@ -94,27 +116,30 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   async #start(): Promise<void> {
     if (this.#stopping !== undefined) return;
-    const config = resolveSqsConsumerConfig(this.#options);
+    const config = this.#config;
     const { client, handler } = this.#options;
     if (config.checkQueues) {
-      await checkQueues(client, config.queueUrl, config.deadLetterQueueUrl, handler.config.maxAttempts, config.logger);
+      await checkQueues(
+        client,
+        config.queueUrl,
+        config.deadLetterQueueUrl,
+        handler.config.maxAttempts,
+        config.logger,
+      );
     }
     if (this.#stopping !== undefined) return;
-    this.#config = config;
-    this.#heartbeat = new VisibilityHeartbeat(
-      client,
-      config.queueUrl,
-      config.visibilityTimeoutSeconds,
-      config.heartbeatIntervalMs,
-      config.logger,
-    );
-    this.#deleter = new DeleteBatcher(client, config.queueUrl, config.deleteBatchDelayMs, config.logger);
+    this.#started = true;
     this.#heartbeat.start();
     this.#running = true;
     const pollers = Math.max(1, Math.ceil(config.concurrency / config.batchSize));
     this.#pollers = Array.from({ length: pollers }, () => this.#poll(config));
     config.logger.info(
-      { queueUrl: config.queueUrl, consumer: handler.name, fifo: config.fifo, concurrency: config.concurrency },
+      {
+        queueUrl: config.queueUrl,
+        consumer: handler.name,
+        fifo: config.fifo,
+        concurrency: config.concurrency,
+      },
       'sqsConsumer started',
     );
   }
@@ -122,8 +147,11 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   async #stop(): Promise<void> {
     await this.#starting?.catch(() => undefined);
     const config = this.#config;
-    if (config === undefined) return;
+    if (!this.#started) return;
     this.#running = false;
+    // Ends a back-off pause. A long poll in progress is not aborted: SQS would still hand it messages, which
+    // would then stay hidden for a whole visibility timeout; it ends within waitTimeSeconds and what it brings
+    // is returned to the queue at once.
     this.#abort.abort();
     this.#wakeSlotWaiters();
     await Promise.all(this.#pollers);
@@ -136,12 +164,12 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     if (timedOut) {
       this.#closed = true;
       config.logger.warn(
-        { queueUrl: config.queueUrl, held: this.#heartbeat?.size },
+        { queueUrl: config.queueUrl, held: this.#heartbeat.size },
         'sqsConsumer stop: handlers still running after closeTimeoutMs; their messages reappear after the visibility timeout',
       );
     }
-    await this.#deleter?.drain();
-    this.#heartbeat?.stop();
+    await this.#deleter.drain();
+    this.#heartbeat.stop();
     config.logger.info({ queueUrl: config.queueUrl }, 'sqsConsumer stopped');
   }
 
@@ -196,7 +224,6 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
             MessageAttributeNames: ['All'],
             MessageSystemAttributeNames: ['All'],
           }),
-          { abortSignal: this.#abort.signal },
         );
         messages = result.Messages ?? [];
         backoffMs = 100;
@@ -207,7 +234,10 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         this.#slotsUsed -= want;
         this.#wakeSlotWaiters();
         if (!this.#running) break;
-        config.logger.warn({ error, queueUrl: config.queueUrl, retryInMs: backoffMs }, 'sqsConsumer: ReceiveMessage failed');
+        config.logger.warn(
+          { error, queueUrl: config.queueUrl, retryInMs: backoffMs },
+          'sqsConsumer: ReceiveMessage failed',
+        );
         await this.#sleep(backoffMs);
         backoffMs = Math.min(MAX_POLL_BACKOFF_MS, backoffMs * 2);
         continue;
@@ -243,7 +273,12 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   }
 
   /** Starts holding a received message (heartbeat on); `undefined` for a message SQS sent without a handle. */
-  #hold(config: SqsConsumerConfig, raw: Message, receivedAt: number, withDeliveryCount: boolean): Held | undefined {
+  #hold(
+    config: SqsConsumerConfig,
+    raw: Message,
+    receivedAt: number,
+    withDeliveryCount: boolean,
+  ): Held | undefined {
     if (raw.ReceiptHandle === undefined) return undefined;
     let inbound: InboundMessage;
     try {
@@ -253,8 +288,15 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       config.logger.error({ error, sqsMessageId: raw.MessageId }, 'sqsConsumer: resolveMessageId threw');
       inbound = toInboundMessage(raw, { ...config, withDeliveryCount, resolveMessageId: () => undefined });
     }
-    const held: Held = { raw, inbound, receiptHandle: raw.ReceiptHandle, messageId: raw.MessageId, extendedAt: receivedAt, extending: undefined };
-    this.#heartbeat!.track(held);
+    const held: Held = {
+      raw,
+      inbound,
+      receiptHandle: raw.ReceiptHandle,
+      messageId: raw.MessageId,
+      extendedAt: receivedAt,
+      extending: undefined,
+    };
+    this.#heartbeat.track(held);
     return held;
   }
 
@@ -325,39 +367,54 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       outcome = await this.#options.handler.handle(held.inbound);
     } catch (error) {
       // handle() never rejects by contract; if it does, leave the message to its visibility timeout.
-      config.logger.error({ error, sqsMessageId: held.messageId }, 'sqsConsumer: handle() rejected; the message will be redelivered');
-      await this.#heartbeat!.untrack(held);
+      config.logger.error(
+        { error, sqsMessageId: held.messageId },
+        'sqsConsumer: handle() rejected; the message will be redelivered',
+      );
+      await this.#heartbeat.untrack(held);
       return 'returned';
     }
     if (this.#closed) {
-      await this.#heartbeat!.untrack(held);
+      await this.#heartbeat.untrack(held);
       return 'returned';
     }
     switch (outcome.status) {
       case 'processed':
       case 'duplicate':
-        await this.#heartbeat!.untrack(held);
-        this.#deleter!.enqueue(held);
+        await this.#heartbeat.untrack(held);
+        this.#deleter.enqueue(held);
         return 'settled';
       case 'retry':
-        await this.#heartbeat!.untrack(held);
-        await this.#changeVisibility(config, held, Math.min(MAX_VISIBILITY_SECONDS, Math.ceil(outcome.delayMs / 1000)));
+        await this.#heartbeat.untrack(held);
+        await this.#changeVisibility(
+          config,
+          held,
+          Math.min(MAX_VISIBILITY_SECONDS, Math.ceil(outcome.delayMs / 1000)),
+        );
         return 'returned';
       case 'dead-letter':
         try {
           await this.#options.client.send(
-            new SendMessageCommand(deadLetterMessage(config.deadLetterQueueUrl, this.#options.handler.name, held.inbound, held.raw, outcome)),
+            new SendMessageCommand(
+              deadLetterMessage(
+                config.deadLetterQueueUrl,
+                this.#options.handler.name,
+                held.inbound,
+                held.raw,
+                outcome,
+              ),
+            ),
           );
         } catch (error) {
-          await this.#heartbeat!.untrack(held);
+          await this.#heartbeat.untrack(held);
           config.logger.error(
             { error, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
             'sqsConsumer: sending to the dead-letter queue failed; the message stays and is redelivered after its visibility timeout',
           );
           return 'returned';
         }
-        await this.#heartbeat!.untrack(held);
-        this.#deleter!.enqueue(held);
+        await this.#heartbeat.untrack(held);
+        this.#deleter.enqueue(held);
         return 'settled';
     }
   }
@@ -365,7 +422,11 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   async #changeVisibility(config: SqsConsumerConfig, held: Held, seconds: number): Promise<void> {
     try {
       await this.#options.client.send(
-        new ChangeMessageVisibilityCommand({ QueueUrl: config.queueUrl, ReceiptHandle: held.receiptHandle, VisibilityTimeout: seconds }),
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: config.queueUrl,
+          ReceiptHandle: held.receiptHandle,
+          VisibilityTimeout: seconds,
+        }),
       );
     } catch (error) {
       config.logger.warn(
@@ -385,7 +446,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   /** Makes messages visible again at once (they were not handled). Never rejects. */
   async #returnToQueue(config: SqsConsumerConfig, held: readonly Held[]): Promise<void> {
-    for (const h of held) await this.#heartbeat!.untrack(h);
+    for (const h of held) await this.#heartbeat.untrack(h);
     if (this.#closed) return;
     for (let i = 0; i < held.length; i += 10) {
       const batch = held.slice(i, i + 10);
@@ -393,14 +454,24 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         const result = await this.#options.client.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: config.queueUrl,
-            Entries: batch.map((h, n) => ({ Id: String(n), ReceiptHandle: h.receiptHandle, VisibilityTimeout: 0 })),
+            Entries: batch.map((h, n) => ({
+              Id: String(n),
+              ReceiptHandle: h.receiptHandle,
+              VisibilityTimeout: 0,
+            })),
           }),
         );
         if ((result.Failed ?? []).length > 0) {
-          config.logger.warn({ failed: result.Failed }, 'sqsConsumer: some messages could not be returned; they reappear after their visibility timeout');
+          config.logger.warn(
+            { failed: result.Failed },
+            'sqsConsumer: some messages could not be returned; they reappear after their visibility timeout',
+          );
         }
       } catch (error) {
-        config.logger.warn({ error }, 'sqsConsumer: messages could not be returned; they reappear after their visibility timeout');
+        config.logger.warn(
+          { error },
+          'sqsConsumer: messages could not be returned; they reappear after their visibility timeout',
+        );
       }
     }
   }

@@ -2,7 +2,11 @@
 // messages (hiding them for a while) and then makes them visible again, which raises their receive counts and
 // may change their order.
 
-import { ChangeMessageVisibilityBatchCommand, DeleteMessageCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+} from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
 import { HEADERS } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
@@ -32,7 +36,6 @@ export interface SqsDeadLetterEntry extends DeadLetterEntry {
   /** When SQS received the dead letter. */
   readonly timestamp?: Date;
 }
-
 
 function toEntry(message: Message): SqsDeadLetterEntry {
   const headers = expandDeadLetterHeaders(decodeMessageAttributes(message.MessageAttributes));
@@ -84,7 +87,9 @@ export function sqsDeadLetterQueue(options: SqsDeadLetterQueueOptions): DeadLett
       await client.send(
         new ChangeMessageVisibilityBatchCommand({
           QueueUrl: queueUrl,
-          Entries: handles.slice(i, i + 10).map((h, n) => ({ Id: String(n), ReceiptHandle: h, VisibilityTimeout: 0 })),
+          Entries: handles
+            .slice(i, i + 10)
+            .map((h, n) => ({ Id: String(n), ReceiptHandle: h, VisibilityTimeout: 0 })),
         }),
       );
     }
@@ -118,7 +123,7 @@ export function sqsDeadLetterQueue(options: SqsDeadLetterQueueOptions): DeadLett
     async *take({ limit }) {
       const released: string[] = [];
       try {
-        for (let count = 0; count < limit; ) {
+        for (let count = 0; count < limit;) {
           const [message] = await receive(1);
           if (message === undefined) break;
           const handle = message.ReceiptHandle;

@@ -44,7 +44,9 @@ function bodyText(message: OutgoingMessage): string {
     try {
       text = utf8.decode(message.body);
     } catch (cause) {
-      throw new PublishError(`message ${message.id}: SQS bodies are text; the body is not valid UTF-8`, { cause });
+      throw new PublishError(`message ${message.id}: SQS bodies are text; the body is not valid UTF-8`, {
+        cause,
+      });
     }
   }
   if (text.length === 0) throw new PublishError(`message ${message.id}: SQS does not accept an empty body`);
@@ -54,7 +56,8 @@ function bodyText(message: OutgoingMessage): string {
 /** The SendMessageBatch entry for one message. `Id` is set by the caller. */
 function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, 'Id'> {
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(message.headers ?? {})) if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
+  for (const [k, v] of Object.entries(message.headers ?? {}))
+    if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
   headers[HEADERS.messageId] = message.id;
   const entry: Omit<SendMessageBatchRequestEntry, 'Id'> = {
     MessageBody: bodyText(message),
@@ -62,7 +65,9 @@ function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, '
   };
   if (isFifoQueue(message.destination)) {
     // A replay must not be swallowed by SQS's 5-minute deduplication of the original send.
-    const replayId = Object.entries(message.headers ?? {}).find(([k]) => k.toLowerCase() === HEADERS.replayId)?.[1];
+    const replayId = Object.entries(message.headers ?? {}).find(
+      ([k]) => k.toLowerCase() === HEADERS.replayId,
+    )?.[1];
     return {
       ...entry,
       MessageGroupId: fifoId(message.key ?? message.id),
@@ -136,14 +141,20 @@ export function sqsPublisher(options: SqsPublisherOptions): Publisher {
           }),
         );
       } catch (cause) {
-        throw new PublishError(`SendMessageBatch to ${queueUrl} failed: ${(cause as Error).message}`, { cause });
+        throw new PublishError(`SendMessageBatch to ${queueUrl} failed: ${(cause as Error).message}`, {
+          cause,
+        });
       }
       const failed = result.Failed ?? [];
       if (failed.length === 0) return;
       const bySlot = new Map(pending.map((p) => [p.slot, p]));
       if (failed.some((f) => f.SenderFault === true) || attempt >= maxEntryAttempts) {
-        const detail = failed.map((f) => `${bySlot.get(f.Id ?? '')?.id ?? f.Id}: ${f.Code ?? 'error'} ${f.Message ?? ''}`.trim());
-        throw new PublishError(`SQS rejected ${failed.length} message(s) sent to ${queueUrl}: ${detail.join('; ')}`);
+        const detail = failed.map((f) =>
+          `${bySlot.get(f.Id ?? '')?.id ?? f.Id}: ${f.Code ?? 'error'} ${f.Message ?? ''}`.trim(),
+        );
+        throw new PublishError(
+          `SQS rejected ${failed.length} message(s) sent to ${queueUrl}: ${detail.join('; ')}`,
+        );
       }
       pending = failed.flatMap((f) => bySlot.get(f.Id ?? '') ?? []);
       await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));

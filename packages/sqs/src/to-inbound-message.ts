@@ -31,7 +31,9 @@ export function toInboundMessage(message: Message, options: InboundMessageOption
       ? options.resolveMessageId(message)
       : resolveMessageId(headers, message.Body, message.MessageId, options);
   const sent = positiveInteger(message.Attributes?.SentTimestamp);
-  const deliveryCount = options.withDeliveryCount ? positiveInteger(message.Attributes?.ApproximateReceiveCount) : undefined;
+  const deliveryCount = options.withDeliveryCount
+    ? positiveInteger(message.Attributes?.ApproximateReceiveCount)
+    : undefined;
   return {
     id,
     body: message.Body ?? null,

@@ -29,7 +29,13 @@ export class VisibilityHeartbeat {
   readonly #held = new Set<HeldMessage>();
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(client: SqsClient, queueUrl: string, visibilityTimeoutSeconds: number, intervalMs: number, logger: Logger) {
+  constructor(
+    client: SqsClient,
+    queueUrl: string,
+    visibilityTimeoutSeconds: number,
+    intervalMs: number,
+    logger: Logger,
+  ) {
     this.#client = client;
     this.#queueUrl = queueUrl;
     this.#visibilityTimeoutSeconds = visibilityTimeoutSeconds;
@@ -67,7 +73,9 @@ export class VisibilityHeartbeat {
 
   #extendDue(): void {
     const now = Date.now();
-    const due = [...this.#held].filter((m) => m.extending === undefined && now - m.extendedAt >= this.#intervalMs);
+    const due = [...this.#held].filter(
+      (m) => m.extending === undefined && now - m.extendedAt >= this.#intervalMs,
+    );
     for (let i = 0; i < due.length; i += MAX_ENTRIES) {
       const batch = due.slice(i, i + MAX_ENTRIES);
       const extending = this.#extend(batch, now).finally(() => {
@@ -103,7 +111,10 @@ export class VisibilityHeartbeat {
         );
       }
     } catch (error) {
-      this.#logger.warn({ error, queueUrl: this.#queueUrl }, 'visibility heartbeat failed; retrying on the next tick');
+      this.#logger.warn(
+        { error, queueUrl: this.#queueUrl },
+        'visibility heartbeat failed; retrying on the next tick',
+      );
     }
   }
 }

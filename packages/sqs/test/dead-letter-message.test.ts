@@ -4,7 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { HEADERS, parseDeadLetterHeaders } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { deadLetterMessage } from '../src/dead-letter-message.js';
-import { MAX_MESSAGE_ATTRIBUTES, SQS_ATTRIBUTES, decodeMessageAttributes, expandDeadLetterHeaders } from '../src/message-attributes.js';
+import {
+  MAX_MESSAGE_ATTRIBUTES,
+  SQS_ATTRIBUTES,
+  decodeMessageAttributes,
+  expandDeadLetterHeaders,
+} from '../src/message-attributes.js';
 
 const originalHeaders: Record<string, string> = { 'message-id': 'order-1' };
 for (let i = 0; i < 9; i++) originalHeaders[`trace-${i}`] = `t${i}`;
@@ -25,11 +30,17 @@ const outcome: DeadLetterOutcome = {
 };
 
 describe('deadLetterMessage', () => {
-  const input = deadLetterMessage('http://sqs/queue/orders-dlq.fifo', 'orders', message, {
-    MessageId: 'm-1',
-    Body: '{"total":3}',
-    Attributes: { MessageGroupId: 'customer-7' },
-  }, outcome);
+  const input = deadLetterMessage(
+    'http://sqs/queue/orders-dlq.fifo',
+    'orders',
+    message,
+    {
+      MessageId: 'm-1',
+      Body: '{"total":3}',
+      Attributes: { MessageGroupId: 'customer-7' },
+    },
+    outcome,
+  );
 
   it('keeps the body, fits in 10 attributes and names id, reason and consumer directly', () => {
     expect(input.MessageBody).toBe('{"total":3}');
@@ -59,7 +70,13 @@ describe('deadLetterMessage', () => {
 
   it('keeps the FIFO group and deduplicates a resend of the same dead letter only', () => {
     expect(input.MessageGroupId).toBe('customer-7');
-    const again = deadLetterMessage('http://sqs/queue/orders-dlq.fifo', 'orders', message, { MessageId: 'm-2', Body: 'x' }, outcome);
+    const again = deadLetterMessage(
+      'http://sqs/queue/orders-dlq.fifo',
+      'orders',
+      message,
+      { MessageId: 'm-2', Body: 'x' },
+      outcome,
+    );
     expect(again.MessageDeduplicationId).toBe(input.MessageDeduplicationId);
     const replayed = deadLetterMessage(
       'http://sqs/queue/orders-dlq.fifo',

@@ -1,6 +1,11 @@
 // Headers survive the trip through SQS message attributes, within SQS's 10-attribute limit.
 import { describe, expect, it } from 'vitest';
-import { MAX_MESSAGE_ATTRIBUTES, SQS_ATTRIBUTES, decodeMessageAttributes, encodeMessageAttributes } from '../src/message-attributes.js';
+import {
+  MAX_MESSAGE_ATTRIBUTES,
+  SQS_ATTRIBUTES,
+  decodeMessageAttributes,
+  encodeMessageAttributes,
+} from '../src/message-attributes.js';
 
 describe('message attributes', () => {
   it('gives each header its own attribute when they fit', () => {
@@ -9,7 +14,10 @@ describe('message attributes', () => {
       'message-id': { DataType: 'String', StringValue: 'a' },
       'content-type': { DataType: 'String', StringValue: 'application/json' },
     });
-    expect(decodeMessageAttributes(attributes)).toEqual({ 'message-id': 'a', 'content-type': 'application/json' });
+    expect(decodeMessageAttributes(attributes)).toEqual({
+      'message-id': 'a',
+      'content-type': 'application/json',
+    });
   });
 
   it('packs what does not fit into one JSON attribute and unpacks it on receipt', () => {

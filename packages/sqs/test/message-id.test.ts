@@ -2,15 +2,26 @@
 import { describe, expect, it } from 'vitest';
 import { resolveMessageId } from '../src/message-id.js';
 
-const defaults = { messageIdAttribute: 'message-id', messageIdBodyField: undefined, useSqsMessageIdAsId: false };
+const defaults = {
+  messageIdAttribute: 'message-id',
+  messageIdBodyField: undefined,
+  useSqsMessageIdAsId: false,
+};
 
 describe('resolveMessageId', () => {
   it('reads the message-id attribute first', () => {
-    expect(resolveMessageId({ 'message-id': 'attr' }, '{"id":"body","specversion":"1.0"}', 'sqs-1', defaults)).toBe('attr');
+    expect(
+      resolveMessageId({ 'message-id': 'attr' }, '{"id":"body","specversion":"1.0"}', 'sqs-1', defaults),
+    ).toBe('attr');
   });
 
   it('reads a configured attribute name case-insensitively', () => {
-    expect(resolveMessageId({ 'x-request-id': 'r' }, '{}', 'sqs-1', { ...defaults, messageIdAttribute: 'X-Request-Id' })).toBe('r');
+    expect(
+      resolveMessageId({ 'x-request-id': 'r' }, '{}', 'sqs-1', {
+        ...defaults,
+        messageIdAttribute: 'X-Request-Id',
+      }),
+    ).toBe('r');
   });
 
   it('reads a binary-mode CloudEvents id attribute', () => {
@@ -19,8 +30,12 @@ describe('resolveMessageId', () => {
 
   it('reads the chosen body field, then a structured CloudEvents id', () => {
     const body = JSON.stringify({ specversion: '1.0', id: 'cloud', data: { orderId: 42 } });
-    expect(resolveMessageId({}, body, 'sqs-1', { ...defaults, messageIdBodyField: 'data.orderId' })).toBe('42');
-    expect(resolveMessageId({}, body, 'sqs-1', { ...defaults, messageIdBodyField: 'data.missing' })).toBe('cloud');
+    expect(resolveMessageId({}, body, 'sqs-1', { ...defaults, messageIdBodyField: 'data.orderId' })).toBe(
+      '42',
+    );
+    expect(resolveMessageId({}, body, 'sqs-1', { ...defaults, messageIdBodyField: 'data.missing' })).toBe(
+      'cloud',
+    );
   });
 
   it('does not take a plain JSON id as a CloudEvents id', () => {
@@ -29,6 +44,8 @@ describe('resolveMessageId', () => {
 
   it('falls back to the SQS MessageId only when asked', () => {
     expect(resolveMessageId({}, 'not json', 'sqs-1', defaults)).toBeUndefined();
-    expect(resolveMessageId({}, 'not json', 'sqs-1', { ...defaults, useSqsMessageIdAsId: true })).toBe('sqs-1');
+    expect(resolveMessageId({}, 'not json', 'sqs-1', { ...defaults, useSqsMessageIdAsId: true })).toBe(
+      'sqs-1',
+    );
   });
 });

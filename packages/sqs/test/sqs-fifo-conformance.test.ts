@@ -5,7 +5,12 @@ import { describeTransportConformance } from '@inboxkit/testing';
 
 import { sqsHarness } from './sqs-harness.js';
 
-describeTransportConformance('sqs fifo', { ordering: 'key', nativeDelay: true, deliveryCount: true }, () => sqsHarness({ fifo: true }), {
-  // Above the harness's 2 s visibility timeout, so an unsettled message has time to come back.
-  quietPeriodMs: 3_000,
-});
+describeTransportConformance(
+  'sqs fifo',
+  { ordering: 'key', nativeDelay: true, deliveryCount: true },
+  () => sqsHarness({ fifo: true }),
+  {
+    // Above the harness's 2 s visibility timeout, so an unsettled message has time to come back.
+    quietPeriodMs: 3_000,
+  },
+);

@@ -27,9 +27,9 @@ export class KillableSqsClient {
     this.#dead = true;
   }
 
-  readonly send = (async (command: Parameters<SqsClient['send']>[0], options?: Parameters<SqsClient['send']>[1]) => {
+  readonly send = (async (command: Parameters<SqsClient['send']>[0]) => {
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
-    const result = await (this.#inner.send as (c: unknown, o: unknown) => Promise<unknown>)(command, options);
+    const result = await (this.#inner.send as (c: unknown) => Promise<unknown>)(command);
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
     return result;
   }) as SqsClient['send'];
@@ -42,7 +42,9 @@ export interface SqsHarnessOptions {
   /** Visibility timeout of the consumers, in seconds. Default is 2. */
   readonly visibilityTimeoutSeconds?: number;
   /** Extra options for every consumer the harness starts. */
-  readonly consumer?: Partial<Omit<SqsConsumerOptions, 'client' | 'queueUrl' | 'deadLetterQueueUrl' | 'handler'>>;
+  readonly consumer?: Partial<
+    Omit<SqsConsumerOptions, 'client' | 'queueUrl' | 'deadLetterQueueUrl' | 'handler'>
+  >;
 }
 
 /** A harness plus what tests beyond the conformance suite use. */
@@ -57,7 +59,10 @@ export interface SqsHarness extends TransportHarness {
  * an equivalent consumer — same name, store, handler, schema and hooks, built by core from the same
  * configuration — whose handler timeout fits inside the visibility timeout.
  */
-function fitHandlerTimeout<P, Tx>(consumer: IdempotentConsumer<P, Tx>, visibilityTimeoutSeconds: number): IdempotentConsumer<P, Tx> {
+function fitHandlerTimeout<P, Tx>(
+  consumer: IdempotentConsumer<P, Tx>,
+  visibilityTimeoutSeconds: number,
+): IdempotentConsumer<P, Tx> {
   const limitMs = visibilityTimeoutSeconds * 1000 - 500;
   if (consumer.config.handlerTimeoutMs < visibilityTimeoutSeconds * 1000) return consumer;
   return idempotentConsumer<P, Tx>({ ...consumer.config, handlerTimeoutMs: limitMs });
@@ -75,7 +80,11 @@ export async function sqsHarness(options: SqsHarnessOptions = {}): Promise<SqsHa
   const client = testSqsClient();
   const fifo = options.fifo ?? false;
   const visibilityTimeoutSeconds = options.visibilityTimeoutSeconds ?? 2;
-  const queues = await freshQueues(client, fifo ? 'conformance-fifo' : 'conformance', { fifo, maxAttempts: 10, headroom: 40 });
+  const queues = await freshQueues(client, fifo ? 'conformance-fifo' : 'conformance', {
+    fifo,
+    maxAttempts: 10,
+    headroom: 40,
+  });
   const publisher = sqsPublisher({ client });
   const running: { consumer: TransportConsumer; client: KillableSqsClient }[] = [];
   const crashed: Promise<void>[] = [];
@@ -87,13 +96,22 @@ export async function sqsHarness(options: SqsHarnessOptions = {}): Promise<SqsHa
       const entries = messages.slice(i, i + 10).map((m, n) => ({
         Id: String(n),
         MessageBody: typeof m.body === 'string' ? m.body : Buffer.from(m.body).toString('utf8'),
-        MessageAttributes: encodeMessageAttributes({ ...m.headers, ...(m.id !== undefined ? { 'message-id': m.id } : {}) }),
+        MessageAttributes: encodeMessageAttributes({
+          ...m.headers,
+          ...(m.id !== undefined ? { 'message-id': m.id } : {}),
+        }),
         ...(fifo
-          ? { MessageGroupId: m.key ?? m.id ?? 'no-key', MessageDeduplicationId: `${i + n}-${Date.now()}-${Math.random()}` }
+          ? {
+              MessageGroupId: m.key ?? m.id ?? 'no-key',
+              MessageDeduplicationId: `${i + n}-${Date.now()}-${Math.random()}`,
+            }
           : {}),
       }));
-      const result = await client.send(new SendMessageBatchCommand({ QueueUrl: queues.queueUrl, Entries: entries }));
-      if ((result.Failed ?? []).length > 0) throw new Error(`harness publish failed: ${JSON.stringify(result.Failed)}`);
+      const result = await client.send(
+        new SendMessageBatchCommand({ QueueUrl: queues.queueUrl, Entries: entries }),
+      );
+      if ((result.Failed ?? []).length > 0)
+        throw new Error(`harness publish failed: ${JSON.stringify(result.Failed)}`);
     }
   }
 
@@ -101,7 +119,10 @@ export async function sqsHarness(options: SqsHarnessOptions = {}): Promise<SqsHa
     client,
     queues,
 
-    async startConsumer(consumer: IdempotentConsumer<unknown, unknown>, consumerOptions: HarnessConsumerOptions = {}) {
+    async startConsumer(
+      consumer: IdempotentConsumer<unknown, unknown>,
+      consumerOptions: HarnessConsumerOptions = {},
+    ) {
       const killable = new KillableSqsClient(client);
       const transport = sqsConsumer({
         waitTimeSeconds: 1,
@@ -112,7 +133,9 @@ export async function sqsHarness(options: SqsHarnessOptions = {}): Promise<SqsHa
         handler: fitHandlerTimeout(consumer, visibilityTimeoutSeconds),
         visibilityTimeoutSeconds,
         ...(consumerOptions.concurrency !== undefined ? { concurrency: consumerOptions.concurrency } : {}),
-        ...(consumerOptions.closeTimeoutMs !== undefined ? { closeTimeoutMs: consumerOptions.closeTimeoutMs } : {}),
+        ...(consumerOptions.closeTimeoutMs !== undefined
+          ? { closeTimeoutMs: consumerOptions.closeTimeoutMs }
+          : {}),
       });
       await transport.start();
       running.push({ consumer: transport, client: killable });

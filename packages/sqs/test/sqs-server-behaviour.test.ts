@@ -58,7 +58,13 @@ describe('the SQS server', () => {
       const [m] = await receive(queueUrl, 1, 30, 1);
       counts.push(m!.Attributes!.ApproximateReceiveCount!);
       expect(Number(m!.Attributes!.SentTimestamp)).toBeGreaterThan(0);
-      await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 0 }));
+      await client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: m!.ReceiptHandle!,
+          VisibilityTimeout: 0,
+        }),
+      );
     }
     expect(counts).toEqual(['1', '2', '3']);
   });
@@ -67,10 +73,22 @@ describe('the SQS server', () => {
     const { queueUrl } = await queues('behaviour-visibility');
     await client.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: 'x' }));
     const [m] = await receive(queueUrl, 1, 1, 1);
-    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 4 }));
+    await client.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queueUrl,
+        ReceiptHandle: m!.ReceiptHandle!,
+        VisibilityTimeout: 4,
+      }),
+    );
     await sleep(1_500);
     expect(await receive(queueUrl)).toEqual([]);
-    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 0 }));
+    await client.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queueUrl,
+        ReceiptHandle: m!.ReceiptHandle!,
+        VisibilityTimeout: 0,
+      }),
+    );
     expect(bodies(await receive(queueUrl, 10, 30, 1))).toEqual(['x']);
   });
 
@@ -88,7 +106,13 @@ describe('the SQS server', () => {
     // a1 in flight: the rest of group a is held back, group b is not.
     expect(bodies(await receive(queueUrl))).toEqual(['b1']);
     // A retry delay on a1 keeps the group blocked.
-    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: first[0]!.ReceiptHandle!, VisibilityTimeout: 2 }));
+    await client.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queueUrl,
+        ReceiptHandle: first[0]!.ReceiptHandle!,
+        VisibilityTimeout: 2,
+      }),
+    );
     expect(bodies(await receive(queueUrl))).toEqual([]);
     await sleep(2_200);
     expect(bodies(await receive(queueUrl, 10, 30, 1))).toEqual(['a1', 'a2', 'a3']);
@@ -99,14 +123,31 @@ describe('the SQS server', () => {
     await client.send(
       new SendMessageBatchCommand({
         QueueUrl: queueUrl,
-        Entries: ['a1', 'a2', 'a3'].map((body) => ({ Id: body, MessageBody: body, MessageGroupId: 'a', MessageDeduplicationId: body })),
+        Entries: ['a1', 'a2', 'a3'].map((body) => ({
+          Id: body,
+          MessageBody: body,
+          MessageGroupId: 'a',
+          MessageDeduplicationId: body,
+        })),
       }),
     );
     const batch = await receive(queueUrl, 10, 30, 1);
     expect(bodies(batch)).toEqual(['a1', 'a2', 'a3']);
-    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: batch[0]!.ReceiptHandle!, VisibilityTimeout: 2 }));
+    await client.send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: queueUrl,
+        ReceiptHandle: batch[0]!.ReceiptHandle!,
+        VisibilityTimeout: 2,
+      }),
+    );
     for (const m of batch.slice(1)) {
-      await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle!, VisibilityTimeout: 0 }));
+      await client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: m.ReceiptHandle!,
+          VisibilityTimeout: 0,
+        }),
+      );
     }
     expect(bodies(await receive(queueUrl)), 'a2 overtook the delayed a1').toEqual([]);
     await sleep(2_200);
@@ -133,12 +174,21 @@ describe('the SQS server', () => {
   });
 
   it('moves a message to the dead-letter queue after maxReceiveCount receives (the redrive backstop)', async () => {
-    const { queueUrl, deadLetterQueueUrl } = await queues('behaviour-redrive', { maxAttempts: 1, headroom: 1 });
+    const { queueUrl, deadLetterQueueUrl } = await queues('behaviour-redrive', {
+      maxAttempts: 1,
+      headroom: 1,
+    });
     await client.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: 'poison' }));
     for (let i = 0; i < 2; i++) {
       const [m] = await receive(queueUrl, 1, 30, 1);
       expect(m?.Body).toBe('poison');
-      await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 0 }));
+      await client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: m!.ReceiptHandle!,
+          VisibilityTimeout: 0,
+        }),
+      );
     }
     expect(await receive(queueUrl, 10, 30, 1)).toEqual([]);
     expect(bodies(await receive(deadLetterQueueUrl, 10, 30, 1))).toEqual(['poison']);

@@ -27,7 +27,9 @@ function fromServicesEnv(name: string): string | undefined {
 export function requireSetting(name: 'SQS_ENDPOINT' | 'DATABASE_URL'): string {
   const value = process.env[name] ?? fromServicesEnv(name);
   if (value === undefined || value === '') {
-    throw new Error(`${name} is not set and .services/env has none: start the test services with \`npm run services:up\``);
+    throw new Error(
+      `${name} is not set and .services/env has none: start the test services with \`npm run services:up\``,
+    );
   }
   return value;
 }
@@ -45,7 +47,12 @@ export function testSqsClient(): SQSClient {
 export async function freshQueues(
   client: SQSClient,
   prefix: string,
-  options: { fifo?: boolean; maxAttempts?: number; headroom?: number; visibilityTimeoutSeconds?: number } = {},
+  options: {
+    fifo?: boolean;
+    maxAttempts?: number;
+    headroom?: number;
+    visibilityTimeoutSeconds?: number;
+  } = {},
 ): Promise<CreatedQueues> {
   return createQueues({ client, name: uniqueName(prefix), ...options });
 }
