@@ -1,7 +1,9 @@
 // Where the test broker is: AMQP_URL from the environment or from the services script's resolved settings
 // (.services/env). A test that needs RabbitMQ fails with a clear message when it is not there; it never skips.
 
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -35,4 +37,13 @@ export function amqpUrl(): string {
 /** The Postgres URL of the test database. */
 export function databaseUrl(): string {
   return setting('DATABASE_URL', 'Postgres');
+}
+
+/**
+ * Restarts the shared RabbitMQ (stop, then start; resolves once it accepts connections again) through the
+ * services script. Every connection to it drops, as in a real broker restart.
+ */
+export async function restartRabbitmq(): Promise<void> {
+  const script = setting('INBOXKIT_SERVICES_SCRIPT', 'The services script');
+  await promisify(execFile)('bash', [script, 'restart', 'rabbitmq'], { timeout: 120_000 });
 }

@@ -9,6 +9,9 @@ import { declareTopology, DEFAULT_DELIVERY_LIMIT, topologyNames } from '../src/i
 import type { DeclaredTopology } from '../src/index.js';
 import { resolveTopology, delayBucketFor } from '../src/declare-topology.js';
 import { amqpUrl } from './amqp-service.js';
+import { useSharedBroker } from './broker-lock.js';
+
+useSharedBroker();
 
 let connection: amqp.ChannelModel;
 const declared: DeclaredTopology[] = [];

@@ -4,6 +4,9 @@
 
 import { describeTransportConformance } from '@inboxkit/testing';
 import { rabbitmqHarness } from './rabbitmq-harness.js';
+import { useSharedBroker } from './broker-lock.js';
+
+useSharedBroker();
 
 describeTransportConformance('rabbitmq', { ordering: 'none', nativeDelay: true, deliveryCount: true }, () =>
   rabbitmqHarness(),

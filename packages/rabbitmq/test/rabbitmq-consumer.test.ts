@@ -12,6 +12,9 @@ import { rabbitmqConsumer, topologyNames } from '../src/index.js';
 import { amqpUrl } from './amqp-service.js';
 import { rabbitmqHarness } from './rabbitmq-harness.js';
 import type { RabbitmqHarness } from './rabbitmq-harness.js';
+import { useSharedBroker } from './broker-lock.js';
+
+useSharedBroker();
 
 type Handler = (message: DecodedMessage<unknown>, context: HandlerContext<unknown>) => Promise<void>;
 

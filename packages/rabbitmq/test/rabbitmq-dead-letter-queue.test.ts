@@ -8,6 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareTopology, rabbitmqDeadLetterQueue } from '../src/index.js';
 import type { DeclaredTopology } from '../src/index.js';
 import { amqpUrl } from './amqp-service.js';
+import { useSharedBroker } from './broker-lock.js';
+
+useSharedBroker();
 
 let connection: amqp.ChannelModel;
 let channel: amqp.ConfirmChannel;

@@ -7,6 +7,9 @@ import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rabbitmqPublisher } from '../src/index.js';
 import { amqpUrl } from './amqp-service.js';
+import { useSharedBroker } from './broker-lock.js';
+
+useSharedBroker();
 
 let connection: amqp.ChannelModel;
 let queue: string;

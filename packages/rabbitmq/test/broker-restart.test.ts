@@ -1,0 +1,140 @@
+// RabbitMQ restarted mid-run (the real server, stopped and started by the services script): the consumer
+// reconnects, declares its topology again and resumes; every message, including retries waiting in delay
+// queues across the restart, is applied exactly once and none is lost.
+
+import { idempotentConsumer, RetryableError } from '@inboxkit/core';
+import type { Logger } from '@inboxkit/core';
+import { uniqueName } from '@inboxkit/testing';
+import amqp from 'amqplib';
+import type { Transaction } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { declareTopology, rabbitmqConsumer } from '../src/index.js';
+import type { DeclaredTopology } from '../src/index.js';
+import { amqpUrl, restartRabbitmq } from './amqp-service.js';
+import { exclusiveBrokerLock } from './broker-lock.js';
+import { insertEffect, postgresFixture } from './postgres-fixture.js';
+import type { EffectsDatabase, PostgresFixture } from './postgres-fixture.js';
+import { TEST_TOPOLOGY } from './rabbitmq-harness.js';
+
+let release: (() => void) | undefined;
+beforeAll(async () => {
+  release = await exclusiveBrokerLock();
+}, 240_000);
+afterAll(() => release?.());
+
+async function publish(topology: DeclaredTopology, ids: readonly string[]): Promise<void> {
+  const connection = await amqp.connect(amqpUrl());
+  const channel = await connection.createConfirmChannel();
+  for (const id of ids)
+    channel.sendToQueue(topology.queue, Buffer.from('{}'), { messageId: id, persistent: true });
+  await channel.waitForConfirms();
+  await connection.close();
+}
+
+async function depth(queues: readonly string[]): Promise<number> {
+  const connection = await amqp.connect(amqpUrl());
+  const channel = await connection.createChannel();
+  let total = 0;
+  for (const q of queues) total += (await channel.checkQueue(q)).messageCount;
+  await connection.close();
+  return total;
+}
+
+describe('broker restart', () => {
+  let pg: PostgresFixture;
+  let topology: DeclaredTopology;
+
+  beforeAll(async () => {
+    pg = await postgresFixture('restart');
+    const connection = await amqp.connect(amqpUrl());
+    topology = await declareTopology(await connection.createChannel(), {
+      ...TEST_TOPOLOGY,
+      queue: uniqueName('restart'),
+    });
+    await connection.close();
+  });
+
+  afterAll(async () => {
+    const connection = await amqp.connect(amqpUrl());
+    const ch = await connection.createChannel();
+    for (const q of [
+      topology.queue,
+      topology.deadLetterQueue,
+      ...topology.delayBucketsMs.map((b) => topology.delayQueue(b)),
+    ]) {
+      await ch.deleteQueue(q);
+    }
+    await ch.deleteExchange(topology.deadLetterExchange);
+    await connection.close();
+    await pg.dispose();
+  });
+
+  it(
+    'reconnects after the broker restarts mid-run: nothing lost, nothing doubled',
+    { timeout: 180_000 },
+    async () => {
+      const lines: string[] = [];
+      const logger: Logger = {
+        debug: () => undefined,
+        info: (_o, msg) => void lines.push(msg ?? ''),
+        warn: (_o, msg) => void lines.push(msg ?? ''),
+        error: (_o, msg) => void lines.push(msg ?? ''),
+      };
+      const name = uniqueName('restart');
+      const effect = insertEffect(pg.schema, name);
+      const firstAttemptFails = (id: string) => Number(id.split('-')[1]) % 10 === 0;
+      const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
+        name,
+        store: pg.store,
+        backoff: { initialDelayMs: 250, multiplier: 2, maxDelayMs: 1_000, jitter: 'none' },
+        handler: async (message, context) => {
+          await new Promise((r) => setTimeout(r, 10));
+          // Every tenth message waits in a delay queue once, some of them across the restart.
+          if (context.attempt === 1 && firstAttemptFails(message.id))
+            throw new RetryableError('later', { delayMs: 1_000 });
+          await effect(message, context);
+        },
+      });
+      const before = Array.from({ length: 1_500 }, (_, n) => `before-${n}`);
+      const after = Array.from({ length: 200 }, (_, n) => `after-${n}`);
+      await publish(topology, before);
+
+      const transport = rabbitmqConsumer({
+        connect: () => amqp.connect(amqpUrl()),
+        queue: topology.queue,
+        handler: consumer,
+        concurrency: 4,
+        topology: TEST_TOPOLOGY,
+        reconnect: { initialDelayMs: 200, maxDelayMs: 1_000 },
+        logger,
+      });
+      await transport.start();
+      const applied = async () => (await pg.effectCounts()).size;
+      await expect.poll(applied, { timeout: 60_000, interval: 50 }).toBeGreaterThanOrEqual(200);
+      await restartRabbitmq();
+      expect(await applied(), 'the restart came too late to test anything').toBeLessThan(before.length);
+      await publish(topology, after);
+
+      const all = [...before, ...after];
+      await expect.poll(applied, { timeout: 90_000, interval: 200 }).toBe(all.length);
+      const counts = await pg.effectCounts();
+      expect(
+        [...counts].filter(([, n]) => n !== 1),
+        'ids applied more than once',
+      ).toEqual([]);
+      expect(
+        all.filter((id) => !counts.has(id)),
+        'ids never applied',
+      ).toEqual([]);
+      expect(lines).toContain('rabbitmq consumer reconnected');
+      const queues = [
+        topology.queue,
+        topology.deadLetterQueue,
+        ...topology.delayBucketsMs.map((b) => topology.delayQueue(b)),
+      ];
+      await expect.poll(() => depth(queues), { timeout: 30_000 }).toBe(0);
+      await transport.stop();
+      expect(await pg.inboxStatuses()).toEqual({ completed: all.length });
+    },
+  );
+});
