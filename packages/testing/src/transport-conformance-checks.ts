@@ -272,6 +272,7 @@ export const TRANSPORT_CONFORMANCE_CHECKS: readonly TransportConformanceCheck[] 
       await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
       await held.entered;
       const stopped = running.stop().then(() => log.push('stop resolved'));
+      // Let stop() begin (stop fetching) before the handler can finish; nothing here waits for a message.
       await sleep(50);
       held.open();
       await stopped;

@@ -223,12 +223,19 @@ describe('LearningBroker', () => {
   it('crash() loses every delivery in flight and discards its outcome; another consumer gets the message', async () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
-    const first = fakeConsumer({ handler: async () => held });
+    let entered!: () => void;
+    const inHandler = new Promise<void>((r) => (entered = r));
+    const first = fakeConsumer({
+      handler: async () => {
+        entered();
+        await held;
+      },
+    });
     const broker = new LearningBroker({ visibilityTimeoutMs: 20 });
     const dying = transport({ consumer: first, broker });
     await dying.start();
     await broker.send([{ id: 'x', body: body({}) }]);
-    await broker.whenIdle({ timeoutMs: 50 }).catch(() => undefined);
+    await inHandler;
     broker.crash();
     await dying.stop(); // resolves at once: the process is dead
     const second = fakeConsumer();
