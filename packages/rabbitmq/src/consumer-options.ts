@@ -14,6 +14,7 @@ export interface RabbitmqConsumerHandler {
   readonly name: string;
   readonly config: { readonly maxAttempts: number; readonly logger?: Logger | undefined };
   handle(message: InboundMessage): Promise<Outcome>;
+  handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
   recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
 }
 
@@ -44,12 +45,19 @@ export interface RabbitmqConsumerOptions {
   readonly queue: string;
   /** The idempotent consumer (`idempotentConsumer(...)` from `@inboxkit/core`). */
   readonly handler: RabbitmqConsumerHandler;
-  /** Handlers running at once. Default is 1. */
+  /** Handlers (or batches, see `maxBatchSize`) running at once. Default is 1. */
   readonly concurrency?: number;
   /**
-   * Unacked messages the broker may push (basic.qos). Default is `concurrency`: every unacked message is
-   * being handled, so a quorum queue's delivery count (returned messages after a crash) counts attempts
-   * only. A larger prefetch buffers messages, and a crash then also counts a delivery for the buffered ones.
+   * Most messages handled together in one inbox transaction (`handleBatch`: one commit for the batch, each
+   * message isolated by a savepoint). A batch forms only from messages already waiting, so it adds no delay;
+   * redelivered messages are always handled alone, so a message that crashes the process does not take its
+   * batch's delivery counts up with it. Default is 1 (no batching).
+   */
+  readonly maxBatchSize?: number;
+  /**
+   * Unacked messages the broker may push (basic.qos). Default is `concurrency × maxBatchSize`: every unacked
+   * message is being handled (or batched), so a quorum queue's delivery count after a crash counts attempts.
+   * A larger prefetch buffers messages, and a crash then also counts a delivery for the buffered ones.
    */
   readonly prefetch?: number;
   /** Finds the id when no `messageId` property or `message-id` / `ce-id` header is set. Default: none. */
@@ -80,6 +88,7 @@ export interface ResolvedConsumerOptions {
   readonly connection: AmqpConnection | undefined;
   readonly handler: RabbitmqConsumerHandler;
   readonly concurrency: number;
+  readonly maxBatchSize: number;
   readonly prefetch: number;
   readonly messageId: ((message: AmqpMessage) => string | undefined) | undefined;
   readonly contentIdFallback: boolean;
@@ -139,7 +148,12 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
     );
   }
   const concurrency = positiveInt('concurrency', options.concurrency ?? 1, 65_535);
-  const prefetch = positiveInt('prefetch', options.prefetch ?? concurrency, 65_535);
+  const maxBatchSize = positiveInt('maxBatchSize', options.maxBatchSize ?? 1, 1_000);
+  const prefetch = positiveInt(
+    'prefetch',
+    options.prefetch ?? Math.min(65_535, concurrency * maxBatchSize),
+    65_535,
+  );
   if (prefetch < concurrency) {
     throw new ConfigurationError(
       `rabbitmqConsumer: \`prefetch\` (${prefetch}) is below \`concurrency\` (${concurrency}), so handlers would idle; raise prefetch or lower concurrency`,
@@ -175,6 +189,7 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
     connection,
     handler,
     concurrency,
+    maxBatchSize,
     prefetch,
     messageId: options.messageId,
     contentIdFallback: options.contentIdFallback === true,

@@ -298,10 +298,22 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#running.size < this.#o.concurrency &&
       this.#pending.length > 0
     ) {
-      const delivery = this.#pending.shift()!;
+      const first = this.#pending.shift()!;
       // A dead channel's deliveries are redelivered by the broker; don't start them.
-      if (!delivery.session.alive) continue;
-      const run: Promise<void> = this.#process(delivery).finally(() => {
+      if (!first.session.alive) continue;
+      const batch = [first];
+      // Only fresh deliveries already waiting join a batch: a redelivery may be the one that crashed its
+      // process, and alone it cannot drag other messages' delivery counts up with it.
+      if (!first.message.fields.redelivered) {
+        while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
+          const next = this.#pending[0]!;
+          if (next.session !== first.session || next.message.fields.redelivered) break;
+          batch.push(this.#pending.shift()!);
+        }
+      }
+      const run: Promise<void> = (
+        batch.length === 1 ? this.#process(first) : this.#processBatch(batch)
+      ).finally(() => {
         this.#running.delete(run);
         this.#pump();
       });
@@ -309,25 +321,27 @@ class RabbitmqConsumer implements TransportConsumer {
     }
   }
 
+  #oversize(message: AmqpMessage, inbound: InboundMessage): Outcome | undefined {
+    if (message.content.length <= this.#o.maxMessageBytes) return undefined;
+    return {
+      status: 'dead-letter',
+      messageId: inbound.id,
+      reason: 'oversize',
+      attempts: 0,
+      error: {
+        name: 'OversizeMessage',
+        message: `body of ${message.content.length} bytes exceeds maxMessageBytes (${this.#o.maxMessageBytes})`,
+      },
+    };
+  }
+
   async #process({ session, message }: Delivery): Promise<void> {
     const o = this.#o;
-    const queue = o.topology.queue;
     let inbound: InboundMessage | undefined;
     try {
-      inbound = toInboundMessage(message, queue, o);
-      let outcome: Outcome;
-      if (message.content.length > o.maxMessageBytes) {
-        outcome = {
-          status: 'dead-letter',
-          messageId: inbound.id,
-          reason: 'oversize',
-          attempts: 0,
-          error: {
-            name: 'OversizeMessage',
-            message: `body of ${message.content.length} bytes exceeds maxMessageBytes (${o.maxMessageBytes})`,
-          },
-        };
-      } else {
+      inbound = toInboundMessage(message, o.topology.queue, o);
+      let outcome = this.#oversize(message, inbound);
+      if (outcome === undefined) {
         if (message.fields.redelivered) await this.#recordAttemptStarted(inbound);
         outcome = await o.handler.handle(inbound);
       }
@@ -340,6 +354,51 @@ class RabbitmqConsumer implements TransportConsumer {
       );
       this.#nack(session, message);
     }
+  }
+
+  /** Fresh deliveries of one channel, claimed and applied in one inbox transaction, then settled one by one. */
+  async #processBatch(batch: readonly Delivery[]): Promise<void> {
+    const o = this.#o;
+    let items: (Delivery & { readonly inbound: InboundMessage })[];
+    try {
+      items = batch.map((d) => ({ ...d, inbound: toInboundMessage(d.message, o.topology.queue, o) }));
+    } catch (err) {
+      o.logger.error(
+        { ...errorInfo(err), size: batch.length },
+        'rabbitmq consumer: unexpected batch failure; requeueing',
+      );
+      for (const d of batch) this.#nack(d.session, d.message);
+      return;
+    }
+    const outcomes = new Map<(typeof items)[number], Outcome>();
+    const toHandle = items.filter((item) => {
+      const oversize = this.#oversize(item.message, item.inbound);
+      if (oversize) outcomes.set(item, oversize);
+      return oversize === undefined;
+    });
+    try {
+      const handled = await o.handler.handleBatch(toHandle.map((item) => item.inbound));
+      toHandle.forEach((item, k) => outcomes.set(item, handled[k]!));
+    } catch (err) {
+      o.logger.error(
+        { ...errorInfo(err), size: batch.length },
+        'rabbitmq consumer: unexpected batch failure; requeueing',
+      );
+      for (const item of toHandle) this.#nack(item.session, item.message);
+    }
+    await Promise.all(
+      [...outcomes].map(async ([item, outcome]) => {
+        try {
+          await this.#settle(item.session, item.message, item.inbound, outcome);
+        } catch (err) {
+          o.logger.error(
+            { ...errorInfo(err), messageId: item.inbound.id },
+            'rabbitmq consumer: settle failed; requeueing',
+          );
+          this.#nack(item.session, item.message);
+        }
+      }),
+    );
   }
 
   /**

@@ -27,33 +27,35 @@ async function setup(label: string) {
 }
 
 describe('rabbitmqConsumer over the Postgres inbox', () => {
-  it('applies each id once when 30% of the messages are producer duplicates', async () => {
-    const { h, pg } = await setup('duplicates');
-    const recorder = new OutcomeRecorder();
-    const name = uniqueName('dups');
-    const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
-      name,
-      store: pg.store,
-      handler: insertEffect(pg.schema, name),
-      hooks: { onOutcome: recorder.hook },
-    });
-    await h.start(consumer, { concurrency: 8 });
-    const ids = Array.from({ length: 700 }, (_, n) => `pay-${n}`);
-    const copies = ids.flatMap((id, n) => (n % 10 < 3 ? [id, id] : [id]));
-    // Shuffle so a duplicate often arrives while its first copy is still in flight.
-    for (let i = copies.length - 1; i > 0; i--) {
-      const j = Math.floor(Math.random() * (i + 1));
-      [copies[i], copies[j]] = [copies[j]!, copies[i]!];
-    }
-    await h.publish(copies.map((id) => ({ id, body: JSON.stringify({ id }) })));
-    await recorder.waitForCount(copies.length, { status: ['processed', 'duplicate'], timeoutMs: 60_000 });
+  for (const maxBatchSize of [1, 8]) {
+    it(`applies each id once when 30% of the messages are producer duplicates (batches of up to ${maxBatchSize})`, async () => {
+      const { h, pg } = await setup('duplicates');
+      const recorder = new OutcomeRecorder();
+      const name = uniqueName('dups');
+      const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
+        name,
+        store: pg.store,
+        handler: insertEffect(pg.schema, name),
+        hooks: { onOutcome: recorder.hook },
+      });
+      await h.start(consumer, { concurrency: maxBatchSize === 1 ? 8 : 2, maxBatchSize });
+      const ids = Array.from({ length: 700 }, (_, n) => `pay-${n}`);
+      const copies = ids.flatMap((id, n) => (n % 10 < 3 ? [id, id] : [id]));
+      // Shuffle so a duplicate often arrives while its first copy is still in flight.
+      for (let i = copies.length - 1; i > 0; i--) {
+        const j = Math.floor(Math.random() * (i + 1));
+        [copies[i], copies[j]] = [copies[j]!, copies[i]!];
+      }
+      await h.publish(copies.map((id) => ({ id, body: JSON.stringify({ id }) })));
+      await recorder.waitForCount(copies.length, { status: ['processed', 'duplicate'], timeoutMs: 60_000 });
 
-    const counts = await pg.effectCounts();
-    expect([...counts.values()].every((n) => n === 1)).toBe(true);
-    expect(counts.size).toBe(ids.length);
-    expect(recorder.counts()).toMatchObject({ processed: 700, duplicate: 210, 'dead-letter': 0 });
-    await expect.poll(() => h.messageCount(h.queue)).toBe(0);
-  });
+      const counts = await pg.effectCounts();
+      expect([...counts.values()].every((n) => n === 1)).toBe(true);
+      expect(counts.size).toBe(ids.length);
+      expect(recorder.counts()).toMatchObject({ processed: 700, duplicate: 210, 'dead-letter': 0 });
+      await expect.poll(() => h.messageCount(h.queue)).toBe(0);
+    });
+  }
 
   it('dead-letters a poison message after maxAttempts with the documented headers; its row is dead_lettered', async () => {
     const { h, pg } = await setup('poison');

@@ -11,3 +11,10 @@ useSharedBroker();
 describeTransportConformance('rabbitmq', { ordering: 'none', nativeDelay: true, deliveryCount: true }, () =>
   rabbitmqHarness(),
 );
+
+// The same guarantees when waiting messages are claimed and applied in one inbox transaction per batch.
+describeTransportConformance(
+  'rabbitmq, batches of up to 8',
+  { ordering: 'none', nativeDelay: true, deliveryCount: true },
+  () => rabbitmqHarness({ consumer: { maxBatchSize: 8 } }),
+);
