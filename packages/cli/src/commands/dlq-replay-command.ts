@@ -81,8 +81,15 @@ export function renderSummary(summary: ReplaySummary): string {
     limit: 'the --limit was reached',
     interrupted: 'interrupted: nothing was lost; run the same command again to continue',
     wrapped: 'every message in the DLQ was seen',
+    'caught-up': 'a message this run replayed came back to the DLQ: everything behind it arrived after the run started',
   }[summary.stoppedBecause];
-  lines.push(`Stopped because ${stopped}.`, '');
+  lines.push(`Stopped because ${stopped}.`);
+  if (summary.deadLetteredAgain.length > 0) {
+    lines.push(
+      `Dead-lettered again while the run went on (they failed again; fix the cause, then replay them): ${summary.deadLetteredAgain.slice(0, 10).join(', ')}${summary.deadLetteredAgain.length > 10 ? ' …' : ''}`,
+    );
+  }
+  lines.push('');
   const rows = REPLAY_PREDICTIONS.filter((p) => summary.predictions[p] > 0).map((p) => [
     p,
     summary.predictions[p],

@@ -3,7 +3,7 @@
 // the inbox skips whatever a previous run already applied.
 
 import { randomUUID } from 'node:crypto';
-import { parseDeadLetterHeaders } from '@inboxkit/core';
+import { parseDeadLetterHeaders, parseReplayMarker } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader, DeadLetterRecord, Publisher, TakenDeadLetter } from '@inboxkit/core';
 import type { InboxLookup, InboxRowState, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { systemClock } from './clock.js';
@@ -78,8 +78,12 @@ export interface ReplayEntryResult {
   readonly detail?: string | undefined;
 }
 
-/** Why a run ended. */
-export type ReplayStop = 'drained' | 'limit' | 'interrupted' | 'wrapped';
+/**
+ * Why a run ended: `drained` (read to the end), `limit`, `interrupted`, `wrapped` (the reader handed back a
+ * copy already seen), `caught-up` (a message this run replayed came back to the DLQ: everything behind it
+ * arrived after the run started).
+ */
+export type ReplayStop = 'drained' | 'limit' | 'interrupted' | 'wrapped' | 'caught-up';
 
 /** The result of a replay run. */
 export interface ReplaySummary {
@@ -93,6 +97,11 @@ export interface ReplaySummary {
   readonly read: number;
   /** Dead letters outside the filter, left in the DLQ. */
   readonly notSelected: number;
+  /**
+   * Ids this run replayed that were dead-lettered again while it ran (they failed again): left in the DLQ, not
+   * replayed a second time by this run.
+   */
+  readonly deadLetteredAgain: readonly string[];
   readonly replayed: number;
   readonly wouldReplay: number;
   readonly unreplayable: number;
@@ -107,12 +116,12 @@ interface Inspected {
   readonly consumer: string | undefined;
 }
 
-/** Identity of a dead letter across receives, to notice a queue that hands back what this run released. */
-function identity(entry: DeadLetterEntry, record: DeadLetterRecord | undefined): string {
-  if (entry.id === undefined) return `position\u0000${entry.position}`;
-  return [record?.consumer ?? '', entry.id, record?.deadLetteredAt.toISOString() ?? '', record ? '' : entry.position].join(
-    '\u0000',
-  );
+/**
+ * The DLQ copy an entry is (its position: topic:partition:offset, SQS MessageId, …). Two copies of one message
+ * id are two entries; the same copy handed out twice means the reader came round again.
+ */
+function identity(entry: DeadLetterEntry): string {
+  return entry.position;
 }
 
 function errorText(error: unknown): string {
@@ -154,7 +163,25 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
   let notSelected = 0;
   let stoppedBecause: ReplayStop = 'drained';
   const released = new Set<string>();
+  // (consumer, id) of every copy selected so far: a second copy of a message in the same run is applied by
+  // neither (the first reopens or processes it, the second then finds it completed).
+  const selectedIds = new Map<string, number>();
+  const deadLetteredAgain: string[] = [];
   const aborted = (): boolean => options.signal?.aborted === true;
+
+  /**
+   * True for a dead letter this run's own replay produced: it carries this run's replay marker, or — where a
+   * transport did not keep the marker — its id was already selected in this run and it was dead-lettered after
+   * the run started (or it is the third copy of the id). Two copies that were both in the DLQ before the run
+   * are not this: the second is replayed and predicted a duplicate.
+   */
+  const isBackFromThisRun = (entry: DeadLetterEntry, record: DeadLetterRecord | undefined, consumer: string | undefined): boolean => {
+    if (parseReplayMarker(entry.headers)?.replayId === replayId) return true;
+    if (entry.id === undefined) return false;
+    const copies = selectedIds.get(`${consumer ?? ''}\u0000${entry.id}`) ?? 0;
+    if (copies === 0) return false;
+    return copies >= 2 || (record !== undefined && record.deadLetteredAt.getTime() >= startedAt.getTime());
+  };
 
   const inspect = (entry: DeadLetterEntry): Inspected => {
     const record = parseDeadLetterHeaders(entry.headers);
@@ -185,16 +212,24 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
 
   for await (const entry of source) {
     const { record, consumer } = inspect(entry);
-    const key = identity(entry, record);
+    const key = identity(entry);
     if (aborted()) {
       await settle(entry, 'release');
       stoppedBecause = 'interrupted';
       break;
     }
     if (released.has(key)) {
-      // A queue without peek handed back something this run already released: the DLQ has been seen whole.
+      // A reader handed back a copy this run already released (a queue that requeues at once): the DLQ has
+      // been seen whole. The inboxkit readers hold released messages until the run ends, so this is a guard.
       await settle(entry, 'release');
       stoppedBecause = 'wrapped';
+      break;
+    }
+    if (isBackFromThisRun(entry, record, consumer)) {
+      // Replayed by this run and dead-lettered again: the DLQ has been read up to where the run started.
+      if (entry.id !== undefined) deadLetteredAgain.push(entry.id);
+      await settle(entry, 'release');
+      stoppedBecause = 'caught-up';
       break;
     }
     read += 1;
@@ -207,7 +242,12 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     if (dryRun) released.add(key);
 
     const { row, detail: lookupDetail } = await lookup(consumer, entry.id);
-    const prediction = predictReplay(row);
+    const idKey = `${consumer ?? ''}\u0000${entry.id ?? ''}`;
+    const earlierCopy = entry.id !== undefined && selectedIds.has(idKey);
+    if (entry.id !== undefined) selectedIds.set(idKey, (selectedIds.get(idKey) ?? 0) + 1);
+    const rowPrediction = predictReplay(row);
+    const prediction: ReplayPrediction = earlierCopy && (rowPrediction === 'reopen' || rowPrediction === 'process') ? 'skip-duplicate' : rowPrediction;
+    const predictionDetail = earlierCopy ? 'another copy of this id was selected earlier in this run' : undefined;
     const base = {
       index: entries.length + 1,
       position: entry.position,
@@ -229,7 +269,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
       };
       await settle(entry, 'release').catch(() => undefined);
     } else if (dryRun) {
-      result = { ...base, destination: destination.label, action: 'would-replay', detail: lookupDetail };
+      result = { ...base, destination: destination.label, action: 'would-replay', detail: lookupDetail ?? predictionDetail };
       predictions[prediction] += 1;
     } else {
       await limiter?.acquire(options.signal);
@@ -238,7 +278,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
         stoppedBecause = 'interrupted';
         break;
       }
-      result = await replayOne(entry as TakenDeadLetter, entry.id, destination, base, lookupDetail);
+      result = await replayOne(entry as TakenDeadLetter, entry.id, destination, base, lookupDetail ?? predictionDetail);
       if (result.action === 'failed') released.add(key);
       else predictions[prediction] += 1;
     }
@@ -261,6 +301,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     stoppedBecause,
     read,
     notSelected,
+    deadLetteredAgain,
     replayed: count('replayed'),
     wouldReplay: count('would-replay'),
     unreplayable: count('unreplayable'),

@@ -48,15 +48,28 @@ export function replayDestination(
   return { destination: source.destination, label: source.destination };
 }
 
-/** True for headers inboxkit itself writes (dead letter facts, replay marker, the id header). */
-function isInboxkitHeader(name: string): boolean {
+/**
+ * True for headers that are not the producer's: inboxkit's own (dead letter facts, an earlier replay marker,
+ * the id header, which the publisher writes from `id`) and the broker's bookkeeping (RabbitMQ's `x-death`
+ * family and the quorum queue's `x-delivery-count`, which browsing the DLQ raises). Carried into the replay,
+ * a delivery count would count as attempts already made.
+ */
+function isNotProducerHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return lower.startsWith('x-inboxkit-') || lower === HEADERS.messageId;
+  return (
+    lower.startsWith('x-inboxkit-') ||
+    lower === HEADERS.messageId ||
+    lower === 'x-delivery-count' ||
+    lower === 'x-death' ||
+    lower.startsWith('x-first-death-') ||
+    lower.startsWith('x-last-death-') ||
+    lower === 'x-received-from'
+  );
 }
 
 /**
- * The message to publish: the original id and body, the original headers without inboxkit's dead-letter
- * headers, and the replay marker.
+ * The message to publish: the original id and body, the producer's headers (without inboxkit's dead-letter
+ * headers and the broker's bookkeeping), and the replay marker.
  */
 export function replayMessage(
   entry: DeadLetterEntry & { readonly key?: string | undefined; readonly timestamp?: Date | undefined },
@@ -66,7 +79,7 @@ export function replayMessage(
 ): OutgoingMessage {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(entry.headers)) {
-    if (!isInboxkitHeader(name)) headers[name] = value;
+    if (!isNotProducerHeader(name)) headers[name] = value;
   }
   Object.assign(headers, replayHeaders(marker));
   return {

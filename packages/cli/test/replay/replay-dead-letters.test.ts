@@ -31,6 +31,32 @@ describe('replayDeadLetters', () => {
     expect(parseReplayMarker(sent!.headers!)).toMatchObject({ replayId: 'r-1', requestedBy: 'alice' });
   });
 
+  it("leaves the broker's bookkeeping headers behind (a DLQ delivery count would count as attempts)", async () => {
+    const entry = deadLetter('a', { headers: { 'x-delivery-count': '3', 'x-death': '[…]', 'x-first-death-queue': 'q', 'x-last-death-reason': 'rejected', tenant: 't1' } });
+    const publisher = new MemoryPublisher();
+    await replayDeadLetters({ transport: 'kafka', reader: new MemoryDeadLetterQueue([entry]), publisher, requestedBy: 't' });
+    expect(Object.keys(publisher.published[0]!.headers!).filter((h) => !h.startsWith('x-inboxkit-replay'))).toEqual(['tenant']);
+  });
+
+  it('stops when messages it replayed come back to the DLQ, instead of replaying them again and again', async () => {
+    for (const keepsMarker of [true, false]) {
+      const clock = new FakeClock();
+      const dlq = new MemoryDeadLetterQueue(ids(5).map((id) => deadLetter(id)), 'queue');
+      const publisher = new MemoryPublisher();
+      // The consumer fails every replayed message again at once: a new dead letter at the tail of the DLQ.
+      publisher.afterPublish = (m) => {
+        const again = deadLetter(m.id, { deadLetteredAt: new Date(clock.now() + 1), position: `dlq:${m.id}:again`, headers: keepsMarker ? { ...m.headers } : {} });
+        dlq.entries.push(again);
+      };
+      const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, clock, requestedBy: 't' });
+      expect(summary.stoppedBecause).toBe('caught-up');
+      expect(summary.replayed).toBe(5);
+      expect(summary.deadLetteredAgain).toEqual(['m-1']);
+      expect(publisher.published).toHaveLength(5);
+      expect(dlq.entries.map((e) => e.id).sort()).toEqual(ids(5));
+    }
+  });
+
   it('uses one replay id for the whole run and generates one when none is given', async () => {
     const dlq = new MemoryDeadLetterQueue(ids(3).map((id) => deadLetter(id)));
     const publisher = new MemoryPublisher();
@@ -209,6 +235,26 @@ describe('replayDeadLetters', () => {
     deliverAll(inbox, publisher, before);
     expect(dlq.entries).toHaveLength(0);
     expect(all.map((id) => inbox.effects.get(id))).toEqual(all.map(() => 1));
+  });
+
+  it('predicts a second copy of the same message in one run as a duplicate, and the consumer agrees', async () => {
+    for (const kind of ['log', 'queue'] as const) {
+      const inbox = new MemoryInbox();
+      inbox.set('orders', 'a', 'dead_lettered');
+      const entries = [deadLetter('a'), deadLetter('b'), deadLetter('a', { position: 'dlq:a-copy' }), deadLetter('b', { position: 'dlq:b-copy' })];
+      const dry = await replayDeadLetters({ transport: 'kafka', reader: new MemoryDeadLetterQueue(entries, kind), inbox, dryRun: true, requestedBy: 't' });
+      expect(dry.entries.map((e) => [e.id, e.prediction])).toEqual([
+        ['a', 'reopen'],
+        ['b', 'process'],
+        ['a', 'skip-duplicate'],
+        ['b', 'skip-duplicate'],
+      ]);
+      const publisher = new MemoryPublisher();
+      const dlq = new MemoryDeadLetterQueue(entries, kind);
+      await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
+      expect(publisher.published.map((m) => inbox.deliver('orders', m))).toEqual(['processed', 'processed', 'duplicate', 'duplicate']);
+      expect(dlq.entries).toHaveLength(0);
+    }
   });
 
   it('stops when a queue hands back what the run released instead of cycling forever', async () => {

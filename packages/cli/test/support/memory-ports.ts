@@ -24,6 +24,7 @@ export function deadLetter(
     deadLetteredAt?: Date;
     headers?: Record<string, string>;
     body?: string;
+    position?: string;
   } = {},
 ): DeadLetterEntry {
   const headers = {
@@ -36,11 +37,11 @@ export function deadLetter(
       error: { name: 'Error', message: 'boom' },
       firstFailureAt: undefined,
       lastFailureAt: undefined,
-      deadLetteredAt: options.deadLetteredAt ?? new Date('2030-01-01T00:00:00Z'),
+      deadLetteredAt: options.deadLetteredAt ?? new Date('2020-01-01T00:00:00Z'),
       source: { transport: options.transport ?? 'kafka', destination: options.destination ?? 'orders-topic' },
     }),
   };
-  return { id, body: options.body ?? JSON.stringify({ id }), headers, position: `dlq:${id ?? 'none'}` };
+  return { id, body: options.body ?? JSON.stringify({ id }), headers, position: options.position ?? `dlq:${id ?? 'none'}` };
 }
 
 /**
