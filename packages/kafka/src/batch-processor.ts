@@ -131,11 +131,27 @@ export class BatchProcessor {
     return record.value === null && this.#options.tombstones !== 'handle';
   }
 
-  /** End (exclusive) of the chunk starting at `from`: at most batchSize records, stopping at a tombstone. */
+  /**
+   * End (exclusive) of the chunk starting at `from`: at most batchSize records, stopping before a tombstone
+   * and before a second record of the same key. A chunk's records are applied together, each in its own
+   * savepoint, so one that is retried would otherwise fall behind a later record of its key; with one record
+   * per key per chunk, a retry seeks back before any later record of that key ran. (Records without a key
+   * carry no order promise beyond the partition and are not limited.)
+   */
   #chunkEnd(records: readonly KafkaMessageLike[], from: number): number {
     const limit = Math.min(records.length, from + this.#options.batchSize);
+    const keys = new Set<string>();
     let end = from;
-    while (end < limit && !this.#isSkippedTombstone(records[end]!)) end += 1;
+    while (end < limit) {
+      const record = records[end]!;
+      if (this.#isSkippedTombstone(record)) break;
+      if (record.key !== null) {
+        const key = record.key.toString('latin1');
+        if (keys.has(key)) break;
+        keys.add(key);
+      }
+      end += 1;
+    }
     return end;
   }
 

@@ -34,8 +34,9 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
   readonly handler: IdempotentConsumer<P, Tx>;
   /**
    * `message`: each record is handled in its own transaction, in offset order. `batch`: the records of a
-   * fetch are claimed and applied together with `handleBatch` (one transaction per chunk of `batchSize`), for
-   * throughput; see the docs for what a retry inside a chunk means for order. Default is `message`.
+   * fetch are claimed and applied together with `handleBatch`, one transaction per chunk (at most `batchSize`
+   * records, at most one per key), for throughput. Order per key holds in both modes, also across retries;
+   * in `batch` mode a retried record may be applied after later records of *other* keys. Default is `message`.
    */
   readonly mode?: 'message' | 'batch';
   /** Partitions processed at once (kafkajs `partitionsConsumedConcurrently`). Default is 1. */

@@ -1,0 +1,306 @@
+// Throughput and end-to-end latency of the Kafka transport against plain kafkajs consumers doing the same
+// one-row insert without the inbox, side by side on the same broker, database, partitions and concurrency.
+//
+//   npx tsx --conditions=@inboxkit/source packages/kafka/bench/kafka-bench.ts [--quick] [--messages N]
+//
+// Four consumers: plain eachMessage (autoCommit, one INSERT per message) vs kafkaConsumer `message` mode, and
+// plain eachBatch (one transaction per fetched batch, autoCommit after it) vs kafkaConsumer `batch` mode.
+// Throughput: N messages produced up front, timed from the first handled message to the last (group joins are
+// excluded). Latency: messages produced at a steady rate while the consumer runs, measured from the produce
+// call to the effect being committed. Connection settings come from .services/env or the environment.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import { idempotentConsumer } from '@inboxkit/core';
+import { PostgresInboxStore, migrateInbox } from '@inboxkit/core/postgres';
+import { Kafka, Partitioners, logLevel } from 'kafkajs';
+import type { Consumer, Producer } from 'kafkajs';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { Transaction } from 'kysely';
+import pg from 'pg';
+
+import { kafkaConsumer } from '../src/index.js';
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    messages: { type: 'string' },
+    partitions: { type: 'string', default: '4' },
+    rounds: { type: 'string' },
+  },
+});
+const QUICK = args.quick;
+const MESSAGES = Number(args.messages ?? (QUICK ? 4_000 : 20_000));
+const PARTITIONS = Number(args.partitions);
+const ROUNDS = Number(args.rounds ?? (QUICK ? 1 : 3));
+const LATENCY_MESSAGES = QUICK ? 500 : 2_000;
+const LATENCY_RATE = 500; // messages per second, well below every variant's throughput
+
+function setting(name: string): string {
+  const fromEnv = process.env[name];
+  if (fromEnv) return fromEnv;
+  const file = fileURLToPath(new URL('../../../.services/env', import.meta.url));
+  if (existsSync(file)) {
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      const [key, ...rest] = line.split('=');
+      if (key === name) return rest.join('=');
+    }
+  }
+  throw new Error(`${name} is not set: run \`npm run services:up\``);
+}
+
+const kafka = new Kafka({ clientId: 'inboxkit-bench', brokers: setting('KAFKA_BROKERS').split(','), logLevel: logLevel.NOTHING });
+const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: PARTITIONS + 2 });
+const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+const schema = `bench_kafka_${process.pid}`;
+const effects = `"${schema}"."effects"`;
+const insert = `INSERT INTO ${effects} (id, n) VALUES ($1, $2)`;
+let runId = 0;
+
+interface Payload {
+  readonly n: number;
+  readonly sentAt: number;
+}
+
+/** Counts effects; resolves `done` at the target; records latency of messages that carry `sentAt`. */
+class Meter {
+  count = 0;
+  first = 0;
+  last = 0;
+  readonly latencies: number[] = [];
+  #target = Number.POSITIVE_INFINITY;
+  #resolve: () => void = () => undefined;
+
+  expect(target: number): Promise<void> {
+    this.count = 0;
+    this.latencies.length = 0;
+    this.#target = target;
+    return new Promise((resolve) => (this.#resolve = resolve));
+  }
+
+  /** Throughput is timed from here (the consumer joined its group and starts fetching). */
+  begin(): void {
+    this.first = performance.now() + performance.timeOrigin;
+  }
+
+  hit(payload: Payload | undefined): void {
+    const now = performance.now() + performance.timeOrigin;
+    this.count += 1;
+    this.last = now;
+    if (payload !== undefined && payload.sentAt > 0) this.latencies.push(now - payload.sentAt);
+    if (this.count >= this.#target) this.#resolve();
+  }
+}
+
+interface Variant {
+  readonly name: string;
+  start(topic: string, groupId: string, meter: Meter): Promise<() => Promise<void>>;
+}
+
+function parse(value: Buffer | null): Payload | undefined {
+  return value === null ? undefined : (JSON.parse(value.toString('utf8')) as Payload);
+}
+
+const plainMessage: Variant = {
+  name: 'plain eachMessage',
+  async start(topic, groupId, meter) {
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      partitionsConsumedConcurrently: PARTITIONS,
+      eachMessage: async ({ message }) => {
+        const payload = parse(message.value);
+        await pool.query(insert, [message.headers?.['message-id']?.toString(), payload?.n ?? 0]);
+        meter.hit(payload);
+      },
+    });
+    return () => consumer.disconnect();
+  },
+};
+
+const plainBatch: Variant = {
+  name: 'plain eachBatch',
+  async start(topic, groupId, meter) {
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      partitionsConsumedConcurrently: PARTITIONS,
+      eachBatch: async (payload) => {
+        const { batch } = payload;
+        const client = await pool.connect();
+        const payloads: (Payload | undefined)[] = [];
+        try {
+          await client.query('BEGIN');
+          for (const message of batch.messages) {
+            const payload = parse(message.value);
+            payloads.push(payload);
+            await client.query(insert, [message.headers?.['message-id']?.toString(), payload?.n ?? 0]);
+          }
+          await client.query('COMMIT');
+        } finally {
+          client.release();
+        }
+        for (const message of batch.messages) payload.resolveOffset(message.offset);
+        for (const p of payloads) meter.hit(p);
+        await payload.heartbeat();
+      },
+    });
+    return () => consumer.disconnect();
+  },
+};
+
+function inbox(mode: 'message' | 'batch'): Variant {
+  return {
+    name: `kafkaConsumer ${mode}`,
+    async start(topic, groupId, meter) {
+      const store = new PostgresInboxStore<unknown>({ db, schema });
+      const handler = idempotentConsumer<Payload, Transaction<unknown>>({
+        name: `bench-${groupId}`,
+        store,
+        handler: async (message, context) => {
+          await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(context.tx);
+        },
+        hooks: {
+          onOutcome: ({ outcome, message }) => {
+            if (outcome.status === 'processed') meter.hit(parse(message.body as Buffer));
+          },
+        },
+      });
+      const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+      const transport = kafkaConsumer({ consumer, kafka, topics: [topic], handler, mode, partitionConcurrency: PARTITIONS, fromBeginning: true });
+      await transport.start();
+      return async () => {
+        await transport.stop();
+        await consumer.disconnect();
+      };
+    },
+  };
+}
+
+async function createTopic(topic: string): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
+  await admin.disconnect();
+}
+
+async function deleteTopic(topic: string): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
+  await admin.disconnect();
+}
+
+async function produce(producer: Producer, topic: string, from: number, count: number, sentAt: number): Promise<void> {
+  await producer.send({
+    topic,
+    acks: -1,
+    messages: Array.from({ length: count }, (_, i) => ({
+      key: `key-${(from + i) % 1_000}`,
+      value: JSON.stringify({ n: from + i, sentAt }),
+      headers: { 'message-id': `${topic}-${from + i}` },
+    })),
+  });
+}
+
+interface Result {
+  readonly perSecond: number;
+  readonly p50: number;
+  readonly p99: number;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function measure(variant: Variant, producer: Producer): Promise<Result> {
+  runId += 1;
+  const topic = `bench-${process.pid}-${runId}`;
+  await createTopic(topic);
+  const meter = new Meter();
+  try {
+    // Throughput over a backlog.
+    for (let from = 0; from < MESSAGES; from += 1_000) await produce(producer, topic, from, Math.min(1_000, MESSAGES - from), 0);
+    const done = meter.expect(MESSAGES);
+    const stop = await variant.start(topic, `${topic}-group`, meter);
+    meter.begin();
+    try {
+      await done;
+        const perSecond = MESSAGES / ((meter.last - meter.first) / 1_000);
+      // Latency at a steady rate, 10 messages every 20 ms.
+      const paced = meter.expect(LATENCY_MESSAGES);
+      for (let sent = 0; sent < LATENCY_MESSAGES; sent += 10) {
+        const tick = performance.now();
+        await produce(producer, topic, MESSAGES + sent, 10, performance.now() + performance.timeOrigin);
+        const wait = 10_000 / LATENCY_RATE - (performance.now() - tick);
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      }
+      await paced;
+      const sorted = [...meter.latencies].sort((a, b) => a - b);
+      return { perSecond, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+    } finally {
+      await stop();
+    }
+  } finally {
+    await deleteTopic(topic);
+  }
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+async function compare(plain: Variant, ours: Variant, producer: Producer, target: number): Promise<void> {
+  const results = new Map<Variant, Result[]>([
+    [plain, []],
+    [ours, []],
+  ]);
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const variant of round % 2 === 0 ? [plain, ours] : [ours, plain]) {
+      await sql.raw(`TRUNCATE ${effects}`).execute(db);
+      results.get(variant)!.push(await measure(variant, producer));
+    }
+  }
+  const summary = (v: Variant): Result => {
+    const rs = results.get(v)!;
+    return { perSecond: median(rs.map((r) => r.perSecond)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)) };
+  };
+  const a = summary(plain);
+  const b = summary(ours);
+  for (const [v, r] of [
+    [plain, a],
+    [ours, b],
+  ] as const) {
+    console.log(`  ${v.name.padEnd(24)} ${r.perSecond.toFixed(0).padStart(7)} msg/s   p50 ${r.p50.toFixed(1).padStart(6)} ms   p99 ${r.p99.toFixed(1).padStart(6)} ms`);
+  }
+  const ratio = b.perSecond / a.perSecond;
+  console.log(`  ratio ${ratio.toFixed(2)}× (target ≥ ${target}×) ${ratio >= target ? 'ok' : 'BELOW TARGET'}\n`);
+}
+
+async function main(): Promise<void> {
+  await migrateInbox(db, { schema });
+  await sql.raw(`CREATE TABLE IF NOT EXISTS ${effects} (id text NOT NULL, n integer NOT NULL)`).execute(db);
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  console.log(
+    `kafka bench: ${MESSAGES} messages, ${PARTITIONS} partitions (concurrency ${PARTITIONS}), ${ROUNDS} round(s), latency at ${LATENCY_RATE} msg/s\n`,
+  );
+  try {
+    console.log('single-message path');
+    await compare(plainMessage, inbox('message'), producer, 0.85);
+    console.log('batch path');
+    await compare(plainBatch, inbox('batch'), producer, 0.9);
+  } finally {
+    await producer.disconnect();
+    await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);
+    await db.destroy();
+  }
+}
+
+await main();

@@ -1,0 +1,16 @@
+// The transport conformance suite against the real Kafka broker: per-partition (key) order, no native delay
+// (retries pause and seek), no broker delivery count (attempts are recorded by core).
+import { describeTransportConformance } from '@inboxkit/testing';
+
+import { kafkaHarness } from './kafka-harness.js';
+
+describeTransportConformance('kafka', { ordering: 'key', nativeDelay: false, deliveryCount: false }, () => kafkaHarness(), {
+  quietPeriodMs: 1_500,
+});
+
+describeTransportConformance(
+  'kafka, batch mode',
+  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  () => kafkaHarness({ transport: { mode: 'batch' } }),
+  { quietPeriodMs: 1_500 },
+);

@@ -1,0 +1,433 @@
+// kafkaConsumer against the real broker and real Postgres: duplicates, dead letters with every header, id
+// resolution, tombstones, batch mode, a failed dead-letter produce, a rebalance and a broker restart. Every
+// test checks the invariant: each id's effect applied once, offsets committed to the end only when settled.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+import { HEADERS, RetryableError, idempotentConsumer } from '@inboxkit/core';
+import type { DeadLetterEntry, IdempotentConsumer, OutcomeStatus } from '@inboxkit/core';
+import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import type { Transaction } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { kafkaConsumer } from '../src/index.js';
+import type { KafkaConsumerOptions, KafkaTransportConsumer } from '../src/index.js';
+import { FAST_GROUP, connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import { servicesScript } from './support/kafka-services.js';
+import { schemaName, testDatabase } from './support/postgres.js';
+import type { TestDatabase } from './support/postgres.js';
+
+const run = promisify(execFile);
+
+let kafka: Kafka;
+let producer: Producer;
+let database: TestDatabase;
+
+beforeAll(async () => {
+  kafka = testKafka();
+  producer = await connectedProducer(kafka);
+  database = await testDatabase(schemaName(uniqueName('kafka_consumer')));
+});
+
+afterAll(async () => {
+  await producer?.disconnect();
+  await database?.dispose();
+});
+
+/** A fresh source topic (and its DLQ) per test. */
+async function topics(partitions = 3): Promise<{ topic: string; dlq: string; cleanup: () => Promise<void> }> {
+  const topic = uniqueName('orders');
+  const dlq = `${topic}.dlq`;
+  const cleanup = await createTopics(kafka, [
+    { topic, partitions },
+    { topic: dlq, partitions: 1 },
+  ]);
+  return { topic, dlq, cleanup };
+}
+
+interface Record {
+  readonly id?: string;
+  readonly key?: string;
+  readonly value?: string | null;
+  readonly headers?: { [name: string]: string };
+  readonly partition?: number;
+}
+
+async function produce(topic: string, records: readonly Record[]): Promise<void> {
+  await producer.send({
+    topic,
+    acks: -1,
+    messages: records.map((r) => ({
+      key: r.key ?? null,
+      value: r.value === undefined ? JSON.stringify({ id: r.id }) : r.value,
+      headers: { ...r.headers, ...(r.id !== undefined ? { 'message-id': r.id } : {}) },
+      ...(r.partition !== undefined ? { partition: r.partition } : {}),
+    })),
+  });
+}
+
+type Handler = (id: string, attempt: number, tx: Transaction<unknown>) => Promise<void>;
+
+function consumerOf(name: string, options: { maxAttempts?: number; handler?: Handler } = {}) {
+  const recorder = new OutcomeRecorder();
+  const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
+    name,
+    store: database.store,
+    maxAttempts: options.maxAttempts ?? 5,
+    backoff: { initialDelayMs: 100, multiplier: 2, maxDelayMs: 400, jitter: 'none' },
+    decode: (body) => (body === null ? null : JSON.parse(Buffer.from(body as Uint8Array).toString('utf8'))),
+    handler: async (message, context) => {
+      if (options.handler) await options.handler(message.id, context.attempt, context.tx);
+      await database.applyEffect(context.tx, message.id);
+    },
+    hooks: { onOutcome: recorder.hook },
+  });
+  return { consumer, recorder };
+}
+
+interface Running {
+  readonly transport: KafkaTransportConsumer;
+  readonly consumer: Consumer;
+  stop(): Promise<void>;
+}
+
+async function start(
+  topic: string,
+  groupId: string,
+  handler: IdempotentConsumer<unknown, Transaction<unknown>>,
+  options: Partial<KafkaConsumerOptions> = {},
+): Promise<Running> {
+  const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
+  const transport = kafkaConsumer({
+    consumer,
+    kafka,
+    topics: [topic],
+    handler,
+    fromBeginning: true,
+    pauseOnFailureMs: 200,
+    heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
+    ...options,
+  } as KafkaConsumerOptions<unknown, Transaction<unknown>>);
+  await transport.start();
+  return {
+    transport,
+    consumer,
+    async stop() {
+      await transport.stop();
+      await consumer.disconnect();
+    },
+  };
+}
+
+/** Committed offset of the group per partition, against the topic's end. */
+async function offsets(topic: string, groupId: string): Promise<{ committed: number[]; end: number[] }> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const committed = (await admin.fetchOffsets({ groupId, topics: [topic] }))[0]!.partitions;
+    const ends = await admin.fetchTopicOffsets(topic);
+    const byPartition = (list: { partition: number; offset?: string; high?: string }[], field: 'offset' | 'high') =>
+      [...list].sort((a, b) => a.partition - b.partition).map((p) => Number(p[field]));
+    return { committed: byPartition(committed, 'offset'), end: byPartition(ends, 'high') };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function expectFullyCommitted(topic: string, groupId: string): Promise<void> {
+  const { committed, end } = await offsets(topic, groupId);
+  expect(committed, 'the group committed up to the end of every partition').toEqual(end);
+}
+
+async function expectAppliedOnce(ids: readonly string[]): Promise<void> {
+  const counts = await database.effectCounts();
+  const wrong = ids.filter((id) => counts.get(id) !== 1).map((id) => `${id}: ${counts.get(id) ?? 0}`);
+  expect(wrong, 'ids not applied exactly once').toEqual([]);
+}
+
+const SETTLED: OutcomeStatus[] = ['processed', 'duplicate'];
+
+function header(entry: DeadLetterEntry, name: string): string | undefined {
+  return entry.headers[name];
+}
+
+describe('kafkaConsumer against Kafka and Postgres', () => {
+  it.each(['message', 'batch'] as const)(
+    'applies each id once in %s mode: the same id produced three times and 30 percent of ids duplicated',
+    async (mode) => {
+      const { topic, cleanup } = await topics();
+      const groupId = uniqueName('group');
+      const { consumer, recorder } = consumerOf(uniqueName(`dups-${mode}`));
+      const ids = Array.from({ length: 300 }, (_, i) => uniqueName(`m${i}`));
+      const records: Record[] = ids.map((id, i) => ({ id, key: `k${i % 7}` }));
+      for (const [i, id] of ids.entries()) if (i % 10 < 3) records.push({ id, key: `k${i % 7}` });
+      records.push({ id: ids[0], key: 'k0' }); // the same id a third time, later
+      const running = await start(topic, groupId, consumer, { mode, partitionConcurrency: 3 });
+      try {
+        for (let i = 0; i < records.length; i += 50) await produce(topic, records.slice(i, i + 50));
+        await recorder.waitForCount(records.length, { status: SETTLED, timeoutMs: 60_000 });
+        expect(recorder.count('processed')).toBe(ids.length);
+        expect(recorder.count('duplicate')).toBe(records.length - ids.length);
+      } finally {
+        await running.stop();
+      }
+      await expectAppliedOnce(ids);
+      await expectFullyCommitted(topic, groupId);
+      await cleanup();
+    },
+  );
+
+  it('dead-letters a poison message after maxAttempts with every header, the original key, value and headers', async () => {
+    const { topic, dlq, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const poison = uniqueName('poison');
+    const after = uniqueName('after');
+    const { consumer, recorder } = consumerOf(uniqueName('poison-consumer'), {
+      maxAttempts: 3,
+      handler: async (id) => {
+        if (id === poison) throw new Error('amount is missing');
+      },
+    });
+    const running = await start(topic, groupId, consumer);
+    try {
+      await produce(topic, [
+        { id: poison, key: 'acct-7', value: '{"amount":null}', headers: { traceparent: '00-abc-def-01' } },
+        { id: after, key: 'acct-7' },
+      ]);
+      await recorder.waitFor(after, 'processed', { timeoutMs: 30_000 });
+      const [letter, ...more] = await readTopic(kafka, dlq, 1, 10_000);
+      expect(more).toEqual([]);
+      const outcome = recorder.outcomes(poison).at(-1)!;
+      expect(outcome.status).toBe('dead-letter');
+      const h = (name: string) => header(letter!, name);
+      expect(h(HEADERS.originalId)).toBe(poison);
+      expect(h(HEADERS.messageId)).toBe(poison);
+      expect(letter!.id).toBe(poison);
+      expect(h(HEADERS.consumer)).toBe(consumer.name);
+      expect(h(HEADERS.reason)).toBe(outcome.status === 'dead-letter' ? outcome.reason : '');
+      expect(h(HEADERS.attempts)).toBe(outcome.status === 'dead-letter' ? String(outcome.attempts) : '');
+      expect(h(HEADERS.reason)).toBe('max-attempts');
+      expect(h(HEADERS.attempts)).toBe('3');
+      expect(h(HEADERS.errorName)).toBe('Error');
+      expect(h(HEADERS.errorMessage)).toBe('amount is missing');
+      expect(h(HEADERS.errorStack)).toContain('amount is missing');
+      expect(h(HEADERS.firstFailureAt)).toMatch(/^\d{4}-\d\d-\d\dT/);
+      expect(h(HEADERS.lastFailureAt)).toMatch(/^\d{4}-\d\d-\d\dT/);
+      expect(h(HEADERS.deadLetteredAt)).toMatch(/^\d{4}-\d\d-\d\dT/);
+      expect(h(HEADERS.sourceTransport)).toBe('kafka');
+      expect(h(HEADERS.sourceDestination)).toBe(topic);
+      expect(h(HEADERS.sourcePartition)).toBe('0');
+      expect(h(HEADERS.sourceOffset)).toBe('0');
+      expect(h('traceparent')).toBe('00-abc-def-01');
+      expect(Buffer.from(letter!.body as Uint8Array).toString()).toBe('{"amount":null}');
+      expect((letter as DeadLetterEntry & { key?: string }).key).toBe('acct-7');
+    } finally {
+      await running.stop();
+    }
+    await expectAppliedOnce([after]);
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  });
+
+  it('dead-letters a retried poison message after maxAttempts, keeping the partition order behind it', async () => {
+    const { topic, dlq, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const ids = Array.from({ length: 6 }, (_, i) => uniqueName(`o${i}`));
+    const applied: string[] = [];
+    const { consumer, recorder } = consumerOf(uniqueName('order'), {
+      maxAttempts: 3,
+      handler: async (id) => {
+        if (id === ids[2]) throw new RetryableError('downstream down');
+        applied.push(id);
+      },
+    });
+    const running = await start(topic, groupId, consumer);
+    try {
+      await produce(topic, ids.map((id) => ({ id, key: 'same' })));
+      await recorder.waitFor(ids[5], 'processed', { timeoutMs: 30_000 });
+      expect(recorder.outcomes(ids[2]).map((o) => o.status)).toEqual(['retry', 'retry', 'dead-letter']);
+      expect(applied).toEqual([ids[0], ids[1], ids[3], ids[4], ids[5]]);
+      const letters = await readTopic(kafka, dlq, 1, 10_000);
+      expect(letters.map((l) => [l.id, header(l, HEADERS.reason), header(l, HEADERS.attempts)])).toEqual([[ids[2], 'max-attempts', '3']]);
+    } finally {
+      await running.stop();
+    }
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  });
+
+  it('resolves ids from ce_id, then the messageId function, and from coordinates only when opted in', async () => {
+    const { topic, dlq, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const ce = uniqueName('ce');
+    const keyed = uniqueName('keyed');
+    const { consumer, recorder } = consumerOf(uniqueName('ids'));
+    const running = await start(topic, groupId, consumer, {
+      messageId: (record) => (record.key?.toString().startsWith('by-key') ? keyed : undefined),
+    });
+    try {
+      await produce(topic, [
+        { key: 'a', headers: { ce_id: ce } },
+        { key: 'by-key-1' },
+        { key: 'none', value: '{"orphan":true}' },
+      ]);
+      await recorder.waitFor(ce, 'processed', { timeoutMs: 30_000 });
+      await recorder.waitFor(keyed, 'processed', { timeoutMs: 30_000 });
+      await recorder.waitFor(undefined, 'dead-letter', { timeoutMs: 30_000 });
+      const letters = await readTopic(kafka, dlq, 1, 10_000);
+      expect(letters.map((l) => header(l, HEADERS.reason))).toEqual(['missing-id']);
+    } finally {
+      await running.stop();
+    }
+    await expectAppliedOnce([ce, keyed]);
+
+    // With the opt-in, the orphan gets topic:partition:offset as its id (a second consumer, same records).
+    const { consumer: second, recorder: secondRecorder } = consumerOf(uniqueName('coordinates'));
+    const again = await start(topic, uniqueName('group'), second, { useCoordinatesAsId: true });
+    try {
+      await secondRecorder.waitFor(`${topic}:0:2`, 'processed', { timeoutMs: 30_000 });
+    } finally {
+      await again.stop();
+    }
+    await cleanup();
+  });
+
+  it('dead-letters tombstones by default with reason tombstone, and skips them when told to', async () => {
+    const { topic, dlq, cleanup } = await topics(1);
+    const after = uniqueName('after');
+    const { consumer, recorder } = consumerOf(uniqueName('tombstones'));
+    const groupId = uniqueName('group');
+    const running = await start(topic, groupId, consumer);
+    try {
+      await produce(topic, [{ id: uniqueName('gone'), key: 'entity-1', value: null }, { id: after }]);
+      await recorder.waitFor(after, 'processed', { timeoutMs: 30_000 });
+      const letters = await readTopic(kafka, dlq, 1, 10_000);
+      expect(letters.map((l) => [header(l, HEADERS.reason), l.body])).toEqual([['tombstone', null]]);
+    } finally {
+      await running.stop();
+    }
+    await expectFullyCommitted(topic, groupId);
+
+    const skipGroup = uniqueName('group');
+    const { consumer: skipping, recorder: skipRecorder } = consumerOf(uniqueName('skip'));
+    const skipper = await start(topic, skipGroup, skipping, { tombstones: 'skip' });
+    try {
+      await skipRecorder.waitFor(after, 'processed', { timeoutMs: 30_000 });
+      expect(skipRecorder.events).toHaveLength(1);
+    } finally {
+      await skipper.stop();
+    }
+    await expectFullyCommitted(topic, skipGroup);
+    await cleanup();
+  });
+
+  it('batch mode commits up to the first unfinished record, seeks back to it and keeps order per key', async () => {
+    const { topic, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const ids = Array.from({ length: 40 }, (_, i) => uniqueName(`b${i}`));
+    const order = new Map<string, string[]>();
+    let failed = false;
+    const { consumer, recorder } = consumerOf(uniqueName('batch'), {
+      handler: async (id, attempt) => {
+        if (id === ids[9] && attempt === 1) {
+          failed = true;
+          throw new RetryableError('not yet', { delayMs: 300 });
+        }
+      },
+    });
+    const keyOf = (i: number) => `k${i % 4}`;
+    const observed = idempotentConsumer<unknown, Transaction<unknown>>({
+      ...consumer.config,
+      handler: async (message, context) => {
+        await consumer.config.handler(message, context);
+        const i = ids.indexOf(message.id);
+        order.set(keyOf(i), [...(order.get(keyOf(i)) ?? []), message.id]);
+      },
+      hooks: { onOutcome: recorder.hook },
+    });
+    await produce(topic, ids.map((id, i) => ({ id, key: keyOf(i) })));
+    const running = await start(topic, groupId, observed, { mode: 'batch', batchSize: 100 });
+    try {
+      await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
+    } finally {
+      await running.stop();
+    }
+    expect(failed).toBe(true);
+    for (let k = 0; k < 4; k += 1) {
+      expect(order.get(`k${k}`)).toEqual(ids.filter((_, i) => keyOf(i) === `k${k}`));
+    }
+    await expectAppliedOnce(ids);
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  });
+
+  it('commits nothing when the dead-letter produce fails, and retries the record later', async () => {
+    const { topic, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const poison = uniqueName('poison');
+    const { consumer, recorder } = consumerOf(uniqueName('dlq-down'), {
+      handler: async (id) => {
+        if (id === poison) throw new TypeError('permanent by default');
+      },
+    });
+    const running = await start(topic, groupId, consumer, { deadLetterTopic: () => 'not a valid topic!', publishTimeoutMs: 2_000 });
+    try {
+      await produce(topic, [{ id: poison }, { id: uniqueName('behind') }]);
+      await recorder.waitForCount(2, { id: poison, status: 'dead-letter', timeoutMs: 30_000 });
+      const { committed } = await offsets(topic, groupId);
+      expect(committed[0], 'nothing committed past the record whose dead letter failed').toBeLessThanOrEqual(0);
+      expect(recorder.count('processed')).toBe(0);
+    } finally {
+      await running.stop();
+    }
+    await cleanup();
+  });
+
+  it('applies every id exactly once with two consumers in one group and rebalances during the run', async () => {
+    const { topic, cleanup } = await topics(4);
+    const groupId = uniqueName('group');
+    const ids = Array.from({ length: 1_200 }, (_, i) => uniqueName(`r${i}`));
+    const slow: Handler = async () => new Promise((r) => setTimeout(r, 1));
+    const a = consumerOf(uniqueName('rebalance'), { handler: slow });
+    const b = idempotentConsumer<unknown, Transaction<unknown>>({ ...a.consumer.config, hooks: { onOutcome: a.recorder.hook } });
+    const first = await start(topic, groupId, a.consumer, { partitionConcurrency: 2 });
+    let second: Running | undefined;
+    try {
+      await produce(topic, ids.slice(0, 400).map((id, i) => ({ id, key: `k${i}` })));
+      await a.recorder.waitForCount(100, { status: SETTLED, timeoutMs: 30_000 });
+      second = await start(topic, groupId, b, { partitionConcurrency: 2 }); // rebalance: partitions split
+      await produce(topic, ids.slice(400, 800).map((id, i) => ({ id, key: `k${i}` })));
+      await a.recorder.waitForCount(600, { status: SETTLED, timeoutMs: 30_000 });
+      await first.stop(); // rebalance: the second takes everything
+      await produce(topic, ids.slice(800).map((id, i) => ({ id, key: `k${i}` })));
+      for (const id of ids) await a.recorder.waitFor(id, 'processed', { timeoutMs: 30_000 });
+    } finally {
+      await first.stop();
+      await second?.stop();
+    }
+    await expectAppliedOnce(ids);
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  });
+
+  it('recovers from a broker restart mid-run: nothing lost, nothing applied twice', { timeout: 180_000 }, async () => {
+    const { topic, cleanup } = await topics(3);
+    const groupId = uniqueName('group');
+    const ids = Array.from({ length: 600 }, (_, i) => uniqueName(`b${i}`));
+    const { consumer, recorder } = consumerOf(uniqueName('restart'));
+    const running = await start(topic, groupId, consumer, { partitionConcurrency: 3 });
+    try {
+      await produce(topic, ids.slice(0, 300).map((id, i) => ({ id, key: `k${i}` })));
+      await recorder.waitForCount(100, { status: SETTLED, timeoutMs: 30_000 });
+      await run('bash', [servicesScript(), 'restart', 'kafka'], { timeout: 150_000 });
+      await produce(topic, ids.slice(300).map((id, i) => ({ id, key: `k${i}` })));
+      for (const id of ids) await recorder.waitFor(id, 'processed', { timeoutMs: 60_000 });
+    } finally {
+      await running.stop();
+    }
+    await expectAppliedOnce(ids);
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  });
+});

@@ -1,0 +1,213 @@
+// The TransportHarness of the Kafka transport: a fresh topic (3 partitions) and its DLQ on the real broker,
+// consumers in one group per harness with short group timings, and a crash that freezes a consumer's commits
+// and drops its connection while its handler is still running.
+
+import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
+import type { HarnessConsumerOptions, HarnessMessage, TransportHarness } from '@inboxkit/testing';
+import { uniqueName } from '@inboxkit/testing';
+import { Kafka, Partitioners, logLevel } from 'kafkajs';
+import type { Consumer, EachBatchPayload, Producer } from 'kafkajs';
+
+import { kafkaConsumer, kafkaDeadLetterQueue } from '../src/index.js';
+import type { KafkaConsumerLike, KafkaConsumerOptions, KafkaRunConfig } from '../src/index.js';
+import { kafkaBrokers } from './support/kafka-services.js';
+
+/** Group timings that keep joins and rebalances short against the local broker. */
+export const FAST_GROUP = Object.freeze({ sessionTimeout: 6_000, heartbeatInterval: 500, rebalanceTimeout: 4_000, maxWaitTimeInMs: 100 });
+
+/** A kafkajs client for tests: quiet unless KAFKA_TEST_LOG=debug|info|warn|error. */
+export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
+  const level = { debug: logLevel.DEBUG, info: logLevel.INFO, warn: logLevel.WARN, error: logLevel.ERROR }[process.env.KAFKA_TEST_LOG ?? ''];
+  return new Kafka({
+    clientId,
+    brokers: kafkaBrokers(),
+    logLevel: level ?? logLevel.NOTHING,
+    retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 2_000 },
+  });
+}
+
+/** Creates topics (and waits for their leaders); returns a function that deletes them. */
+export async function createTopics(kafka: Kafka, topics: readonly { topic: string; partitions: number }[]): Promise<() => Promise<void>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ waitForLeaders: true, topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })) });
+  } finally {
+    await admin.disconnect();
+  }
+  return async () => {
+    const a = kafka.admin();
+    await a.connect();
+    await a.deleteTopics({ topics: topics.map((t) => t.topic) }).catch(() => undefined);
+    await a.disconnect();
+  };
+}
+
+/** An idempotent test producer, connected. */
+export async function connectedProducer(kafka: Kafka): Promise<Producer> {
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  return producer;
+}
+
+/** Publishes harness messages with acks from all replicas: `id` as the `message-id` header, `key` as the key. */
+export async function publish(producer: Producer, topic: string, messages: readonly HarnessMessage[]): Promise<void> {
+  await producer.send({
+    topic,
+    acks: -1,
+    messages: messages.map((m) => ({
+      key: m.key ?? null,
+      value: typeof m.body === 'string' ? m.body : Buffer.from(m.body),
+      headers: { ...m.headers, ...(m.id !== undefined ? { 'message-id': m.id } : {}) },
+    })),
+  });
+}
+
+/** Records in a topic right now (sum of high - low over partitions). */
+export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Waits until `topic` holds `count` records (or the timeout), then reads them all from the start. */
+export async function readTopic(kafka: Kafka, topic: string, count: number, timeoutMs: number): Promise<DeadLetterEntry[]> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await topicSize(kafka, topic)) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const reader = kafkaDeadLetterQueue({ kafka, topic, idleTimeoutMs: 3_000, consumerConfig: FAST_GROUP });
+  const entries: DeadLetterEntry[] = [];
+  for await (const entry of reader.browse({ limit: 100_000 })) entries.push(entry);
+  return entries;
+}
+
+/** A consumer whose commits can be frozen: after `crash()` nothing it handled is settled any more. */
+export interface CrashableConsumer {
+  readonly consumer: KafkaConsumerLike;
+  crash(): void;
+}
+
+/** Wraps a kafkajs consumer so a simulated crash stops every commit and ends batches at once. */
+export function crashable(consumer: Consumer): CrashableConsumer {
+  let crashed = false;
+  const wrapped: KafkaConsumerLike = {
+    connect: () => consumer.connect(),
+    disconnect: () => consumer.disconnect(),
+    subscribe: (s) => consumer.subscribe(s),
+    stop: () => consumer.stop(),
+    commitOffsets: (o) => (crashed ? Promise.reject(new Error('crashed')) : consumer.commitOffsets(o)),
+    seek: (p) => consumer.seek(p),
+    pause: (t) => consumer.pause(t),
+    resume: (t) => consumer.resume(t),
+    on: ((event: string, listener: (e: unknown) => void) => consumer.on(event as never, listener)) as KafkaConsumerLike['on'],
+    run: (config?: KafkaRunConfig) => {
+      const eachBatch = config?.eachBatch;
+      return consumer.run({
+        ...config,
+        ...(eachBatch
+          ? {
+              eachBatch: (payload: EachBatchPayload) =>
+                eachBatch({
+                  ...payload,
+                  commitOffsetsIfNecessary: (offsets) =>
+                    crashed ? Promise.reject(new Error('crashed: not committing')) : payload.commitOffsetsIfNecessary(offsets),
+                  isRunning: () => !crashed && payload.isRunning(),
+                }),
+            }
+          : {}),
+      });
+    },
+  };
+  return {
+    consumer: wrapped,
+    crash: () => {
+      crashed = true;
+    },
+  };
+}
+
+/** Options of `kafkaHarness`. */
+export interface KafkaHarnessOptions {
+  readonly partitions?: number;
+  /** Extra transport options for every consumer the harness starts (mode, batchSize …). */
+  readonly transport?: Partial<KafkaConsumerOptions>;
+}
+
+/** A harness plus what tests of this package inspect directly. */
+export interface KafkaHarness extends TransportHarness {
+  readonly kafka: Kafka;
+  readonly topic: string;
+  readonly deadLetterTopic: string;
+  readonly groupId: string;
+}
+
+/** Builds a harness over fresh topics on the real broker. */
+export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<KafkaHarness> {
+  const kafka = testKafka();
+  const topic = uniqueName('conformance');
+  const deadLetterTopic = `${topic}.dlq`;
+  const groupId = uniqueName('group');
+  const deleteTopics = await createTopics(kafka, [
+    { topic, partitions: options.partitions ?? 3 },
+    { topic: deadLetterTopic, partitions: 1 },
+  ]);
+  const producer = await connectedProducer(kafka);
+  const running = new Set<{ transport: TransportConsumer; consumer: Consumer; crash(): void }>();
+
+  return {
+    kafka,
+    topic,
+    deadLetterTopic,
+    groupId,
+    async startConsumer(handler: IdempotentConsumer<unknown, unknown>, consumerOptions: HarnessConsumerOptions = {}) {
+      const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
+      const wrapper = crashable(consumer);
+      const transport = kafkaConsumer({
+        consumer: wrapper.consumer,
+        kafka,
+        topics: [topic],
+        handler,
+        fromBeginning: true,
+        heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
+        pauseOnFailureMs: 200,
+        ...(consumerOptions.concurrency !== undefined ? { partitionConcurrency: consumerOptions.concurrency } : {}),
+        ...(consumerOptions.closeTimeoutMs !== undefined ? { closeTimeoutMs: consumerOptions.closeTimeoutMs } : {}),
+        ...options.transport,
+      });
+      await transport.start();
+      const entry = { transport, consumer, crash: () => wrapper.crash() };
+      running.add(entry);
+      return {
+        start: () => transport.start(),
+        stop: async () => {
+          running.delete(entry);
+          await transport.stop();
+          await consumer.disconnect();
+        },
+      };
+    },
+    publish: (messages) => publish(producer, topic, messages),
+    readDeadLetters: (count, timeoutMs) => readTopic(kafka, deadLetterTopic, count, timeoutMs),
+    async crash() {
+      for (const entry of running) {
+        entry.crash();
+        // Leaves the group once the batch in hand returns; not awaited, as a dying process would not wait.
+        void entry.consumer.disconnect().catch(() => undefined);
+      }
+      running.clear();
+    },
+    async dispose() {
+      await Promise.allSettled([...running].map(async (e) => {
+        await e.transport.stop();
+        await e.consumer.disconnect();
+      }));
+      running.clear();
+      await producer.disconnect();
+      await deleteTopics();
+    },
+  };
+}
