@@ -184,6 +184,40 @@ describe('rabbitmqConsumer', () => {
     expect(logger.lines.filter((l) => l.msg === 'rabbitmq channel error')).toEqual([]);
   });
 
+  it('on an application-owned connection: resubscribes after the broker cancels it, and leaves the connection open', async () => {
+    const h = await harness();
+    const logger = memoryLogger();
+    const connection = await amqp.connect(amqpUrl());
+    const { consumer, recorder } = testConsumer();
+    const transport = rabbitmqConsumer({
+      connection,
+      queue: h.queue,
+      handler: consumer,
+      topology: h.topology,
+      reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
+      logger,
+    });
+    await transport.start();
+    const first = uniqueName('before');
+    await h.publish([{ id: first, body: '{}' }]);
+    await recorder.waitFor(first, 'processed', wait);
+    // Deleting the queue cancels the consumer (basic.cancel); the consumer declares it again and resumes.
+    const ch = await h.admin.createChannel();
+    await ch.deleteQueue(h.queue);
+    await ch.close();
+    await expect
+      .poll(() => logger.lines.some((l) => l.msg === 'rabbitmq consumer reconnected'), wait)
+      .toBe(true);
+    const second = uniqueName('after');
+    await h.publish([{ id: second, body: '{}' }]);
+    await recorder.waitFor(second, 'processed', wait);
+    await transport.stop();
+    await transport.stop();
+    const still = await connection.createChannel();
+    await still.close();
+    await connection.close();
+  });
+
   it('rejects bad options with a ConfigurationError that says what to change', () => {
     const { consumer } = testConsumer();
     const connect = async () => {
