@@ -206,7 +206,7 @@ describe('rabbitmqConsumer', () => {
     await ch.deleteQueue(h.queue);
     await ch.close();
     await expect
-      .poll(() => logger.lines.some((l) => l.msg === 'rabbitmq consumer reconnected'), wait)
+      .poll(() => logger.lines.some((l) => l.msg === 'rabbitmq consumer reconnected'), { timeout: 20_000 })
       .toBe(true);
     const second = uniqueName('after');
     await h.publish([{ id: second, body: '{}' }]);
