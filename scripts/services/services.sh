@@ -412,7 +412,8 @@ rabbit_pid() { read_pid "$RMQ_PIDFILE"; }
 rabbit_running() {
   pid_alive "$(rabbit_pid)" && return 0
   # No pid file (deleted, or a crash during start-up) but our node answers: adopt it.
-  if port_open "$INBOXKIT_AMQP_PORT" && [[ -n "${HOME:-}" && "$HOME" == "$RMQ_DIR/home" ]]; then
+  if port_open "$INBOXKIT_AMQP_PORT" && [[ -n "${HOME:-}" && "$HOME" == "$RMQ_DIR/home" ]] &&
+    epmd -names 2>/dev/null | grep -q "^name ${RABBITMQ_NODE%@*} "; then
     local pid
     pid="$(rabbit_ctl -q eval 'os:getpid().' 2>/dev/null | tr -dc '0-9')"
     if pid_alive "$pid"; then

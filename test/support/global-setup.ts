@@ -34,7 +34,30 @@ const log = (message: string) => console.log(`[services] ${message}`);
 
 type Found = { value: string; source: ServiceSource; extra: Record<string, string> };
 
+// vitest runs the global setup once per project (each package is a project), in one process: discover (and
+// start containers) once, share the result, and stop the containers after the last project's teardown.
+interface Shared {
+  discovery: Promise<{ services: DiscoveredServices; stop: () => Promise<void> }>;
+  users: number;
+}
+const SHARED_KEY = Symbol.for('inboxkit.test.services');
+const shared = globalThis as typeof globalThis & { [SHARED_KEY]?: Shared };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const state = (shared[SHARED_KEY] ??= { discovery: discover(), users: 0 });
+  state.users += 1;
+  const { services, stop } = await state.discovery;
+  project.provide('services', services);
+  return async () => {
+    state.users -= 1;
+    if (state.users === 0) {
+      delete shared[SHARED_KEY];
+      await stop();
+    }
+  };
+}
+
+async function discover(): Promise<{ services: DiscoveredServices; stop: () => Promise<void> }> {
   const found = new Map<ServiceName, Found>();
   const missing: DiscoveredServices['missing'] = {};
   const tried: Partial<Record<ServiceName, string[]>> = {};
@@ -125,10 +148,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     log(`tests that need a missing service will fail; start them with \`npm run services:up\``);
   }
 
-  project.provide('services', services);
-  return async () => {
-    await stopContainers();
-  };
+  return { services, stop: stopContainers };
 }
 
 // --------------------------------------------------------------------------------------------- Docker
