@@ -20,18 +20,22 @@ export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
    * policy to this queue as a crash-loop backstop: see `redrivePolicyFor`.
    */
   readonly deadLetterQueueUrl: string;
-  /**
-   * Messages held at once: received and not yet settled. In a FIFO queue a message group is handled one
-   * message at a time, and its waiting messages count here too. Default is 10.
-   */
+  /** Handlers running at once. In a FIFO queue each message group runs one message at a time. Default is 10. */
   readonly concurrency?: number;
   /** Most messages one ReceiveMessage asks for, 1–10. Default is 10. */
   readonly batchSize?: number;
+  /**
+   * Messages received ahead of a free handler, so the next batch is at hand when a handler finishes: at most
+   * `concurrency + prefetch` messages are held (received, not yet settled), all kept invisible by the
+   * heartbeat. 0 receives only for idle handlers. Default is `batchSize`.
+   */
+  readonly prefetch?: number;
   /** Long-polling wait of one ReceiveMessage, 0–20 s. Default is 20. */
   readonly waitTimeSeconds?: number;
   /**
    * Visibility timeout set on receive and by every heartbeat, in seconds. Must exceed the handler's
-   * `handlerTimeoutMs`. Default is 30.
+   * `handlerTimeoutMs`. Default is 30, or the handler timeout plus 10 s when that is longer (40 with core's
+   * default 30 s handler timeout).
    */
   readonly visibilityTimeoutSeconds?: number;
   /**
@@ -74,6 +78,7 @@ export interface SqsConsumerConfig {
   readonly fifo: boolean;
   readonly concurrency: number;
   readonly batchSize: number;
+  readonly prefetch: number;
   readonly waitTimeSeconds: number;
   readonly visibilityTimeoutSeconds: number;
   readonly heartbeatIntervalMs: number;
@@ -89,6 +94,14 @@ export interface SqsConsumerConfig {
 
 /** SQS's longest visibility timeout: 12 hours. */
 export const MAX_VISIBILITY_SECONDS = 43_200;
+
+/**
+ * 30 s, or the handler timeout plus 10 s (room to commit, or to publish a dead letter, after a handler that ran
+ * to its timeout) when that is longer.
+ */
+export function defaultVisibilityTimeoutSeconds(handlerTimeoutMs: number): number {
+  return Math.min(MAX_VISIBILITY_SECONDS, Math.max(30, Math.ceil(handlerTimeoutMs / 1000) + 10));
+}
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -120,14 +133,15 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     10,
     ' (SQS returns at most 10 messages per receive)',
   );
+  const prefetch = integerIn('prefetch', options.prefetch ?? batchSize, 0, 10_000);
   const waitTimeSeconds = integerIn('waitTimeSeconds', options.waitTimeSeconds ?? 20, 0, 20);
+  const handlerTimeoutMs = handler.config.handlerTimeoutMs;
   const visibilityTimeoutSeconds = integerIn(
     'visibilityTimeoutSeconds',
-    options.visibilityTimeoutSeconds ?? 30,
+    options.visibilityTimeoutSeconds ?? defaultVisibilityTimeoutSeconds(handlerTimeoutMs),
     1,
     MAX_VISIBILITY_SECONDS,
   );
-  const handlerTimeoutMs = handler.config.handlerTimeoutMs;
   if (visibilityTimeoutSeconds * 1000 <= handlerTimeoutMs) {
     throw new ConfigurationError(
       `sqsConsumer: visibilityTimeoutSeconds (${visibilityTimeoutSeconds} s) must exceed the consumer's handlerTimeoutMs ` +
@@ -176,6 +190,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     fifo: isFifoQueue(queueUrl),
     concurrency,
     batchSize,
+    prefetch,
     waitTimeSeconds,
     visibilityTimeoutSeconds,
     heartbeatIntervalMs: Math.round(heartbeatSeconds * 1000),

@@ -15,6 +15,7 @@ import { deadLetterMessage } from './dead-letter-message.js';
 import { DeleteBatcher } from './delete-batcher.js';
 import { MAX_VISIBILITY_SECONDS, resolveSqsConsumerConfig } from './sqs-consumer-options.js';
 import type { SqsConsumerConfig, SqsConsumerOptions } from './sqs-consumer-options.js';
+import { Slots } from './slots.js';
 import { toInboundMessage } from './to-inbound-message.js';
 import { VisibilityHeartbeat } from './visibility-heartbeat.js';
 import type { HeldMessage } from './visibility-heartbeat.js';
@@ -43,8 +44,8 @@ const MAX_POLL_BACKOFF_MS = 5_000;
  * - dead-letter → SendMessage to `deadLetterQueueUrl` with the dead-letter attributes, then delete; if the send
  *   fails nothing is deleted and the message returns after its visibility timeout.
  *
- * Messages are long-polled in batches of up to 10, at most `concurrency` held at once, and kept invisible by a
- * heartbeat while they are held. In a FIFO queue (`.fifo`) the messages of one MessageGroupId are handled one
+ * Messages are long-polled in batches of up to 10 and handled by up to `concurrency` handlers at once; up to
+ * `prefetch` more wait for a free handler, and every held message is kept invisible by a heartbeat. In a FIFO queue (`.fifo`) the messages of one MessageGroupId are handled one
  * at a time in order, groups in parallel; a retried message returns the rest of its group to the queue behind
  * it, so nothing overtakes it.
  *
@@ -71,6 +72,10 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   readonly #config: SqsConsumerConfig;
   readonly #heartbeat: VisibilityHeartbeat;
   readonly #deleter: DeleteBatcher;
+  /** Messages held (received, not settled) plus those asked for by receives in flight. */
+  readonly #buffer: Slots;
+  /** Handlers running. */
+  readonly #handlers: Slots;
   #started = false;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
@@ -79,9 +84,6 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   readonly #abort = new AbortController();
   /** Set once `stop()` gave up waiting: late outcomes are then left to the visibility timeout. */
   #closed = false;
-  /** Messages held plus messages asked for by receives in flight. */
-  #slotsUsed = 0;
-  #slotWaiters: (() => void)[] = [];
   #pollers: Promise<void>[] = [];
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #groups = new Map<string, Group>();
@@ -102,6 +104,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       config.deleteBatchDelayMs,
       config.logger,
     );
+    this.#buffer = new Slots(config.concurrency + config.prefetch);
+    this.#handlers = new Slots(config.concurrency);
   }
 
   start(): Promise<void> {
@@ -131,7 +135,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     this.#started = true;
     this.#heartbeat.start();
     this.#running = true;
-    const pollers = Math.max(1, Math.ceil(config.concurrency / config.batchSize));
+    // Enough receives in flight to fill the buffer a batch at a time.
+    const pollers = Math.max(1, Math.floor((config.concurrency + config.prefetch) / config.batchSize));
     this.#pollers = Array.from({ length: pollers }, () => this.#poll(config));
     config.logger.info(
       {
@@ -149,11 +154,13 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     const config = this.#config;
     if (!this.#started) return;
     this.#running = false;
-    // Ends a back-off pause. A long poll in progress is not aborted: SQS would still hand it messages, which
-    // would then stay hidden for a whole visibility timeout; it ends within waitTimeSeconds and what it brings
-    // is returned to the queue at once.
+    // Wakes pollers and messages waiting for a handler (they go back to the queue), and ends a back-off
+    // pause. A long poll in progress is not aborted: SQS would still hand it messages, which would then stay
+    // hidden for a whole visibility timeout; it ends within waitTimeSeconds and what it brings is returned to
+    // the queue at once.
+    this.#buffer.close();
+    this.#handlers.close();
     this.#abort.abort();
-    this.#wakeSlotWaiters();
     await Promise.all(this.#pollers);
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
@@ -184,35 +191,12 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   // ---- receiving
 
-  #freeSlots(config: SqsConsumerConfig): number {
-    return config.concurrency - this.#slotsUsed;
-  }
-
-  async #waitForSlot(config: SqsConsumerConfig): Promise<void> {
-    while (this.#running && this.#freeSlots(config) <= 0) {
-      await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
-    }
-  }
-
-  #wakeSlotWaiters(): void {
-    const waiters = this.#slotWaiters;
-    this.#slotWaiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  #releaseSlot(): void {
-    this.#slotsUsed--;
-    this.#wakeSlotWaiters();
-  }
-
   async #poll(config: SqsConsumerConfig): Promise<void> {
+    // Ask for full batches: one receive costs a round trip whatever it brings.
+    const want = Math.min(config.batchSize, config.concurrency + config.prefetch);
     let backoffMs = 100;
-    let receivedAt = 0;
     while (this.#running) {
-      await this.#waitForSlot(config);
-      if (!this.#running) break;
-      const want = Math.min(config.batchSize, this.#freeSlots(config));
-      this.#slotsUsed += want;
+      if (!(await this.#buffer.acquire(want))) break;
       let messages: Message[];
       try {
         const result = await this.#options.client.send(
@@ -227,12 +211,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         );
         messages = result.Messages ?? [];
         backoffMs = 100;
-        // Visibility started when SQS answered, give or take the network's latency; the heartbeat runs at
-        // half the timeout, which absorbs that.
-        receivedAt = Date.now();
       } catch (error) {
-        this.#slotsUsed -= want;
-        this.#wakeSlotWaiters();
+        this.#buffer.release(want);
         if (!this.#running) break;
         config.logger.warn(
           { error, queueUrl: config.queueUrl, retryInMs: backoffMs },
@@ -242,15 +222,14 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         backoffMs = Math.min(MAX_POLL_BACKOFF_MS, backoffMs * 2);
         continue;
       }
-      this.#slotsUsed -= want - messages.length;
+      // Visibility started when SQS answered, give or take the network's latency; the heartbeat runs at half
+      // the timeout, which absorbs that.
+      const receivedAt = Date.now();
+      this.#buffer.release(want - messages.length);
       if (!this.#running) {
         // Received while stopping: give them straight back.
-        const held: Held[] = [];
-        for (const m of messages) {
-          const h = this.#hold(config, m, receivedAt, false);
-          if (h === undefined) this.#releaseSlot();
-          else held.push(h);
-        }
+        const held = messages.flatMap((m) => this.#hold(config, m, receivedAt, false) ?? []);
+        this.#buffer.release(messages.length - held.length);
         await this.#returnAndFree(config, held);
         break;
       }
@@ -261,9 +240,9 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   async #sleep(ms: number): Promise<void> {
     if (this.#abort.signal.aborted) return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      this.#abort.signal.addEventListener('abort', done, { once: true });
       const signal = this.#abort.signal;
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
       function done() {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
@@ -304,22 +283,17 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     const headsSeen = new Set<string>();
     for (const raw of messages) {
       const groupId = config.fifo ? raw.Attributes?.MessageGroupId : undefined;
-      if (groupId === undefined) {
-        const held = this.#hold(config, raw, receivedAt, true);
-        if (held === undefined) {
-          this.#releaseSlot();
-          continue;
-        }
-        this.#track(this.#settleAndFree(config, held));
-        continue;
-      }
       // In a FIFO group only the first message of a receive has had receives of its own: the ones behind it
       // may have been returned behind a retried message, and SQS counted those returns as receives.
-      const head = !headsSeen.has(groupId) && !this.#groups.has(groupId);
-      headsSeen.add(groupId);
+      const head = groupId === undefined || (!headsSeen.has(groupId) && !this.#groups.has(groupId));
+      if (groupId !== undefined) headsSeen.add(groupId);
       const held = this.#hold(config, raw, receivedAt, head);
       if (held === undefined) {
-        this.#releaseSlot();
+        this.#buffer.release();
+        continue;
+      }
+      if (groupId === undefined) {
+        this.#track(this.#handleOne(config, held));
         continue;
       }
       const group = this.#groups.get(groupId);
@@ -334,24 +308,29 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   // ---- settling
 
-  async #settleAndFree(config: SqsConsumerConfig, held: Held): Promise<Settlement> {
+  /**
+   * Waits for a free handler, then handles and settles `held`; when the consumer stops first, returns it to
+   * the queue unhandled. Frees its buffer slot either way. Never rejects.
+   */
+  async #handleOne(config: SqsConsumerConfig, held: Held): Promise<Settlement | 'stopped'> {
+    if (!this.#running || !(await this.#handlers.acquire())) {
+      await this.#returnAndFree(config, [held]);
+      return 'stopped';
+    }
     try {
       return await this.#settle(config, held);
     } finally {
-      this.#releaseSlot();
+      this.#handlers.release();
+      this.#buffer.release();
     }
   }
 
   async #runGroup(config: SqsConsumerConfig, groupId: string, group: Group): Promise<void> {
     try {
       for (let next = group.waiting.shift(); next !== undefined; next = group.waiting.shift()) {
-        if (!this.#running) {
-          await this.#returnAndFree(config, [next, ...group.waiting.splice(0)]);
-          break;
-        }
-        const settlement = await this.#settleAndFree(config, next);
-        if (settlement === 'returned') {
-          // The message is back in the queue (or will be): what waits behind it must not overtake it.
+        const result = await this.#handleOne(config, next);
+        if (result !== 'settled') {
+          // Back in the queue (or will be, or the consumer stops): what waits behind it must not overtake it.
           await this.#returnAndFree(config, group.waiting.splice(0));
         }
       }
@@ -440,7 +419,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     try {
       await this.#returnToQueue(config, held);
     } finally {
-      for (const _ of held) this.#releaseSlot();
+      this.#buffer.release(held.length);
     }
   }
 

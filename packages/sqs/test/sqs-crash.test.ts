@@ -1,0 +1,161 @@
+// A consumer process SIGKILLed mid-stream, twice, and restarted: every message is applied exactly once and
+// none is missing. The kills land while messages are received, running, or committed but not yet deleted;
+// SQS brings back what was not deleted after the visibility timeout and the inbox absorbs what had committed.
+
+import { spawn } from 'node:child_process';
+import type { ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { uniqueName } from '@inboxkit/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { sqsPublisher } from '../src/index.js';
+import type { CreatedQueues } from '../src/index.js';
+import { effectCounts, openTestDatabase } from './support/postgres.js';
+import type { TestDatabase } from './support/postgres.js';
+import { deleteQueues, freshQueues, requireSetting, testSqsClient } from './support/sqs-test-client.js';
+
+const FIXTURE = fileURLToPath(new URL('./fixtures/crash-consumer.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const MESSAGES = 600;
+
+let client: SQSClient;
+let t: TestDatabase;
+let q: CreatedQueues;
+
+beforeAll(async () => {
+  client = testSqsClient();
+  t = await openTestDatabase('crash');
+  q = await freshQueues(client, 'crash', { maxAttempts: 10 });
+});
+afterAll(async () => {
+  await deleteQueues(client, q);
+  client.destroy();
+  await t?.close();
+});
+
+type Child = ChildProcessByStdio<null, Readable, Readable>;
+
+/** Starts a consumer process; resolves once it polls. */
+async function startProcess(consumer: string): Promise<{ child: Child; output: () => string }> {
+  const settings = {
+    sqsEndpoint: requireSetting('SQS_ENDPOINT'),
+    databaseUrl: t.url,
+    schema: t.schema,
+    queueUrl: q.queueUrl,
+    deadLetterQueueUrl: q.deadLetterQueueUrl,
+    consumer,
+    concurrency: 10,
+  };
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@inboxkit/source', '--import', 'tsx', FIXTURE, JSON.stringify(settings)],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const check = () => {
+      if (out.includes('READY\n')) resolve();
+    };
+    child.stdout.on('data', check);
+    child.once('exit', (code) =>
+      reject(new Error(`consumer process exited with ${String(code)} before READY:\n${err}`)),
+    );
+  });
+  return { child, output: () => out };
+}
+
+async function exited(child: Child): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+}
+
+/** Polls until `condition` holds (a database or queue state, not a message). */
+async function until(what: string, condition: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(25);
+  }
+}
+
+async function depth(queueUrl: string): Promise<{ visible: number; inFlight: number }> {
+  const { Attributes: a = {} } = await client.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: queueUrl,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+    }),
+  );
+  return {
+    visible: Number(a.ApproximateNumberOfMessages),
+    inFlight: Number(a.ApproximateNumberOfMessagesNotVisible),
+  };
+}
+
+describe('a consumer process killed mid-batch', () => {
+  it(
+    'applies every message exactly once after SIGKILLs and restarts, missing none',
+    { timeout: 120_000 },
+    async () => {
+      const consumer = uniqueName('crash');
+      const ids = Array.from({ length: MESSAGES }, (_, n) => `crash-${n}`);
+      await sqsPublisher({ client }).publish(
+        ids.map((id) => ({ destination: q.queueUrl, id, body: JSON.stringify({ id }) })),
+      );
+      const applied = async () => (await effectCounts(t.db, t.schema, consumer)).size;
+
+      const inFlightAtKill: number[] = [];
+      for (const killAt of [MESSAGES / 4, MESSAGES / 2]) {
+        const { child } = await startProcess(consumer);
+        await until(`${killAt} effects are applied`, async () => (await applied()) >= killAt);
+        child.kill('SIGKILL');
+        await exited(child);
+        inFlightAtKill.push((await depth(q.queueUrl)).inFlight);
+      }
+      expect(
+        inFlightAtKill.every((n) => n > 0),
+        `messages held by the killed processes: ${String(inFlightAtKill)}`,
+      ).toBe(true);
+
+      const last = await startProcess(consumer);
+      await until(
+        'every message is applied and the queue is empty',
+        async () =>
+          (await applied()) === MESSAGES &&
+          (await depth(q.queueUrl)).inFlight + (await depth(q.queueUrl)).visible === 0,
+      );
+      last.child.kill('SIGTERM');
+      await exited(last.child);
+
+      const counts = await effectCounts(t.db, t.schema, consumer);
+      expect(
+        ids.filter((id) => !counts.has(id)),
+        'missing',
+      ).toEqual([]);
+      expect(
+        [...counts].filter(([, n]) => n !== 1),
+        'applied more than once',
+      ).toEqual([]);
+      expect(await depth(q.deadLetterQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
+      // The restarted process met messages whose effect had committed before the kill: absorbed as duplicates.
+      const outcomes = last
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('OUTCOME '));
+      expect(
+        outcomes.filter((l) => l.startsWith('OUTCOME dead-letter')),
+        'dead letters',
+      ).toEqual([]);
+    },
+  );
+});
