@@ -140,7 +140,6 @@ class KafkaTransport implements KafkaTransportConsumer {
       }),
     ]).finally(() => clearTimeout(timer));
     if (timedOut) {
-      void stopped.catch(() => undefined);
       logger.warn(
         { consumer: this.options.handler.name, closeTimeoutMs },
         'inboxkit: records still in flight after closeTimeoutMs; they will be redelivered and absorbed by the inbox',

@@ -1,9 +1,6 @@
 // kafkaConsumer against the real broker and real Postgres: duplicates, dead letters with every header, id
 // resolution, tombstones, batch mode, a failed dead-letter produce, a rebalance and a broker restart. Every
 // test checks the invariant: each id's effect applied once, offsets committed to the end only when settled.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-
 import { HEADERS, RetryableError, idempotentConsumer } from '@inboxkit/core';
 import type { DeadLetterEntry, IdempotentConsumer, OutcomeStatus } from '@inboxkit/core';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
@@ -14,11 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kafkaConsumer } from '../src/index.js';
 import type { KafkaConsumerOptions, KafkaTransportConsumer } from '../src/index.js';
 import { FAST_GROUP, connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
-import { servicesScript } from './support/kafka-services.js';
+import { restartKafka } from './support/kafka-services.js';
 import { schemaName, testDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
-
-const run = promisify(execFile);
 
 let kafka: Kafka;
 let producer: Producer;
@@ -420,7 +415,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     try {
       await produce(topic, ids.slice(0, 300).map((id, i) => ({ id, key: `k${i}` })));
       await recorder.waitForCount(100, { status: SETTLED, timeoutMs: 30_000 });
-      await run('bash', [servicesScript(), 'restart', 'kafka'], { timeout: 150_000 });
+      await restartKafka();
       await produce(topic, ids.slice(300).map((id, i) => ({ id, key: `k${i}` })));
       for (const id of ids) await recorder.waitFor(id, 'processed', { timeoutMs: 60_000 });
     } finally {

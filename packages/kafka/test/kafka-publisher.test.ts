@@ -1,0 +1,66 @@
+// The Publisher port on Kafka: acks from all replicas, the id as the message-id header, the key, and failures
+// as PublishError.
+import { ConfigurationError, PublishError } from '@inboxkit/core';
+import { uniqueName } from '@inboxkit/testing';
+import type { Kafka, Producer } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { kafkaPublisher } from '../src/index.js';
+import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+
+let kafka: Kafka;
+let producer: Producer;
+
+beforeAll(async () => {
+  kafka = testKafka();
+  producer = await connectedProducer(kafka);
+});
+
+afterAll(async () => {
+  await producer?.disconnect();
+});
+
+describe('kafkaPublisher', () => {
+  it('publishes with the message-id header, the key, headers and body, to each destination topic', async () => {
+    const a = uniqueName('pub-a');
+    const b = uniqueName('pub-b');
+    const cleanup = await createTopics(kafka, [
+      { topic: a, partitions: 1 },
+      { topic: b, partitions: 1 },
+    ]);
+    const publisher = kafkaPublisher({ producer });
+    await publisher.publish([
+      { destination: a, id: 'pay-1', key: 'acct-7', body: '{"amount":5}', headers: { traceparent: '00-1' } },
+      { destination: b, id: 'pay-2', body: new Uint8Array([1, 2, 3]) },
+      { destination: a, id: 'pay-3', key: 'acct-7', body: '{"amount":6}', timestamp: new Date(1_700_000_000_000) },
+    ]);
+    await publisher.close();
+    const inA = await readTopic(kafka, a, 2, 10_000);
+    expect(inA.map((e) => [e.id, (e as { key?: string }).key, e.headers['traceparent']])).toEqual([
+      ['pay-1', 'acct-7', '00-1'],
+      ['pay-3', 'acct-7', undefined],
+    ]);
+    const inB = await readTopic(kafka, b, 1, 10_000);
+    expect([...(inB[0]!.body as Uint8Array)]).toEqual([1, 2, 3]);
+    // close() left the application's producer connected.
+    await producer.send({ topic: b, messages: [{ value: 'still connected' }] });
+    await cleanup();
+  });
+
+  it('creates, connects and closes its own producer when given the client', async () => {
+    const topic = uniqueName('pub-own');
+    const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
+    const publisher = kafkaPublisher({ kafka });
+    await publisher.publish([{ destination: topic, id: 'x-1', body: 'x' }]);
+    await publisher.close();
+    await expect(publisher.publish([{ destination: topic, id: 'x-2', body: 'x' }])).rejects.toThrow(PublishError);
+    expect((await readTopic(kafka, topic, 1, 10_000)).map((e) => e.id)).toEqual(['x-1']);
+    await cleanup();
+  });
+
+  it('rejects a delay (Kafka has none) and reports an unconfirmed produce as PublishError', async () => {
+    const publisher = kafkaPublisher({ producer, timeoutMs: 2_000 });
+    await expect(publisher.publish([{ destination: 'anywhere', id: 'd-1', body: 'x', delayMs: 1_000 }])).rejects.toThrow(ConfigurationError);
+    await expect(publisher.publish([{ destination: 'not a topic!', id: 'e-1', body: 'x' }])).rejects.toThrow(PublishError);
+  });
+});
