@@ -17,7 +17,7 @@ import { sqsPublisher } from '../src/index.js';
 import type { CreatedQueues } from '../src/index.js';
 import { effectCounts, openTestDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
-import { deleteQueues, freshQueues, requireSetting, testSqsClient } from './support/sqs-test-client.js';
+import { deleteQueues, freshQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/crash-consumer.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -43,7 +43,7 @@ type Child = ChildProcessByStdio<null, Readable, Readable>;
 /** Starts a consumer process; resolves once it polls. */
 async function startProcess(consumer: string): Promise<{ child: Child; output: () => string }> {
   const settings = {
-    sqsEndpoint: requireSetting('SQS_ENDPOINT'),
+    sqsEndpoint: sqsEndpoint(),
     databaseUrl: t.url,
     schema: t.schema,
     queueUrl: q.queueUrl,

@@ -8,7 +8,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import type { Generated, Transaction } from 'kysely';
 import pg from 'pg';
 
-import { requireSetting } from './sqs-test-client.js';
+import { databaseUrl } from './sqs-test-client.js';
 
 /** The tables handlers write in these tests. */
 export interface TestDB {
@@ -34,7 +34,7 @@ export interface TestDatabase {
 
 /** Connects (failing with instructions when Postgres is down) and creates the schema, inbox and effects table. */
 export async function openTestDatabase(label: string, poolSize = 12): Promise<TestDatabase> {
-  const url = requireSetting('DATABASE_URL');
+  const url = databaseUrl();
   const pool = new pg.Pool({ connectionString: url, max: poolSize });
   pool.on('error', () => undefined);
   try {

@@ -1,46 +1,27 @@
-// The SQS endpoint of the test services (ElasticMQ) and clients bound to it. A test that needs SQS fails
-// with a clear message when it is not configured, never skips.
-
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// The SQS endpoint of the test services (ElasticMQ) and clients bound to it, from the shared service
+// discovery: a test that needs SQS fails with a clear message when it is not there, never skips.
 
 import { DeleteQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { uniqueName } from '@inboxkit/testing';
 
 import { createQueues } from '../../src/index.js';
 import type { CreatedQueues } from '../../src/index.js';
+import { requireService } from '../../../../test/support/services.js';
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
-
-function fromServicesEnv(name: string): string | undefined {
-  const file = resolve(repoRoot, '.services/env');
-  if (!existsSync(file)) return undefined;
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    const match = /^(?:export\s+)?([A-Z_]+)=["']?(.*?)["']?$/.exec(line.trim());
-    if (match?.[1] === name) return match[2];
-  }
-  return undefined;
+/** The test SQS server's endpoint (fails, saying how to start it, when there is none). */
+export function sqsEndpoint(): string {
+  return requireService('sqs').endpoint;
 }
 
-/** A setting from the environment, else from `.services/env`; throws saying how to start the services. */
-export function requireSetting(name: 'SQS_ENDPOINT' | 'DATABASE_URL'): string {
-  const value = process.env[name] ?? fromServicesEnv(name);
-  if (value === undefined || value === '') {
-    throw new Error(
-      `${name} is not set and .services/env has none: start the test services with \`npm run services:up\``,
-    );
-  }
-  return value;
+/** The test Postgres's URL (fails, saying how to start it, when there is none). */
+export function databaseUrl(): string {
+  return requireService('postgres').url;
 }
 
-/** A client for the test SQS server: region us-east-1, dummy credentials. */
+/** A client for the test SQS server: its region and (dummy) credentials. */
 export function testSqsClient(): SQSClient {
-  return new SQSClient({
-    endpoint: requireSetting('SQS_ENDPOINT'),
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'inboxkit', secretAccessKey: 'inboxkit' },
-  });
+  const sqs = requireService('sqs');
+  return new SQSClient({ endpoint: sqs.endpoint, region: sqs.region, credentials: sqs.credentials });
 }
 
 /** Creates a fresh queue pair named after `prefix`, with a redrive policy as `createQueues` sets it. */
