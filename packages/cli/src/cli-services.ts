@@ -37,5 +37,9 @@ export interface OpenTransportOptions {
 /** Factories of the connections commands use. */
 export interface CliServices {
   openDatabase(settings: ConnectionSettings): Promise<OpenedDatabase>;
-  openTransport(transport: TransportName, settings: ConnectionSettings, options: OpenTransportOptions): Promise<OpenedTransport>;
+  openTransport(
+    transport: TransportName,
+    settings: ConnectionSettings,
+    options: OpenTransportOptions,
+  ): Promise<OpenedTransport>;
 }

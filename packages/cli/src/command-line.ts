@@ -138,7 +138,12 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     'expiring-within': { type: 'string' },
     'dedupe-window': { type: 'string' },
   },
-  prune: { ...CONNECTION_OPTIONS, consumer: { type: 'string' }, 'dry-run': { type: 'boolean' }, 'batch-size': { type: 'string' } },
+  prune: {
+    ...CONNECTION_OPTIONS,
+    consumer: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'batch-size': { type: 'string' },
+  },
   'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS },
   'dlq replay': {
     ...CONNECTION_OPTIONS,
@@ -168,15 +173,25 @@ function describeUnknown(error: unknown, command: CommandName): UsageError {
   const unknown = /Unknown option '([^']+)'/.exec(message);
   if (unknown) return new UsageError(`unknown flag ${unknown[1]} for \`inboxkit ${command}\``, command);
   const positional = /Unexpected argument '([^']+)'/.exec(message);
-  if (positional) return new UsageError(`unexpected argument ${JSON.stringify(positional[1])} for \`inboxkit ${command}\``, command);
+  if (positional)
+    return new UsageError(
+      `unexpected argument ${JSON.stringify(positional[1])} for \`inboxkit ${command}\``,
+      command,
+    );
   return new UsageError(message.replace(/ To specify a positional argument.*$/s, ''), command);
 }
 
-function resolveCommand(argv: readonly string[]): { command: CommandName | 'help' | 'version'; rest: string[]; topic?: CommandName } {
+function resolveCommand(argv: readonly string[]): {
+  command: CommandName | 'help' | 'version';
+  rest: string[];
+  topic?: CommandName;
+} {
   const [first, second, ...others] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
-    const topicWords = first === 'help' ? [second, ...others].filter((w): w is string => w !== undefined) : [];
-    const topic = topicWords.length === 0 ? undefined : topicWords.slice(0, topicWords[0] === 'dlq' ? 2 : 1).join(' ');
+    const topicWords =
+      first === 'help' ? [second, ...others].filter((w): w is string => w !== undefined) : [];
+    const topic =
+      topicWords.length === 0 ? undefined : topicWords.slice(0, topicWords[0] === 'dlq' ? 2 : 1).join(' ');
     if (topic !== undefined && !(COMMANDS as readonly string[]).includes(topic)) {
       throw new UsageError(`no help for unknown command ${JSON.stringify(topic)}`);
     }
@@ -195,19 +210,32 @@ function resolveCommand(argv: readonly string[]): { command: CommandName | 'help
     return { command: name as CommandName, rest: others };
   }
   if (!(COMMANDS as readonly string[]).includes(first)) {
-    const hint = first.startsWith('-') ? 'put the command first, e.g. `inboxkit status --json`' : `the commands are ${COMMANDS.join(', ')}`;
+    const hint = first.startsWith('-')
+      ? 'put the command first, e.g. `inboxkit status --json`'
+      : `the commands are ${COMMANDS.join(', ')}`;
     throw new UsageError(`unknown command ${JSON.stringify(first)}: ${hint}`);
   }
-  return { command: first as CommandName, rest: [second, ...others].filter((w): w is string => w !== undefined) };
+  return {
+    command: first as CommandName,
+    rest: [second, ...others].filter((w): w is string => w !== undefined),
+  };
 }
 
-function transportOf(value: string | undefined, command: CommandName, required: boolean): TransportName | undefined {
+function transportOf(
+  value: string | undefined,
+  command: CommandName,
+  required: boolean,
+): TransportName | undefined {
   if (value === undefined) {
-    if (required) throw new UsageError(`\`inboxkit ${command}\` needs --transport kafka|rabbitmq|sqs`, command);
+    if (required)
+      throw new UsageError(`\`inboxkit ${command}\` needs --transport kafka|rabbitmq|sqs`, command);
     return undefined;
   }
   if (!(TRANSPORTS as readonly string[]).includes(value)) {
-    throw new UsageError(`unknown transport ${JSON.stringify(value)}: use --transport kafka, rabbitmq or sqs`, command);
+    throw new UsageError(
+      `unknown transport ${JSON.stringify(value)}: use --transport kafka, rabbitmq or sqs`,
+      command,
+    );
   }
   return value as TransportName;
 }
@@ -228,7 +256,12 @@ export function parseCommandLine(
 
   let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
-    ({ values } = parseArgs({ args: resolved.rest, options: OPTIONS[command], strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({
+      args: resolved.rest,
+      options: OPTIONS[command],
+      strict: true,
+      allowPositionals: false,
+    }));
   } catch (error) {
     throw describeUnknown(error, command);
   }
@@ -242,12 +275,15 @@ export function parseCommandLine(
   const list = (name: string): string[] | undefined => {
     const v = values[name];
     if (v === undefined) return undefined;
-    const items = (v as string[]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+    const items = (v as string[])
+      .flatMap((s) => s.split(','))
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (items.length === 0) throw new UsageError(`--${name} needs a value`, command);
     return items;
   };
   const common: Common = {
-    connection: resolveConnectionSettings(values as Record<string, string | undefined>, env),
+    connection: resolveConnectionSettings(values, env),
     json: values.json === true,
   };
 
@@ -261,8 +297,10 @@ export function parseCommandLine(
         command,
         ...common,
         consumer: str('consumer'),
-        expiringWithinMs: expiring === undefined ? 3_600_000 : parseDuration(expiring, '--expiring-within', command),
-        dedupeWindowMs: window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
+        expiringWithinMs:
+          expiring === undefined ? 3_600_000 : parseDuration(expiring, '--expiring-within', command),
+        dedupeWindowMs:
+          window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
       };
     }
     case 'prune': {
@@ -280,7 +318,10 @@ export function parseCommandLine(
       const transport = transportOf(str('transport'), command, true)!;
       const from = str('from');
       if (from === undefined) {
-        throw new UsageError(`\`inboxkit ${command}\` needs --from DLQ (the dead-letter topic, queue name or queue URL)`, command);
+        throw new UsageError(
+          `\`inboxkit ${command}\` needs --from DLQ (the dead-letter topic, queue name or queue URL)`,
+          command,
+        );
       }
       const since = str('since');
       const limit = str('limit');
@@ -292,10 +333,17 @@ export function parseCommandLine(
       };
       const dlq = { ...common, transport, from, filter, group: str('group') };
       if (dlq.group !== undefined && transport !== 'kafka') {
-        throw new UsageError('--group applies to --transport kafka only (the consumer group of the DLQ topic)', command);
+        throw new UsageError(
+          '--group applies to --transport kafka only (the consumer group of the DLQ topic)',
+          command,
+        );
       }
       if (command === 'dlq list') {
-        return { command, ...dlq, limit: limit === undefined ? 1_000 : parsePositiveInt(limit, '--limit', command) };
+        return {
+          command,
+          ...dlq,
+          limit: limit === undefined ? 1_000 : parsePositiveInt(limit, '--limit', command),
+        };
       }
       const rate = str('rate');
       const by = str('by') ?? env.USER ?? env.USERNAME ?? env.LOGNAME;
@@ -318,7 +366,8 @@ export function parseCommandLine(
         else if (kind === 'count') settings[flag] = parsePositiveInt(v, `--${flag}`, command);
         else if (kind === 'number') {
           const n = Number(v);
-          if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag} expects a positive number, got ${JSON.stringify(v)}`, command);
+          if (!Number.isFinite(n) || n <= 0)
+            throw new UsageError(`--${flag} expects a positive number, got ${JSON.stringify(v)}`, command);
           settings[flag] = n;
         } else settings[flag] = v;
       }

@@ -15,9 +15,20 @@ export { UsageError } from './usage-error.js';
 export { usage } from './usage.js';
 
 export { replayDeadLetters } from './replay/replay-dead-letters.js';
-export type { ReplayDeadLettersOptions, ReplayEntryResult, ReplaySummary, ReplayAction, ReplayStop } from './replay/replay-dead-letters.js';
+export type {
+  ReplayDeadLettersOptions,
+  ReplayEntryResult,
+  ReplaySummary,
+  ReplayAction,
+  ReplayStop,
+} from './replay/replay-dead-letters.js';
 export { listDeadLetters, errorShape } from './replay/list-dead-letters.js';
-export type { ListDeadLettersOptions, DeadLetterListing, DeadLetterGroup, ListedDeadLetter } from './replay/list-dead-letters.js';
+export type {
+  ListDeadLettersOptions,
+  DeadLetterListing,
+  DeadLetterGroup,
+  ListedDeadLetter,
+} from './replay/list-dead-letters.js';
 export { predictReplay, describePrediction, REPLAY_PREDICTIONS } from './replay/predict-replay.js';
 export type { ReplayPrediction } from './replay/predict-replay.js';
 export { matchesFilter } from './replay/dead-letter-filter.js';
@@ -33,7 +44,13 @@ export { inspectorInboxLookup } from './inbox/inspector-inbox-lookup.js';
 export { inboxStore } from './inbox/inbox-store.js';
 export type { InboxTableName } from './inbox/inbox-store.js';
 export { inboxStatus } from './inbox/inbox-status.js';
-export type { InboxStatusOptions, InboxStatusReport, ConsumerStatus, OldestProcessing, LastReplay } from './inbox/inbox-status.js';
+export type {
+  InboxStatusOptions,
+  InboxStatusReport,
+  ConsumerStatus,
+  OldestProcessing,
+  LastReplay,
+} from './inbox/inbox-status.js';
 
 export { diagnose } from './doctor/diagnose.js';
 export type { DiagnoseOptions, DoctorReport } from './doctor/diagnose.js';

@@ -14,7 +14,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const controller = new AbortController();
   const onSigint = (): void => {
     if (controller.signal.aborted) process.exit(130);
-    process.stderr.write('\ninterrupted: finishing the message in hand (Ctrl-C again to exit now; rerunning is safe)\n');
+    process.stderr.write(
+      '\ninterrupted: finishing the message in hand (Ctrl-C again to exit now; rerunning is safe)\n',
+    );
     controller.abort();
   };
   process.on('SIGINT', onSigint);
@@ -29,7 +31,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
   } catch (error) {
     const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
-    const secrets = [process.env.DATABASE_URL, process.env.AMQP_URL, process.env.AWS_SECRET_ACCESS_KEY].filter((s): s is string => s !== undefined);
+    const secrets = [
+      process.env.DATABASE_URL,
+      process.env.AMQP_URL,
+      process.env.AWS_SECRET_ACCESS_KEY,
+    ].filter((s): s is string => s !== undefined);
     process.stderr.write(`inboxkit: unexpected error: ${maskSecretsIn(text, secrets)}\n`);
     return 1;
   } finally {

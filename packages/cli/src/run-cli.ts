@@ -30,7 +30,10 @@ export interface RunCliOptions {
   readonly services?: CliServices | undefined;
 }
 
-async function dispatch(command: Exclude<ParsedCommand, { command: 'help' | 'version' }>, context: CommandContext): Promise<number> {
+async function dispatch(
+  command: Exclude<ParsedCommand, { command: 'help' | 'version' }>,
+  context: CommandContext,
+): Promise<number> {
   switch (command.command) {
     case 'migrate':
       return runMigrate(command, context);
@@ -48,7 +51,9 @@ async function dispatch(command: Exclude<ParsedCommand, { command: 'help' | 'ver
 }
 
 function secretsOf(io: CliIo): string[] {
-  return [io.env.DATABASE_URL, io.env.AMQP_URL, io.env.AWS_SECRET_ACCESS_KEY].filter((s): s is string => s !== undefined && s !== '');
+  return [io.env.DATABASE_URL, io.env.AMQP_URL, io.env.AWS_SECRET_ACCESS_KEY].filter(
+    (s): s is string => s !== undefined && s !== '',
+  );
 }
 
 /**
@@ -61,14 +66,20 @@ function secretsOf(io: CliIo): string[] {
  *   stdout: process.stdout, stderr: process.stderr, env: process.env,
  * });
  */
-export async function runCli(argv: readonly string[], io: CliIo, options: RunCliOptions = {}): Promise<number> {
+export async function runCli(
+  argv: readonly string[],
+  io: CliIo,
+  options: RunCliOptions = {},
+): Promise<number> {
   const clock = io.clock ?? systemClock;
   let parsed: ParsedCommand;
   try {
     parsed = parseCommandLine(argv, io.env, clock.now());
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr.write(`inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`);
+      io.stderr.write(
+        `inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
+      );
       return EXIT.usage;
     }
     throw error;
@@ -81,13 +92,16 @@ export async function runCli(argv: readonly string[], io: CliIo, options: RunCli
     io.stdout.write(`inboxkit ${CLI_VERSION}\n`);
     return EXIT.ok;
   }
-  const consumer = 'consumer' in parsed ? parsed.consumer : 'filter' in parsed ? parsed.filter.consumer : undefined;
+  const consumer =
+    'consumer' in parsed ? parsed.consumer : 'filter' in parsed ? parsed.filter.consumer : undefined;
   const services = options.services ?? defaultCliServices(io.env, consumer);
   try {
     return await dispatch(parsed, { io, services, clock });
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr.write(`inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`);
+      io.stderr.write(
+        `inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
+      );
       return EXIT.usage;
     }
     const secrets = secretsOf(io);
@@ -95,17 +109,33 @@ export async function runCli(argv: readonly string[], io: CliIo, options: RunCli
     io.stderr.write(`inboxkit ${parsed.command}: ${text(error)}\n`);
     const cause = error instanceof Error ? error.cause : undefined;
     if (cause !== undefined) io.stderr.write(`  caused by: ${text(cause)}\n`);
-    return isInboxkitError(error) && error.code === 'CONFIGURATION' ? EXIT.cannotRun : connectionFailure(error) ? EXIT.cannotRun : EXIT.failed;
+    return isInboxkitError(error) && error.code === 'CONFIGURATION'
+      ? EXIT.cannotRun
+      : connectionFailure(error)
+        ? EXIT.cannotRun
+        : EXIT.failed;
   }
 }
 
 /** True for errors of reaching a service (refused, DNS, timeout, auth). */
 function connectionFailure(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+  for (
+    let e: unknown = error, depth = 0;
+    e !== undefined && e !== null && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth += 1
+  ) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|ECONNRESET|EAI_AGAIN|28P01|3D000|28000)$/.test(code)) return true;
+    if (
+      typeof code === 'string' &&
+      /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|ECONNRESET|EAI_AGAIN|28P01|3D000|28000)$/.test(code)
+    )
+      return true;
     const name = (e as { name?: unknown }).name;
-    if (typeof name === 'string' && /KafkaJSConnectionError|KafkaJSNumberOfRetriesExceeded|CredentialsProviderError/.test(name)) return true;
+    if (
+      typeof name === 'string' &&
+      /KafkaJSConnectionError|KafkaJSNumberOfRetriesExceeded|CredentialsProviderError/.test(name)
+    )
+      return true;
   }
   return false;
 }

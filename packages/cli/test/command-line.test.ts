@@ -16,18 +16,38 @@ describe('runCli usage errors', () => {
     ['an unknown command', ['replay'], /unknown command "replay"/],
     ['an unknown dlq subcommand', ['dlq', 'purge'], /dlq purge.*dlq list.*dlq replay/],
     ['a missing dlq subcommand', ['dlq'], /needs a subcommand/],
-    ['an unknown transport', ['dlq', 'replay', '--transport', 'nats', '--from', 'x'], /unknown transport "nats"/],
+    [
+      'an unknown transport',
+      ['dlq', 'replay', '--transport', 'nats', '--from', 'x'],
+      /unknown transport "nats"/,
+    ],
     ['a missing transport', ['dlq', 'list', '--from', 'x'], /needs --transport kafka\|rabbitmq\|sqs/],
     ['a missing --from', ['dlq', 'replay', '--transport', 'sqs'], /needs --from DLQ/],
     ['an unknown flag', ['status', '--consumr', 'x'], /unknown flag --consumr/],
     ['a flag of another command', ['status', '--dry-run'], /unknown flag --dry-run for `inboxkit status`/],
     ['a flag without its value', ['dlq', 'replay', '--transport', 'sqs', '--from'], /--from/],
-    ['a bad --rate', ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--rate', 'fast'], /--rate expects messages per second/],
-    ['a zero --rate', ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--rate', '0'], /--rate expects/],
+    [
+      'a bad --rate',
+      ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--rate', 'fast'],
+      /--rate expects messages per second/,
+    ],
+    [
+      'a zero --rate',
+      ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--rate', '0'],
+      /--rate expects/,
+    ],
     ['a bad --limit', ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--limit', '-3'], /--limit/],
-    ['a bad --since', ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--since', 'yesterday'], /--since expects an ISO 8601 time/],
+    [
+      'a bad --since',
+      ['dlq', 'replay', '--transport', 'sqs', '--from', 'q', '--since', 'yesterday'],
+      /--since expects an ISO 8601 time/,
+    ],
     ['a stray argument', ['status', 'orders'], /unexpected argument "orders"/],
-    ['--group on a queue transport', ['dlq', 'list', '--transport', 'sqs', '--from', 'q', '--group', 'g'], /--group applies to --transport kafka only/],
+    [
+      '--group on a queue transport',
+      ['dlq', 'list', '--transport', 'sqs', '--from', 'q', '--group', 'g'],
+      /--group applies to --transport kafka only/,
+    ],
     ['a bad doctor duration', ['doctor', '--dedupe-window', 'long'], /--dedupe-window expects a duration/],
     ['doctor --source without --transport', ['doctor', '--source', 'orders'], /need --transport/],
   ];
@@ -53,18 +73,75 @@ describe('runCli usage errors', () => {
 
 describe('parseCommandLine', () => {
   it('reads connection settings from flags, else from the environment, with defaults', () => {
-    const env = { DATABASE_URL: 'postgres://u:p@db/app', KAFKA_BROKERS: 'k1:9092, k2:9092', AMQP_URL: 'amqp://r', SQS_ENDPOINT: 'http://sqs:9324' };
+    const env = {
+      DATABASE_URL: 'postgres://u:p@db/app',
+      KAFKA_BROKERS: 'k1:9092, k2:9092',
+      AMQP_URL: 'amqp://r',
+      SQS_ENDPOINT: 'http://sqs:9324',
+    };
     const fromEnv = parse(['status'], env);
     expect(fromEnv).toMatchObject({
-      connection: { databaseUrl: 'postgres://u:p@db/app', kafkaBrokers: ['k1:9092', 'k2:9092'], amqpUrl: 'amqp://r', sqsEndpoint: 'http://sqs:9324', schema: 'inboxkit', table: 'inbox', region: 'us-east-1' },
+      connection: {
+        databaseUrl: 'postgres://u:p@db/app',
+        kafkaBrokers: ['k1:9092', 'k2:9092'],
+        amqpUrl: 'amqp://r',
+        sqsEndpoint: 'http://sqs:9324',
+        schema: 'inboxkit',
+        table: 'inbox',
+        region: 'us-east-1',
+      },
     });
-    const fromFlags = parse(['status', '--database-url', 'postgres://other/db', '--schema', 'app', '--table', 'ibx', '--region', 'eu-west-1'], env);
-    expect(fromFlags).toMatchObject({ connection: { databaseUrl: 'postgres://other/db', schema: 'app', table: 'ibx', region: 'eu-west-1' } });
+    const fromFlags = parse(
+      [
+        'status',
+        '--database-url',
+        'postgres://other/db',
+        '--schema',
+        'app',
+        '--table',
+        'ibx',
+        '--region',
+        'eu-west-1',
+      ],
+      env,
+    );
+    expect(fromFlags).toMatchObject({
+      connection: { databaseUrl: 'postgres://other/db', schema: 'app', table: 'ibx', region: 'eu-west-1' },
+    });
   });
 
   it('parses a full replay command line', () => {
     const cmd = parse(
-      ['dlq', 'replay', '--transport', 'kafka', '--from', 'orders.dlq', '--to', 'orders', '--consumer', 'billing', '--reason', 'max-attempts,permanent-error', '--reason', 'schema-invalid', '--since', '6h', '--id', 'a', '--id', 'b,c', '--limit', '10', '--rate', '600/m', '--dry-run', '--json', '--group', 'g1'],
+      [
+        'dlq',
+        'replay',
+        '--transport',
+        'kafka',
+        '--from',
+        'orders.dlq',
+        '--to',
+        'orders',
+        '--consumer',
+        'billing',
+        '--reason',
+        'max-attempts,permanent-error',
+        '--reason',
+        'schema-invalid',
+        '--since',
+        '6h',
+        '--id',
+        'a',
+        '--id',
+        'b,c',
+        '--limit',
+        '10',
+        '--rate',
+        '600/m',
+        '--dry-run',
+        '--json',
+        '--group',
+        'g1',
+      ],
       { USER: 'alice' },
     );
     expect(cmd).toEqual({
@@ -96,7 +173,9 @@ describe('parseCommandLine', () => {
   });
 
   it('accepts --since as an ISO time', () => {
-    expect(parse(['dlq', 'list', '--transport', 'sqs', '--from', 'q', '--since', '2030-05-31T00:00:00Z'])).toMatchObject({
+    expect(
+      parse(['dlq', 'list', '--transport', 'sqs', '--from', 'q', '--since', '2030-05-31T00:00:00Z']),
+    ).toMatchObject({
       filter: { since: new Date('2030-05-31T00:00:00Z') },
     });
   });

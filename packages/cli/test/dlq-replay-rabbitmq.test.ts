@@ -37,18 +37,39 @@ describe('a replay killed half-way (RabbitMQ)', () => {
     await f.start(consumer);
     await f.publish(all.map((id) => ({ id, body: '{}' })));
     await recorder.waitForCount(40, { status: 'dead-letter', timeoutMs: 30_000 });
-    await eventually(async () => (await f.dlqDepth()) === 40, async () => `DLQ depth ${await f.dlqDepth()}`);
+    await eventually(
+      async () => (await f.dlqDepth()) === 40,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
     failing.clear();
 
-    const args = ['dlq', 'replay', '--transport', 'rabbitmq', '--from', f.dlq, ...f.cliArgs, '--database-url', requireService('DATABASE_URL'), '--schema', database.schema];
+    const args = [
+      'dlq',
+      'replay',
+      '--transport',
+      'rabbitmq',
+      '--from',
+      f.dlq,
+      ...f.cliArgs,
+      '--database-url',
+      requireService('DATABASE_URL'),
+      '--schema',
+      database.schema,
+    ];
     // The real bin, slowed down by --rate so it is mid-run when it dies.
-    const child = spawn(process.execPath, [join(REPO_ROOT, 'packages/cli/bin/inboxkit.js'), ...args, '--rate', '10/s'], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, USER: 'kill-test' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(REPO_ROOT, 'packages/cli/bin/inboxkit.js'), ...args, '--rate', '10/s'],
+      {
+        cwd: REPO_ROOT,
+        env: { ...process.env, USER: 'kill-test' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stderr = '';
-    const exited = new Promise<NodeJS.Signals | number | null>((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
+    const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
+      child.on('exit', (code, signal) => resolve(signal ?? code)),
+    );
     await new Promise<void>((resolve, reject) => {
       child.stderr.on('data', (chunk: Buffer) => {
         stderr += chunk.toString();
@@ -65,7 +86,10 @@ describe('a replay killed half-way (RabbitMQ)', () => {
     expect(replayedBeforeKill).toBeLessThan(40);
 
     // Nothing lost: what the killed run did not remove is still in the DLQ (the broker returned the unacked one).
-    await eventually(async () => (await f.dlqDepth()) >= 40 - replayedBeforeKill - 1, async () => `DLQ depth ${await f.dlqDepth()}`);
+    await eventually(
+      async () => (await f.dlqDepth()) >= 40 - replayedBeforeKill - 1,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
 
     const rerun = captureIo({ env: { USER: 'kill-test' } });
     expect(await runCli(args, rerun.io)).toBe(0);
@@ -73,7 +97,10 @@ describe('a replay killed half-way (RabbitMQ)', () => {
       async () => (await database.effects()).size === 40,
       async () => `effects for ${(await database.effects()).size} ids; outcomes:\n${recorder.describe()}`,
     );
-    await eventually(async () => (await f.dlqDepth()) === 0, async () => `DLQ depth ${await f.dlqDepth()}`);
+    await eventually(
+      async () => (await f.dlqDepth()) === 0,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
     const effects = await database.effects();
     expect([...effects.values()].every((n) => n === 1)).toBe(true);
     expect(recorder.count('processed')).toBe(40);

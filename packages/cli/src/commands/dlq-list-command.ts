@@ -18,7 +18,8 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
   let database: OpenedDatabase | undefined;
   let transport: OpenedTransport | undefined;
   try {
-    if (command.connection.databaseUrl !== undefined) database = await services.openDatabase(command.connection);
+    if (command.connection.databaseUrl !== undefined)
+      database = await services.openDatabase(command.connection);
     transport = await services.openTransport(command.transport, command.connection, {
       from: command.from,
       group: command.group,
@@ -26,11 +27,15 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
     });
     const listing = await listDeadLetters({
       reader: transport.reader,
-      inbox: database === undefined ? undefined : inspectorInboxLookup(inboxStore(database.db, command.connection)),
+      inbox:
+        database === undefined
+          ? undefined
+          : inspectorInboxLookup(inboxStore(database.db, command.connection)),
       filter: command.filter,
       limit: command.limit,
     });
-    if (command.json) writeJson(io.stdout, { transport: command.transport, from: maskUrl(command.from), ...listing });
+    if (command.json)
+      writeJson(io.stdout, { transport: command.transport, from: maskUrl(command.from), ...listing });
     else io.stdout.write(renderListing(command, listing, database !== undefined));
     return EXIT.ok;
   } finally {
@@ -47,9 +52,15 @@ function statuses(counts: Readonly<Record<string, number | undefined>>): string 
 }
 
 /** The human-readable listing. */
-export function renderListing(command: DlqListCommand, listing: DeadLetterListing, inboxRead: boolean): string {
+export function renderListing(
+  command: DlqListCommand,
+  listing: DeadLetterListing,
+  inboxRead: boolean,
+): string {
   const lines: string[] = [];
-  lines.push(`${command.transport} DLQ ${maskUrl(command.from)}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`);
+  lines.push(
+    `${command.transport} DLQ ${maskUrl(command.from)}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`,
+  );
   lines.push(
     listing.nonDestructiveBrowse
       ? 'Read without consuming: the DLQ is unchanged.'

@@ -26,7 +26,9 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
     if (command.connection.databaseUrl !== undefined) {
       database = await services.openDatabase(command.connection);
     } else {
-      io.stderr.write('note: no database configured (--database-url / DATABASE_URL): predictions are unknown\n');
+      io.stderr.write(
+        'note: no database configured (--database-url / DATABASE_URL): predictions are unknown\n',
+      );
     }
     transport = await services.openTransport(command.transport, command.connection, {
       from: command.from,
@@ -39,14 +41,19 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
       `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${command.requestedBy}: ${command.transport} DLQ ${maskUrl(command.from)}${to === undefined ? '' : ` -> ${maskUrl(to)}`}\n`,
     );
     if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
-      io.stderr.write(`note: ${command.transport} cannot peek; the dry run receives and releases each message (receive counts rise, order may change)\n`);
+      io.stderr.write(
+        `note: ${command.transport} cannot peek; the dry run receives and releases each message (receive counts rise, order may change)\n`,
+      );
     }
     const progress = new ReplayProgress(io.stderr, clock, { total: command.limit, dryRun: command.dryRun });
     const summary = await replayDeadLetters({
       transport: command.transport,
       reader: transport.reader,
       publisher: transport.publisher,
-      inbox: database === undefined ? undefined : inspectorInboxLookup(inboxStore(database.db, command.connection)),
+      inbox:
+        database === undefined
+          ? undefined
+          : inspectorInboxLookup(inboxStore(database.db, command.connection)),
       to,
       filter: command.filter,
       limit: command.limit,
@@ -81,7 +88,8 @@ export function renderSummary(summary: ReplaySummary): string {
     limit: 'the --limit was reached',
     interrupted: 'interrupted: nothing was lost; run the same command again to continue',
     wrapped: 'every message in the DLQ was seen',
-    'caught-up': 'a message this run replayed came back to the DLQ: everything behind it arrived after the run started',
+    'caught-up':
+      'a message this run replayed came back to the DLQ: everything behind it arrived after the run started',
   }[summary.stoppedBecause];
   lines.push(`Stopped because ${stopped}.`);
   if (summary.deadLetteredAgain.length > 0) {
@@ -96,7 +104,11 @@ export function renderSummary(summary: ReplaySummary): string {
     describePrediction(p),
   ]);
   if (rows.length > 0) {
-    lines.push(summary.dryRun ? 'What the consumers will do:' : 'What the consumers will do with the replayed messages:');
+    lines.push(
+      summary.dryRun
+        ? 'What the consumers will do:'
+        : 'What the consumers will do with the replayed messages:',
+    );
     lines.push(formatTable(['expect', 'messages', 'because the inbox row is'], rows));
   }
   const problems = summary.entries.filter((e) => e.action === 'failed' || e.action === 'unreplayable');
@@ -114,7 +126,14 @@ export function renderSummary(summary: ReplaySummary): string {
     lines.push(
       formatTable(
         ['id', 'consumer', 'reason', 'inbox', 'expect', 'to'],
-        summary.entries.map((e) => [e.id ?? '(no id)', e.consumer ?? '?', e.reason ?? '?', e.inboxStatus, e.prediction, e.destination ?? '-']),
+        summary.entries.map((e) => [
+          e.id ?? '(no id)',
+          e.consumer ?? '?',
+          e.reason ?? '?',
+          e.inboxStatus,
+          e.prediction,
+          e.destination ?? '-',
+        ]),
       ),
     );
   }

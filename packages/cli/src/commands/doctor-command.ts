@@ -21,12 +21,16 @@ async function readConfig(path: string | undefined, cwd: string): Promise<unknow
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    throw new ConfigurationError(`cannot read --config ${path}: ${(error as Error).message}`, { cause: error });
+    throw new ConfigurationError(`cannot read --config ${path}: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw new ConfigurationError(`--config ${path} is not valid JSON: ${(error as Error).message}`, { cause: error });
+    throw new ConfigurationError(`--config ${path} is not valid JSON: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
 }
 
@@ -52,13 +56,24 @@ export async function runDoctor(command: DoctorCommand, context: CommandContext)
 /** The human-readable report. */
 export function renderDoctor(report: DoctorReport): string {
   const mark = { ok: 'ok', warn: 'WARN', fail: 'FAIL', skip: 'skip' } as const;
-  const lines = [formatTable(['check', 'result', 'detail'], report.checks.map((c) => [c.name, mark[c.status], c.detail]))];
-  const todo = report.checks.filter((c) => (c.status === 'fail' || c.status === 'warn') && c.fix !== undefined);
+  const lines = [
+    formatTable(
+      ['check', 'result', 'detail'],
+      report.checks.map((c) => [c.name, mark[c.status], c.detail]),
+    ),
+  ];
+  const todo = report.checks.filter(
+    (c) => (c.status === 'fail' || c.status === 'warn') && c.fix !== undefined,
+  );
   if (todo.length > 0) {
     lines.push('What to change:');
     for (const c of todo) lines.push(`  - ${c.name}: ${c.fix}`);
     lines.push('');
   }
-  lines.push(report.ok ? 'All checks passed.' : `${report.checks.filter((c) => c.status === 'fail').length} check(s) failed.`);
+  lines.push(
+    report.ok
+      ? 'All checks passed.'
+      : `${report.checks.filter((c) => c.status === 'fail').length} check(s) failed.`,
+  );
   return `${lines.join('\n')}\n`;
 }

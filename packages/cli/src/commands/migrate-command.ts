@@ -16,7 +16,11 @@ export async function runMigrate(command: MigrateCommand, context: CommandContex
   const database = await context.services.openDatabase(command.connection);
   try {
     const result = await migrateInbox(database.db, { schema, table });
-    const applied = (result.results ?? []).map((r) => ({ migration: r.migrationName, direction: r.direction, status: r.status }));
+    const applied = (result.results ?? []).map((r) => ({
+      migration: r.migrationName,
+      direction: r.direction,
+      status: r.status,
+    }));
     if (command.json) {
       writeJson(io.stdout, { table: `${schema}.${table}`, applied });
     } else {

@@ -25,13 +25,24 @@ export async function runPrune(command: PruneCommand, context: CommandContext): 
     const elapsedMs = clock.now() - started;
     const scope = command.consumer === undefined ? 'all consumers' : `consumer ${command.consumer}`;
     if (command.json) {
-      writeJson(io.stdout, { table: `${store.names.schema}.${store.names.table}`, consumer: command.consumer ?? null, ...result, elapsedMs });
+      writeJson(io.stdout, {
+        table: `${store.names.schema}.${store.names.table}`,
+        consumer: command.consumer ?? null,
+        ...result,
+        elapsedMs,
+      });
     } else if (result.status === 'locked') {
-      io.stdout.write('Another pruner holds the prune lock of this table; nothing was done. Try again later.\n');
+      io.stdout.write(
+        'Another pruner holds the prune lock of this table; nothing was done. Try again later.\n',
+      );
     } else if (result.status === 'dry-run') {
-      io.stdout.write(`Dry run: ${result.deleted} expired completed rows would be deleted (${scope}). Nothing was deleted.\n`);
+      io.stdout.write(
+        `Dry run: ${result.deleted} expired completed rows would be deleted (${scope}). Nothing was deleted.\n`,
+      );
     } else {
-      io.stdout.write(`Deleted ${result.deleted} expired completed rows in ${result.batches} batch(es) of up to ${command.batchSize} (${scope}), ${elapsedMs} ms.\n`);
+      io.stdout.write(
+        `Deleted ${result.deleted} expired completed rows in ${result.batches} batch(es) of up to ${command.batchSize} (${scope}), ${elapsedMs} ms.\n`,
+      );
     }
     return result.status === 'locked' ? EXIT.failed : EXIT.ok;
   } finally {

@@ -14,13 +14,15 @@ import { EXIT } from './command-context.js';
 export async function runStatus(command: StatusCommand, context: CommandContext): Promise<number> {
   const database = await context.services.openDatabase(command.connection);
   try {
-    const report = await withInboxTable(command.connection, () => inboxStatus(database.db, {
-      schema: command.connection.schema,
-      table: command.connection.table,
-      consumer: command.consumer,
-      expiringWithinMs: command.expiringWithinMs,
-      dedupeWindowMs: command.dedupeWindowMs,
-    }));
+    const report = await withInboxTable(command.connection, () =>
+      inboxStatus(database.db, {
+        schema: command.connection.schema,
+        table: command.connection.table,
+        consumer: command.consumer,
+        expiringWithinMs: command.expiringWithinMs,
+        dedupeWindowMs: command.dedupeWindowMs,
+      }),
+    );
     if (command.json) writeJson(context.io.stdout, report);
     else context.io.stdout.write(renderStatus(report, command.consumer));
     return EXIT.ok;
@@ -39,7 +41,17 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
   lines.push('');
   lines.push(
     formatTable(
-      ['consumer', 'completed', 'processing', 'failed', 'dead_lettered', 'replayed', `expiring <${formatDuration(report.expiringWithinMs)}`, 'expired, not pruned', 'oldest row'],
+      [
+        'consumer',
+        'completed',
+        'processing',
+        'failed',
+        'dead_lettered',
+        'replayed',
+        `expiring <${formatDuration(report.expiringWithinMs)}`,
+        'expired, not pruned',
+        'oldest row',
+      ],
       report.consumers.map((c) => [
         c.consumer,
         c.rows.completed,
@@ -49,7 +61,9 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
         c.replayed,
         c.expiringSoon,
         c.expiredNotPruned,
-        c.oldestRowAgeMs === undefined ? '-' : `${formatDuration(c.oldestRowAgeMs)}${c.oldestBeyondWindow ? ' (> window)' : ''}`,
+        c.oldestRowAgeMs === undefined
+          ? '-'
+          : `${formatDuration(c.oldestRowAgeMs)}${c.oldestBeyondWindow ? ' (> window)' : ''}`,
       ]),
     ),
   );
@@ -67,16 +81,21 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
       notes.push(`oldest processing: ${p.messageId}, received ${age} ago, ${lease}`);
     }
     const reasons = Object.entries(c.deadLettersByReason);
-    if (reasons.length > 0) notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${r} ${n}`).join(', ')}`);
+    if (reasons.length > 0)
+      notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${r} ${n}`).join(', ')}`);
     if (c.expiredNotPruned > 0 && c.pruneLagMs !== undefined) {
       notes.push(
         `${c.expiredNotPruned} expired completed rows not pruned yet, the oldest expired ${formatDuration(c.pruneLagMs)} ago: ` +
-          (c.pruneLagMs > 3_600_000 ? 'the pruner is behind or not running; run `inboxkit prune` and check it' : 'the pruner will take them'),
+          (c.pruneLagMs > 3_600_000
+            ? 'the pruner is behind or not running; run `inboxkit prune` and check it'
+            : 'the pruner will take them'),
       );
     }
     if (c.lastReplay !== undefined) {
       const r = c.lastReplay;
-      notes.push(`last replay: ${r.replayId} by ${r.requestedBy ?? '?'}, handled ${r.at.toISOString()} (${r.outcome})`);
+      notes.push(
+        `last replay: ${r.replayId} by ${r.requestedBy ?? '?'}, handled ${r.at.toISOString()} (${r.outcome})`,
+      );
     }
     if (notes.length > 0) lines.push(`${c.consumer}:`, ...notes.map((n) => `  ${n}`));
   }

@@ -36,7 +36,11 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
   const horizon = retryHorizonMs(s);
   checks.push(
     s.dedupeWindowMs >= horizon
-      ? { name: `${s.name}: dedupe window vs retry horizon`, status: 'ok', detail: `window ${d(s.dedupeWindowMs)} ≥ retry horizon ${d(horizon)}` }
+      ? {
+          name: `${s.name}: dedupe window vs retry horizon`,
+          status: 'ok',
+          detail: `window ${d(s.dedupeWindowMs)} ≥ retry horizon ${d(horizon)}`,
+        }
       : {
           name: `${s.name}: dedupe window vs retry horizon`,
           status: 'fail',
@@ -47,7 +51,11 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
   if (s.mode === 'leased') {
     checks.push(
       s.leaseMs > s.handlerTimeoutMs
-        ? { name: `${s.name}: lease vs handler timeout`, status: 'ok', detail: `lease ${d(s.leaseMs)} > handler timeout ${d(s.handlerTimeoutMs)}` }
+        ? {
+            name: `${s.name}: lease vs handler timeout`,
+            status: 'ok',
+            detail: `lease ${d(s.leaseMs)} > handler timeout ${d(s.handlerTimeoutMs)}`,
+          }
         : {
             name: `${s.name}: lease vs handler timeout`,
             status: 'fail',
@@ -59,7 +67,11 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
   if (s.sqsVisibilityTimeoutMs !== undefined) {
     checks.push(
       s.sqsVisibilityTimeoutMs > s.handlerTimeoutMs
-        ? { name: `${s.name}: SQS visibility vs handler timeout`, status: 'ok', detail: `visibility ${d(s.sqsVisibilityTimeoutMs)} > handler timeout ${d(s.handlerTimeoutMs)}` }
+        ? {
+            name: `${s.name}: SQS visibility vs handler timeout`,
+            status: 'ok',
+            detail: `visibility ${d(s.sqsVisibilityTimeoutMs)} > handler timeout ${d(s.handlerTimeoutMs)}`,
+          }
         : {
             name: `${s.name}: SQS visibility vs handler timeout`,
             status: 'fail',
@@ -68,13 +80,21 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
           },
     );
   } else {
-    checks.push({ name: `${s.name}: SQS visibility vs handler timeout`, status: 'skip', detail: 'no SQS visibility timeout given (--sqs-visibility-timeout, or --transport sqs --source QUEUE)' });
+    checks.push({
+      name: `${s.name}: SQS visibility vs handler timeout`,
+      status: 'skip',
+      detail: 'no SQS visibility timeout given (--sqs-visibility-timeout, or --transport sqs --source QUEUE)',
+    });
   }
   const limit = (what: string, value: number | undefined, setting: string): void => {
     if (value === undefined) return;
     checks.push(
       value > s.maxAttempts
-        ? { name: `${s.name}: ${what} vs maxAttempts`, status: 'ok', detail: `${what} ${value} > maxAttempts ${s.maxAttempts}` }
+        ? {
+            name: `${s.name}: ${what} vs maxAttempts`,
+            status: 'ok',
+            detail: `${what} ${value} > maxAttempts ${s.maxAttempts}`,
+          }
         : {
             name: `${s.name}: ${what} vs maxAttempts`,
             status: 'fail',

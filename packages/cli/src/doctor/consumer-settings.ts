@@ -50,7 +50,8 @@ function pick(source: Json, ...names: string[]): unknown {
   for (const name of names) {
     const [head, ...rest] = name.split('.');
     let value: unknown = source[head!];
-    for (const part of rest) value = value !== null && typeof value === 'object' ? (value as Json)[part] : undefined;
+    for (const part of rest)
+      value = value !== null && typeof value === 'object' ? (value as Json)[part] : undefined;
     if (value !== undefined) return value;
   }
   return undefined;
@@ -66,7 +67,9 @@ function duration(value: unknown, where: string): number | undefined {
       // fall through to the error below
     }
   }
-  throw new ConfigurationError(`${where} must be a duration in ms or a string such as "30s" or "7d", got ${JSON.stringify(value)}`);
+  throw new ConfigurationError(
+    `${where} must be a duration in ms or a string such as "30s" or "7d", got ${JSON.stringify(value)}`,
+  );
 }
 
 function count(value: unknown, where: string): number | undefined {
@@ -82,20 +85,27 @@ function count(value: unknown, where: string): number | undefined {
  * `mode`, `backoff.initialDelayMs` …); the same names without `Ms` accept strings such as `"7d"`. Broker
  * limits go under `sqs.visibilityTimeout`, `sqs.maxReceiveCount`, `rabbitmq.deliveryLimit`.
  */
-export function readConsumerSettings(config: unknown, overrides: Readonly<Record<string, number | string>>, file: string): ConsumerSettings[] {
+export function readConsumerSettings(
+  config: unknown,
+  overrides: Readonly<Record<string, number | string>>,
+  file: string,
+): ConsumerSettings[] {
   if (config !== undefined && (config === null || typeof config !== 'object' || Array.isArray(config))) {
     throw new ConfigurationError(`${file} must hold a JSON object (one consumer, or { "consumers": [ … ] })`);
   }
   const root = (config ?? {}) as Json;
   const list = Array.isArray(root.consumers) ? (root.consumers as unknown[]) : [root];
   return list.map((item, i) => {
-    if (item === null || typeof item !== 'object') throw new ConfigurationError(`${file}: consumers[${i}] must be an object`);
+    if (item === null || typeof item !== 'object')
+      throw new ConfigurationError(`${file}: consumers[${i}] must be an object`);
     const c = { ...root, ...(item as Json) };
     const at = (key: string): string => `${file}: ${list.length > 1 ? `consumers[${i}].` : ''}${key}`;
     const name = typeof c.name === 'string' ? c.name : list.length > 1 ? `consumer #${i + 1}` : 'consumer';
     const mode = overrides.mode ?? c.mode ?? CORE_DEFAULTS.mode;
     if (mode !== 'transactional' && mode !== 'leased') {
-      throw new ConfigurationError(`${at('mode')} must be "transactional" or "leased", got ${JSON.stringify(mode)}`);
+      throw new ConfigurationError(
+        `${at('mode')} must be "transactional" or "leased", got ${JSON.stringify(mode)}`,
+      );
     }
     const num = (flag: string, value: number | undefined, fallback: number): number =>
       typeof overrides[flag] === 'number' ? overrides[flag] : (value ?? fallback);
@@ -103,21 +113,52 @@ export function readConsumerSettings(config: unknown, overrides: Readonly<Record
       typeof overrides[flag] === 'number' ? overrides[flag] : value;
     const multiplier = pick(c, 'backoff.multiplier', 'backoffMultiplier');
     if (multiplier !== undefined && !(typeof multiplier === 'number' && multiplier >= 1)) {
-      throw new ConfigurationError(`${at('backoff.multiplier')} must be a number ≥ 1, got ${JSON.stringify(multiplier)}`);
+      throw new ConfigurationError(
+        `${at('backoff.multiplier')} must be a number ≥ 1, got ${JSON.stringify(multiplier)}`,
+      );
     }
     return Object.freeze({
       name,
-      maxAttempts: num('max-attempts', count(pick(c, 'maxAttempts'), at('maxAttempts')), CORE_DEFAULTS.maxAttempts),
-      dedupeWindowMs: num('dedupe-window', duration(pick(c, 'dedupeWindowMs', 'dedupeWindow'), at('dedupeWindow')), CORE_DEFAULTS.dedupeWindowMs),
-      handlerTimeoutMs: num('handler-timeout', duration(pick(c, 'handlerTimeoutMs', 'handlerTimeout'), at('handlerTimeout')), CORE_DEFAULTS.handlerTimeoutMs),
+      maxAttempts: num(
+        'max-attempts',
+        count(pick(c, 'maxAttempts'), at('maxAttempts')),
+        CORE_DEFAULTS.maxAttempts,
+      ),
+      dedupeWindowMs: num(
+        'dedupe-window',
+        duration(pick(c, 'dedupeWindowMs', 'dedupeWindow'), at('dedupeWindow')),
+        CORE_DEFAULTS.dedupeWindowMs,
+      ),
+      handlerTimeoutMs: num(
+        'handler-timeout',
+        duration(pick(c, 'handlerTimeoutMs', 'handlerTimeout'), at('handlerTimeout')),
+        CORE_DEFAULTS.handlerTimeoutMs,
+      ),
       leaseMs: num('lease', duration(pick(c, 'leaseMs', 'lease'), at('lease')), CORE_DEFAULTS.leaseMs),
       mode,
-      backoffInitialMs: num('backoff-initial', duration(pick(c, 'backoff.initialDelayMs', 'backoff.initialDelay'), at('backoff.initialDelay')), CORE_DEFAULTS.backoffInitialMs),
-      backoffMultiplier: num('backoff-multiplier', multiplier as number | undefined, CORE_DEFAULTS.backoffMultiplier),
-      backoffMaxMs: num('backoff-max', duration(pick(c, 'backoff.maxDelayMs', 'backoff.maxDelay'), at('backoff.maxDelay')), CORE_DEFAULTS.backoffMaxMs),
-      sqsVisibilityTimeoutMs: opt('sqs-visibility-timeout', duration(pick(c, 'sqs.visibilityTimeoutMs', 'sqs.visibilityTimeout'), at('sqs.visibilityTimeout'))),
-      sqsMaxReceiveCount: opt('sqs-max-receive-count', count(pick(c, 'sqs.maxReceiveCount'), at('sqs.maxReceiveCount'))),
-      rabbitmqDeliveryLimit: opt('rabbitmq-delivery-limit', count(pick(c, 'rabbitmq.deliveryLimit'), at('rabbitmq.deliveryLimit'))),
+      backoffInitialMs: num(
+        'backoff-initial',
+        duration(pick(c, 'backoff.initialDelayMs', 'backoff.initialDelay'), at('backoff.initialDelay')),
+        CORE_DEFAULTS.backoffInitialMs,
+      ),
+      backoffMultiplier: num('backoff-multiplier', multiplier, CORE_DEFAULTS.backoffMultiplier),
+      backoffMaxMs: num(
+        'backoff-max',
+        duration(pick(c, 'backoff.maxDelayMs', 'backoff.maxDelay'), at('backoff.maxDelay')),
+        CORE_DEFAULTS.backoffMaxMs,
+      ),
+      sqsVisibilityTimeoutMs: opt(
+        'sqs-visibility-timeout',
+        duration(pick(c, 'sqs.visibilityTimeoutMs', 'sqs.visibilityTimeout'), at('sqs.visibilityTimeout')),
+      ),
+      sqsMaxReceiveCount: opt(
+        'sqs-max-receive-count',
+        count(pick(c, 'sqs.maxReceiveCount'), at('sqs.maxReceiveCount')),
+      ),
+      rabbitmqDeliveryLimit: opt(
+        'rabbitmq-delivery-limit',
+        count(pick(c, 'rabbitmq.deliveryLimit'), at('rabbitmq.deliveryLimit')),
+      ),
     });
   });
 }

@@ -51,73 +51,138 @@ function failure(name: string, error: unknown, fix: string, secrets: readonly st
   return { name, status: 'fail', detail: maskSecretsIn(message, secrets), fix };
 }
 
-async function probePostgres(settings: ConnectionSettings, services: CliServices, ms: number, secrets: readonly string[]): Promise<DoctorCheck[]> {
+async function probePostgres(
+  settings: ConnectionSettings,
+  services: CliServices,
+  ms: number,
+  secrets: readonly string[],
+): Promise<DoctorCheck[]> {
   const name = 'postgres';
   if (settings.databaseUrl === undefined) {
-    return [{ name, status: 'skip', detail: 'not configured', fix: 'pass --database-url or set DATABASE_URL' }];
+    return [
+      { name, status: 'skip', detail: 'not configured', fix: 'pass --database-url or set DATABASE_URL' },
+    ];
   }
   const where = maskUrl(settings.databaseUrl);
   let database;
   try {
     database = await services.openDatabase(settings);
     const db = database.db;
-    const { rows } = await within(ms, where, () => sql<{ version: string }>`select current_setting('server_version') as version`.execute(db));
-    const checks: DoctorCheck[] = [{ name, status: 'ok', detail: `${where}: PostgreSQL ${rows[0]?.version ?? '?'}` }];
+    const { rows } = await within(ms, where, () =>
+      sql<{ version: string }>`select current_setting('server_version') as version`.execute(db),
+    );
+    const checks: DoctorCheck[] = [
+      { name, status: 'ok', detail: `${where}: PostgreSQL ${rows[0]?.version ?? '?'}` },
+    ];
     const table = `${settings.schema}.${settings.table}`;
     const { rows: cols } = await within(ms, where, () =>
-      sql<{ column_name: string }>`select column_name from information_schema.columns where table_schema = ${settings.schema} and table_name = ${settings.table}`.execute(db),
+      sql<{
+        column_name: string;
+      }>`select column_name from information_schema.columns where table_schema = ${settings.schema} and table_name = ${settings.table}`.execute(
+        db,
+      ),
     );
     const present = new Set(cols.map((c) => c.column_name));
     const missing = REQUIRED_COLUMNS.filter((c) => !present.has(c));
     if (cols.length === 0) {
-      checks.push({ name: 'inbox table', status: 'fail', detail: `${table} does not exist`, fix: 'run `inboxkit migrate` (or check --schema/--table)' });
+      checks.push({
+        name: 'inbox table',
+        status: 'fail',
+        detail: `${table} does not exist`,
+        fix: 'run `inboxkit migrate` (or check --schema/--table)',
+      });
     } else if (missing.length > 0) {
-      checks.push({ name: 'inbox table', status: 'fail', detail: `${table} lacks ${missing.join(', ')}`, fix: 'run `inboxkit migrate`, or point --table at the inbox table' });
+      checks.push({
+        name: 'inbox table',
+        status: 'fail',
+        detail: `${table} lacks ${missing.join(', ')}`,
+        fix: 'run `inboxkit migrate`, or point --table at the inbox table',
+      });
     } else {
       checks.push({ name: 'inbox table', status: 'ok', detail: `${table} present` });
     }
     return checks;
   } catch (error) {
-    return [failure(name, error, `check that Postgres at ${where} is up and the credentials are right`, secrets)];
+    return [
+      failure(name, error, `check that Postgres at ${where} is up and the credentials are right`, secrets),
+    ];
   } finally {
     await database?.close().catch(() => undefined);
   }
 }
 
-async function probeKafka(settings: ConnectionSettings, options: ProbeOptions, ms: number, secrets: readonly string[]): Promise<DoctorCheck[]> {
+async function probeKafka(
+  settings: ConnectionSettings,
+  options: ProbeOptions,
+  ms: number,
+  secrets: readonly string[],
+): Promise<DoctorCheck[]> {
   const name = 'kafka';
   if (settings.kafkaBrokers === undefined) {
-    return [{ name, status: options.transport === 'kafka' ? 'fail' : 'skip', detail: 'not configured', fix: 'pass --kafka-brokers or set KAFKA_BROKERS' }];
+    return [
+      {
+        name,
+        status: options.transport === 'kafka' ? 'fail' : 'skip',
+        detail: 'not configured',
+        fix: 'pass --kafka-brokers or set KAFKA_BROKERS',
+      },
+    ];
   }
   const admin = kafkaClientFor(settings).admin();
   try {
     const checks: DoctorCheck[] = [];
     await within(ms, settings.kafkaBrokers.join(','), async () => admin.connect());
     const cluster = await within(ms, 'kafka', () => admin.describeCluster());
-    checks.push({ name, status: 'ok', detail: `${settings.kafkaBrokers.join(',')}: ${cluster.brokers.length} broker(s)` });
+    checks.push({
+      name,
+      status: 'ok',
+      detail: `${settings.kafkaBrokers.join(',')}: ${cluster.brokers.length} broker(s)`,
+    });
     if (options.transport === 'kafka') {
       const topics = await within(ms, 'kafka', () => admin.listTopics());
-      for (const [role, topic] of [['source topic', options.source], ['DLQ topic', options.dlq]] as const) {
+      for (const [role, topic] of [
+        ['source topic', options.source],
+        ['DLQ topic', options.dlq],
+      ] as const) {
         if (topic === undefined) continue;
         checks.push(
           topics.includes(topic)
             ? { name: `kafka ${role}`, status: 'ok', detail: `${topic} exists` }
-            : { name: `kafka ${role}`, status: 'fail', detail: `${topic} does not exist`, fix: `create the topic ${topic} (the consumers do not create it)` },
+            : {
+                name: `kafka ${role}`,
+                status: 'fail',
+                detail: `${topic} does not exist`,
+                fix: `create the topic ${topic} (the consumers do not create it)`,
+              },
         );
       }
     }
     return checks;
   } catch (error) {
-    return [failure(name, error, `check that Kafka at ${settings.kafkaBrokers.join(',')} is reachable`, secrets)];
+    return [
+      failure(name, error, `check that Kafka at ${settings.kafkaBrokers.join(',')} is reachable`, secrets),
+    ];
   } finally {
     await admin.disconnect().catch(() => undefined);
   }
 }
 
-async function probeRabbitmq(settings: ConnectionSettings, options: ProbeOptions, ms: number, secrets: readonly string[]): Promise<DoctorCheck[]> {
+async function probeRabbitmq(
+  settings: ConnectionSettings,
+  options: ProbeOptions,
+  ms: number,
+  secrets: readonly string[],
+): Promise<DoctorCheck[]> {
   const name = 'rabbitmq';
   if (settings.amqpUrl === undefined) {
-    return [{ name, status: options.transport === 'rabbitmq' ? 'fail' : 'skip', detail: 'not configured', fix: 'pass --amqp-url or set AMQP_URL' }];
+    return [
+      {
+        name,
+        status: options.transport === 'rabbitmq' ? 'fail' : 'skip',
+        detail: 'not configured',
+        fix: 'pass --amqp-url or set AMQP_URL',
+      },
+    ];
   }
   const where = maskUrl(settings.amqpUrl);
   let connection;
@@ -125,32 +190,59 @@ async function probeRabbitmq(settings: ConnectionSettings, options: ProbeOptions
     connection = await within(ms, where, () => connectAmqp(settings));
     const checks: DoctorCheck[] = [{ name, status: 'ok', detail: `${where}: connected` }];
     if (options.transport === 'rabbitmq') {
-      for (const [role, queue] of [['source queue', options.source], ['DLQ', options.dlq]] as const) {
+      for (const [role, queue] of [
+        ['source queue', options.source],
+        ['DLQ', options.dlq],
+      ] as const) {
         if (queue === undefined) continue;
         // A failed checkQueue closes the channel: one channel per check.
         const channel = await connection.createChannel();
         channel.on('error', () => undefined);
         try {
           const q = await within(ms, where, () => channel.checkQueue(queue));
-          checks.push({ name: `rabbitmq ${role}`, status: 'ok', detail: `${queue}: ${q.messageCount} ready, ${q.consumerCount} consumer(s)` });
+          checks.push({
+            name: `rabbitmq ${role}`,
+            status: 'ok',
+            detail: `${queue}: ${q.messageCount} ready, ${q.consumerCount} consumer(s)`,
+          });
           await channel.close().catch(() => undefined);
         } catch {
-          checks.push({ name: `rabbitmq ${role}`, status: 'fail', detail: `${queue} does not exist`, fix: `declare ${queue} (declareTopology() of @inboxkit/rabbitmq does)` });
+          checks.push({
+            name: `rabbitmq ${role}`,
+            status: 'fail',
+            detail: `${queue} does not exist`,
+            fix: `declare ${queue} (declareTopology() of @inboxkit/rabbitmq does)`,
+          });
         }
       }
     }
     return checks;
   } catch (error) {
-    return [failure(name, error, `check that RabbitMQ at ${where} is up and the credentials are right`, secrets)];
+    return [
+      failure(name, error, `check that RabbitMQ at ${where} is up and the credentials are right`, secrets),
+    ];
   } finally {
     await connection?.close().catch(() => undefined);
   }
 }
 
-async function probeSqs(settings: ConnectionSettings, options: ProbeOptions, ms: number, limits: ProbedLimits, secrets: readonly string[]): Promise<DoctorCheck[]> {
+async function probeSqs(
+  settings: ConnectionSettings,
+  options: ProbeOptions,
+  ms: number,
+  limits: ProbedLimits,
+  secrets: readonly string[],
+): Promise<DoctorCheck[]> {
   const name = 'sqs';
   if (settings.sqsEndpoint === undefined && options.transport !== 'sqs') {
-    return [{ name, status: 'skip', detail: 'not configured', fix: 'pass --sqs-endpoint (local) or --transport sqs (AWS)' }];
+    return [
+      {
+        name,
+        status: 'skip',
+        detail: 'not configured',
+        fix: 'pass --sqs-endpoint (local) or --transport sqs (AWS)',
+      },
+    ];
   }
   const client = sqsClientFor(settings, options.env);
   const where = settings.sqsEndpoint === undefined ? `AWS ${settings.region}` : maskUrl(settings.sqsEndpoint);
@@ -158,26 +250,41 @@ async function probeSqs(settings: ConnectionSettings, options: ProbeOptions, ms:
     await within(ms, where, () => client.send(new ListQueuesCommand({ MaxResults: 1 })));
     const checks: DoctorCheck[] = [{ name, status: 'ok', detail: `${where}: reachable` }];
     if (options.transport === 'sqs') {
-      for (const [role, queue] of [['source queue', options.source], ['DLQ', options.dlq]] as const) {
+      for (const [role, queue] of [
+        ['source queue', options.source],
+        ['DLQ', options.dlq],
+      ] as const) {
         if (queue === undefined) continue;
         try {
           const url = await within(ms, where, () => sqsQueueUrl(client, queue));
           const { Attributes: a = {} } = await within(ms, where, () =>
-            client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['VisibilityTimeout', 'RedrivePolicy'] })),
+            client.send(
+              new GetQueueAttributesCommand({
+                QueueUrl: url,
+                AttributeNames: ['VisibilityTimeout', 'RedrivePolicy'],
+              }),
+            ),
           );
           let detail = `${queue} exists`;
           if (role === 'source queue') {
             const visibility = Number(a.VisibilityTimeout);
             if (Number.isFinite(visibility)) limits.sqsVisibilityTimeoutMs = visibility * 1000;
             try {
-              const n = Number((JSON.parse(a.RedrivePolicy ?? '{}') as { maxReceiveCount?: unknown }).maxReceiveCount);
+              const n = Number(
+                (JSON.parse(a.RedrivePolicy ?? '{}') as { maxReceiveCount?: unknown }).maxReceiveCount,
+              );
               if (Number.isInteger(n) && n > 0) limits.sqsMaxReceiveCount = n;
             } catch {
               // unreadable policy: reported as missing below
             }
             detail += `, VisibilityTimeout ${a.VisibilityTimeout ?? '?'} s, ${limits.sqsMaxReceiveCount === undefined ? 'no redrive policy' : `maxReceiveCount ${limits.sqsMaxReceiveCount}`}`;
             if (limits.sqsMaxReceiveCount === undefined) {
-              checks.push({ name: `sqs ${role}`, status: 'warn', detail, fix: 'set a RedrivePolicy (redrivePolicyFor() of @inboxkit/sqs) so a message that crashes the process every time still ends in the DLQ' });
+              checks.push({
+                name: `sqs ${role}`,
+                status: 'warn',
+                detail,
+                fix: 'set a RedrivePolicy (redrivePolicyFor() of @inboxkit/sqs) so a message that crashes the process every time still ends in the DLQ',
+              });
               continue;
             }
           }
@@ -203,7 +310,9 @@ export async function probeServices(
   limits: ProbedLimits,
 ): Promise<DoctorCheck[]> {
   const ms = options.timeoutMs ?? 10_000;
-  const secrets = [settings.databaseUrl, settings.amqpUrl, options.env.AWS_SECRET_ACCESS_KEY].filter((s): s is string => s !== undefined);
+  const secrets = [settings.databaseUrl, settings.amqpUrl, options.env.AWS_SECRET_ACCESS_KEY].filter(
+    (s): s is string => s !== undefined,
+  );
   const results = await Promise.all([
     probePostgres(settings, services, ms, secrets),
     probeKafka(settings, options, ms, secrets),

@@ -97,7 +97,10 @@ interface AgeRow {
  * const report = await inboxStatus(db, { schema: 'app', consumer: 'orders' });
  * console.log(report.consumers[0]?.rows.dead_lettered);
  */
-export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptions = {}): Promise<InboxStatusReport> {
+export async function inboxStatus(
+  db: Kysely<unknown>,
+  options: InboxStatusOptions = {},
+): Promise<InboxStatusReport> {
   const store = inboxStore(db, options);
   const expiringWithinMs = options.expiringWithinMs ?? 3_600_000;
   const dedupeWindowMs = options.dedupeWindowMs ?? 7 * 86_400_000;
@@ -142,7 +145,9 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
                 lockedUntil: processing.lockedUntil ?? undefined,
                 lease: processing.lease,
               },
-        deadLettersByReason: Object.fromEntries(reasons.filter((r) => r.consumer === consumer).map((r) => [r.reason, r.count])),
+        deadLettersByReason: Object.fromEntries(
+          reasons.filter((r) => r.consumer === consumer).map((r) => [r.reason, r.count]),
+        ),
         // core counts already-expired rows as expiring: keep those apart (they are prune lag).
         expiringSoon: Math.max(0, (expiring.find((e) => e.consumer === consumer)?.count ?? 0) - expired),
         expiredNotPruned: expired,
@@ -153,9 +158,20 @@ export async function inboxStatus(db: Kysely<unknown>, options: InboxStatusOptio
         lastReplay:
           replay === undefined
             ? undefined
-            : { replayId: replay.replayId, requestedBy: replay.requestedBy, at: replay.at, outcome: replay.outcome },
+            : {
+                replayId: replay.replayId,
+                requestedBy: replay.requestedBy,
+                at: replay.at,
+                outcome: replay.outcome,
+              },
       };
     }),
   );
-  return { at: dbNow, table: `${store.names.schema}.${store.names.table}`, expiringWithinMs, dedupeWindowMs, consumers: statuses };
+  return {
+    at: dbNow,
+    table: `${store.names.schema}.${store.names.table}`,
+    expiringWithinMs,
+    dedupeWindowMs,
+    consumers: statuses,
+  };
 }

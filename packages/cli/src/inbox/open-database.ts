@@ -11,7 +11,9 @@ import type { ConnectionSettings } from '../settings/connection-settings.js';
 /** Opens a pool of at most 2 connections to `settings.databaseUrl`. */
 export async function openDatabase(settings: ConnectionSettings): Promise<OpenedDatabase> {
   if (settings.databaseUrl === undefined) {
-    throw new ConfigurationError('no database configured: pass --database-url postgres://… or set DATABASE_URL');
+    throw new ConfigurationError(
+      'no database configured: pass --database-url postgres://… or set DATABASE_URL',
+    );
   }
   const pool = new pg.Pool({
     connectionString: settings.databaseUrl,

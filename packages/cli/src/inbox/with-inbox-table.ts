@@ -23,7 +23,11 @@ export async function withInboxTable<T>(settings: ConnectionSettings, work: () =
 /** The SQLSTATE codes along the error's `cause` chain (core wraps driver errors). */
 function sqlStates(error: unknown): string[] {
   const codes: string[] = [];
-  for (let e: unknown = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+  for (
+    let e: unknown = error, depth = 0;
+    typeof e === 'object' && e !== null && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth += 1
+  ) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') codes.push(code);
   }

@@ -2,7 +2,10 @@
 // end up in logs and CI output).
 
 /** Renders `rows` under `header`, columns padded to their widest cell. Numeric columns align right. */
-export function formatTable(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+export function formatTable(
+  header: readonly string[],
+  rows: readonly (readonly (string | number)[])[],
+): string {
   const cells = rows.map((row) => header.map((_, i) => String(row[i] ?? '')));
   const numeric = header.map((_, i) => rows.length > 0 && rows.every((row) => typeof row[i] === 'number'));
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((row) => row[i]!.length)));

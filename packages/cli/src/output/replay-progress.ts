@@ -17,7 +17,11 @@ export class ReplayProgress {
   #drawn = false;
 
   /** `total` is the expected number of messages (the `--limit`), when known. */
-  constructor(out: OutputStream, clock: Clock, options: { readonly total?: number | undefined; readonly dryRun: boolean }) {
+  constructor(
+    out: OutputStream,
+    clock: Clock,
+    options: { readonly total?: number | undefined; readonly dryRun: boolean },
+  ) {
     this.#out = out;
     this.#clock = clock;
     this.#total = options.total;

@@ -4,5 +4,7 @@ import type { OutputStream } from '../cli-io.js';
 
 /** Writes `value` as indented JSON followed by a newline. */
 export function writeJson(out: OutputStream, value: unknown): void {
-  out.write(`${JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
+  out.write(
+    `${JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`,
+  );
 }

@@ -76,9 +76,17 @@ export function errorShape(error: string): string {
     .replace(/\d+(\.\d+)?/g, '<n>');
 }
 
-function sourceLabel(source: { destination?: string; exchange?: string; routingKey?: string; partition?: number; offset?: string }): string | undefined {
+function sourceLabel(source: {
+  destination?: string;
+  exchange?: string;
+  routingKey?: string;
+  partition?: number;
+  offset?: string;
+}): string | undefined {
   if (source.destination !== undefined) {
-    return source.partition === undefined ? source.destination : `${source.destination}[${source.partition}]@${source.offset ?? '?'}`;
+    return source.partition === undefined
+      ? source.destination
+      : `${source.destination}[${source.partition}]@${source.offset ?? '?'}`;
   }
   if (source.exchange !== undefined) return `${source.exchange || '(default)'} / ${source.routingKey ?? ''}`;
   return undefined;
@@ -142,13 +150,28 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     }
   }
 
-  const groups = new Map<string, { group: Omit<DeadLetterGroup, 'inboxStatuses' | 'sampleIds'>; statuses: Record<string, number>; ids: string[] }>();
+  const groups = new Map<
+    string,
+    {
+      group: Omit<DeadLetterGroup, 'inboxStatuses' | 'sampleIds'>;
+      statuses: Record<string, number>;
+      ids: string[];
+    }
+  >();
   for (const { entry, shape } of raw) {
     const key = JSON.stringify([entry.consumer, entry.reason, shape]);
     let g = groups.get(key);
     if (g === undefined) {
       g = {
-        group: { consumer: entry.consumer, reason: entry.reason, errorShape: shape, sampleError: entry.error, count: 0, oldest: undefined, newest: undefined },
+        group: {
+          consumer: entry.consumer,
+          reason: entry.reason,
+          errorShape: shape,
+          sampleError: entry.error,
+          count: 0,
+          oldest: undefined,
+          newest: undefined,
+        },
         statuses: {},
         ids: [],
       };

@@ -11,7 +11,8 @@ import type { InboxRowState } from '../inbox/inbox-lookup.js';
  * - `retry-pending`: the row is `failed` and still being retried; the replay counts as its next attempt.
  * - `unknown`: the inbox was not read (no database given, or the dead letter has no id or consumer).
  */
-export type ReplayPrediction = 'process' | 'reopen' | 'skip-duplicate' | 'in-flight' | 'retry-pending' | 'unknown';
+export type ReplayPrediction =
+  'process' | 'reopen' | 'skip-duplicate' | 'in-flight' | 'retry-pending' | 'unknown';
 
 /** Every prediction, in display order. */
 export const REPLAY_PREDICTIONS: readonly ReplayPrediction[] = [

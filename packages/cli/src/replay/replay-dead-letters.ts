@@ -4,7 +4,13 @@
 
 import { randomUUID } from 'node:crypto';
 import { parseDeadLetterHeaders, parseReplayMarker } from '@inboxkit/core';
-import type { DeadLetterEntry, DeadLetterQueueReader, DeadLetterRecord, Publisher, TakenDeadLetter } from '@inboxkit/core';
+import type {
+  DeadLetterEntry,
+  DeadLetterQueueReader,
+  DeadLetterRecord,
+  Publisher,
+  TakenDeadLetter,
+} from '@inboxkit/core';
 import type { InboxLookup, InboxRowState, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { systemClock } from './clock.js';
 import type { Clock } from './clock.js';
@@ -152,13 +158,17 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
   }
   const clock = options.clock ?? systemClock;
   const filter = options.filter ?? {};
-  const limiter = options.ratePerSecond === undefined ? undefined : new RateLimiter(options.ratePerSecond, clock);
+  const limiter =
+    options.ratePerSecond === undefined ? undefined : new RateLimiter(options.ratePerSecond, clock);
   const replayId = options.replayId ?? randomUUID();
   const startedAt = new Date(clock.now());
   const marker = { replayId, requestedBy: options.requestedBy, requestedAt: startedAt };
 
   const entries: ReplayEntryResult[] = [];
-  const predictions = Object.fromEntries(REPLAY_PREDICTIONS.map((p) => [p, 0])) as Record<ReplayPrediction, number>;
+  const predictions = Object.fromEntries(REPLAY_PREDICTIONS.map((p) => [p, 0])) as Record<
+    ReplayPrediction,
+    number
+  >;
   let read = 0;
   let notSelected = 0;
   let stoppedBecause: ReplayStop = 'drained';
@@ -175,7 +185,11 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
    * the run started (or it is the third copy of the id). Two copies that were both in the DLQ before the run
    * are not this: the second is replayed and predicted a duplicate.
    */
-  const isBackFromThisRun = (entry: DeadLetterEntry, record: DeadLetterRecord | undefined, consumer: string | undefined): boolean => {
+  const isBackFromThisRun = (
+    entry: DeadLetterEntry,
+    record: DeadLetterRecord | undefined,
+    consumer: string | undefined,
+  ): boolean => {
     if (parseReplayMarker(entry.headers)?.replayId === replayId) return true;
     if (entry.id === undefined) return false;
     const copies = selectedIds.get(`${consumer ?? ''}\u0000${entry.id}`) ?? 0;
@@ -188,7 +202,10 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     return { record, consumer: record?.consumer ?? filter.consumer };
   };
 
-  const lookup = async (consumer: string | undefined, id: string | undefined): Promise<{ row: InboxRowState | undefined | null; detail?: string }> => {
+  const lookup = async (
+    consumer: string | undefined,
+    id: string | undefined,
+  ): Promise<{ row: InboxRowState | undefined | null; detail?: string }> => {
     if (options.inbox === undefined || consumer === undefined || id === undefined) return { row: null };
     try {
       const rows = await options.inbox.find(consumer, [id]);
@@ -205,7 +222,8 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
   };
 
   // Scan the whole DLQ when a filter may skip entries; otherwise ask the reader for exactly `limit`.
-  const scanLimit = isFilterActive(filter) || options.limit === undefined ? Number.MAX_SAFE_INTEGER : options.limit;
+  const scanLimit =
+    isFilterActive(filter) || options.limit === undefined ? Number.MAX_SAFE_INTEGER : options.limit;
   const source: AsyncIterable<DeadLetterEntry> = dryRun
     ? options.reader.browse({ limit: scanLimit })
     : options.reader.take({ limit: scanLimit });
@@ -246,8 +264,13 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     const earlierCopy = entry.id !== undefined && selectedIds.has(idKey);
     if (entry.id !== undefined) selectedIds.set(idKey, (selectedIds.get(idKey) ?? 0) + 1);
     const rowPrediction = predictReplay(row);
-    const prediction: ReplayPrediction = earlierCopy && (rowPrediction === 'reopen' || rowPrediction === 'process') ? 'skip-duplicate' : rowPrediction;
-    const predictionDetail = earlierCopy ? 'another copy of this id was selected earlier in this run' : undefined;
+    const prediction: ReplayPrediction =
+      earlierCopy && (rowPrediction === 'reopen' || rowPrediction === 'process')
+        ? 'skip-duplicate'
+        : rowPrediction;
+    const predictionDetail = earlierCopy
+      ? 'another copy of this id was selected earlier in this run'
+      : undefined;
     const base = {
       index: entries.length + 1,
       position: entry.position,
@@ -269,7 +292,12 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
       };
       await settle(entry, 'release').catch(() => undefined);
     } else if (dryRun) {
-      result = { ...base, destination: destination.label, action: 'would-replay', detail: lookupDetail ?? predictionDetail };
+      result = {
+        ...base,
+        destination: destination.label,
+        action: 'would-replay',
+        detail: lookupDetail ?? predictionDetail,
+      };
       predictions[prediction] += 1;
     } else {
       await limiter?.acquire(options.signal);
@@ -278,7 +306,13 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
         stoppedBecause = 'interrupted';
         break;
       }
-      result = await replayOne(entry as TakenDeadLetter, entry.id, destination, base, lookupDetail ?? predictionDetail);
+      result = await replayOne(
+        entry as TakenDeadLetter,
+        entry.id,
+        destination,
+        base,
+        lookupDetail ?? predictionDetail,
+      );
       if (result.action === 'failed') released.add(key);
       else predictions[prediction] += 1;
     }

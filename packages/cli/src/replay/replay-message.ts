@@ -32,7 +32,11 @@ export function replayDestination(
     }
     if (source?.transport === 'rabbitmq' && source.exchange !== undefined) {
       const key = source.routingKey ?? '';
-      return { destination: source.exchange, routingKey: key, label: `exchange ${source.exchange} / key ${key}` };
+      return {
+        destination: source.exchange,
+        routingKey: key,
+        label: `exchange ${source.exchange} / key ${key}`,
+      };
     }
     return 'no source queue in the dead letter headers: pass --to QUEUE';
   }

@@ -51,10 +51,17 @@ export function resolveConnectionSettings(
     databaseUrl: nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL),
     schema: nonEmpty(flags.schema) ?? nonEmpty(env.INBOXKIT_SCHEMA) ?? DEFAULT_SCHEMA,
     table: nonEmpty(flags.table) ?? nonEmpty(env.INBOXKIT_TABLE) ?? DEFAULT_TABLE,
-    kafkaBrokers: brokers === undefined ? undefined : brokers.split(',').map((b) => b.trim()).filter(Boolean),
+    kafkaBrokers:
+      brokers === undefined
+        ? undefined
+        : brokers
+            .split(',')
+            .map((b) => b.trim())
+            .filter(Boolean),
     amqpUrl: nonEmpty(flags['amqp-url']) ?? nonEmpty(env.AMQP_URL),
     sqsEndpoint: nonEmpty(flags['sqs-endpoint']) ?? nonEmpty(env.SQS_ENDPOINT),
-    region: nonEmpty(flags.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
+    region:
+      nonEmpty(flags.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
   });
 }
 

@@ -30,7 +30,10 @@ export function parseDuration(value: string, flag: string, command?: string): nu
     consumed = part.lastIndex;
   }
   if (consumed === 0 || consumed !== text.length) {
-    throw new UsageError(`${flag} expects a duration such as 30s, 15m, 6h or 7d, got ${JSON.stringify(value)}`, command);
+    throw new UsageError(
+      `${flag} expects a duration such as 30s, 15m, 6h or 7d, got ${JSON.stringify(value)}`,
+      command,
+    );
   }
   return total;
 }
@@ -43,14 +46,20 @@ export function parseSince(value: string, now: number, flag: string, command?: s
   if (/^\d{4}-\d{2}-\d{2}/.test(value.trim())) {
     const date = new Date(value);
     if (Number.isNaN(date.getTime())) {
-      throw new UsageError(`${flag} expects an ISO 8601 time (2030-01-31T12:00:00Z) or a duration ago (6h), got ${JSON.stringify(value)}`, command);
+      throw new UsageError(
+        `${flag} expects an ISO 8601 time (2030-01-31T12:00:00Z) or a duration ago (6h), got ${JSON.stringify(value)}`,
+        command,
+      );
     }
     return date;
   }
   try {
     return new Date(now - parseDuration(value, flag, command));
   } catch {
-    throw new UsageError(`${flag} expects an ISO 8601 time (2030-01-31T12:00:00Z) or a duration ago (6h), got ${JSON.stringify(value)}`, command);
+    throw new UsageError(
+      `${flag} expects an ISO 8601 time (2030-01-31T12:00:00Z) or a duration ago (6h), got ${JSON.stringify(value)}`,
+      command,
+    );
   }
 }
 
@@ -60,7 +69,10 @@ export function parseRate(value: string, flag: string, command?: string): number
   const per = { s: 1, m: 60, h: 3600 } as const;
   const rate = match ? Number(match[1]) / per[(match[2] ?? 's') as keyof typeof per] : Number.NaN;
   if (!(rate > 0) || !Number.isFinite(rate)) {
-    throw new UsageError(`${flag} expects messages per second such as 50, 50/s or 600/m, got ${JSON.stringify(value)}`, command);
+    throw new UsageError(
+      `${flag} expects messages per second such as 50, 50/s or 600/m, got ${JSON.stringify(value)}`,
+      command,
+    );
   }
   return rate;
 }
@@ -81,7 +93,12 @@ export function formatDuration(ms: number): string {
   let rest = Math.abs(Math.round(ms));
   if (rest < 1_000) return `${sign}${rest}ms`;
   const parts: string[] = [];
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1_000],
+  ] as const) {
     if (rest >= size) {
       parts.push(`${Math.floor(rest / size)}${unit}`);
       rest %= size;

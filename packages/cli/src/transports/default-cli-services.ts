@@ -11,7 +11,10 @@ import { openSqs } from './open-sqs.js';
  * The real services. `env` supplies AWS credentials' presence; `consumer` names the consumer of dead letters a
  * broker made itself (RabbitMQ delivery limit).
  */
-export function defaultCliServices(env: Readonly<Record<string, string | undefined>>, consumer?: string): CliServices {
+export function defaultCliServices(
+  env: Readonly<Record<string, string | undefined>>,
+  consumer?: string,
+): CliServices {
   return {
     openDatabase,
     async openTransport(transport, settings, options) {

@@ -54,7 +54,10 @@ async function committedOffsets(kafka: Kafka, topic: string, groupId: string): P
  * offset: dead letters before it were already replayed and removed. Listing and dry runs skip them, so they
  * show what a replay would take.
  */
-function skipRemoved(reader: DeadLetterQueueReader, committed: ReadonlyMap<number, bigint>): DeadLetterQueueReader {
+function skipRemoved(
+  reader: DeadLetterQueueReader,
+  committed: ReadonlyMap<number, bigint>,
+): DeadLetterQueueReader {
   return {
     nonDestructiveBrowse: reader.nonDestructiveBrowse,
     async *browse({ limit }) {
@@ -79,12 +82,18 @@ function isRemoved(entry: DeadLetterEntry, committed: ReadonlyMap<number, bigint
 }
 
 /** Opens the Kafka DLQ topic `options.from` and, for a replay, a publisher. */
-export async function openKafka(settings: ConnectionSettings, options: OpenTransportOptions): Promise<OpenedTransport> {
+export async function openKafka(
+  settings: ConnectionSettings,
+  options: OpenTransportOptions,
+): Promise<OpenedTransport> {
   const kafka = kafkaClientFor(settings);
   const groupId = options.group ?? defaultReplayGroup(options.from);
   const committed = await committedOffsets(kafka, options.from, groupId);
   const client: KafkaClientLike = kafka;
-  const reader = skipRemoved(kafkaDeadLetterQueue({ kafka: client, topic: options.from, groupId }), committed);
+  const reader = skipRemoved(
+    kafkaDeadLetterQueue({ kafka: client, topic: options.from, groupId }),
+    committed,
+  );
   const publisher = options.publish ? kafkaPublisher({ kafka: client }) : undefined;
   return {
     reader,

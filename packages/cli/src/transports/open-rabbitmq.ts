@@ -15,11 +15,16 @@ export async function connectAmqp(settings: ConnectionSettings): Promise<amqplib
     throw new ConfigurationError('no RabbitMQ configured: pass --amqp-url amqp://… or set AMQP_URL');
   }
   try {
-    const connection = await amqplib.connect(settings.amqpUrl, { clientProperties: { connection_name: 'inboxkit-cli' } });
+    const connection = await amqplib.connect(settings.amqpUrl, {
+      clientProperties: { connection_name: 'inboxkit-cli' },
+    });
     connection.on('error', () => undefined); // reported by the operation that fails
     return connection;
   } catch (error) {
-    throw new ConfigurationError(`cannot connect to RabbitMQ at ${maskUrl(settings.amqpUrl)}: ${(error as Error).message}`, { cause: error });
+    throw new ConfigurationError(
+      `cannot connect to RabbitMQ at ${maskUrl(settings.amqpUrl)}: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
 }
 

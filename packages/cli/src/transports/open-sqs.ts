@@ -9,8 +9,14 @@ import type { OpenedTransport, OpenTransportOptions } from '../cli-services.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
 
 /** An SQSClient for the settings. Against a local endpoint without AWS credentials, dummy ones are used. */
-export function sqsClientFor(settings: ConnectionSettings, env: Readonly<Record<string, string | undefined>>): SQSClient {
-  const local = settings.sqsEndpoint !== undefined && env.AWS_ACCESS_KEY_ID === undefined && env.AWS_PROFILE === undefined;
+export function sqsClientFor(
+  settings: ConnectionSettings,
+  env: Readonly<Record<string, string | undefined>>,
+): SQSClient {
+  const local =
+    settings.sqsEndpoint !== undefined &&
+    env.AWS_ACCESS_KEY_ID === undefined &&
+    env.AWS_PROFILE === undefined;
   return new SQSClient({
     region: settings.region,
     ...(settings.sqsEndpoint !== undefined ? { endpoint: settings.sqsEndpoint } : {}),
@@ -26,7 +32,10 @@ export async function sqsQueueUrl(client: SQSClient, queue: string): Promise<str
     if (QueueUrl === undefined) throw new Error('no QueueUrl in the response');
     return QueueUrl;
   } catch (error) {
-    throw new ConfigurationError(`SQS queue ${JSON.stringify(queue)} not found: check the name or pass its URL`, { cause: error });
+    throw new ConfigurationError(
+      `SQS queue ${JSON.stringify(queue)} not found: check the name or pass its URL`,
+      { cause: error },
+    );
   }
 }
 

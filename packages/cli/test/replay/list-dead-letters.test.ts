@@ -39,7 +39,11 @@ describe('listDeadLetters', () => {
   });
 
   it('applies the filter and the limit', async () => {
-    const dlq = new MemoryDeadLetterQueue(['a', 'b', 'c'].map((id) => deadLetter(id, { reason: id === 'b' ? 'permanent-error' : 'max-attempts' })));
+    const dlq = new MemoryDeadLetterQueue(
+      ['a', 'b', 'c'].map((id) =>
+        deadLetter(id, { reason: id === 'b' ? 'permanent-error' : 'max-attempts' }),
+      ),
+    );
     const listing = await listDeadLetters({ reader: dlq, filter: { reasons: ['max-attempts'] }, limit: 2 });
     expect(listing.entries.map((e) => e.id)).toEqual(['a']);
     expect(listing.read).toBe(2);
@@ -48,7 +52,11 @@ describe('listDeadLetters', () => {
   });
 
   it('shapes error messages so similar failures group together', () => {
-    expect(errorShape('Error: user 3f2b6c1e-1111-4a4a-8b8b-123456789abc missing')).toBe('Error: user <uuid> missing');
-    expect(errorShape('Error: tx deadbeefcafe1234 failed after 3 tries')).toBe('Error: tx <hex> failed after <n> tries');
+    expect(errorShape('Error: user 3f2b6c1e-1111-4a4a-8b8b-123456789abc missing')).toBe(
+      'Error: user <uuid> missing',
+    );
+    expect(errorShape('Error: tx deadbeefcafe1234 failed after 3 tries')).toBe(
+      'Error: tx <hex> failed after <n> tries',
+    );
   });
 });

@@ -5,7 +5,13 @@ import { HEADERS, parseReplayMarker } from '@inboxkit/core';
 import { describe, expect, it } from 'vitest';
 
 import { replayDeadLetters } from '../../src/replay/replay-dead-letters.js';
-import { deadLetter, FakeClock, MemoryDeadLetterQueue, MemoryInbox, MemoryPublisher } from '../support/memory-ports.js';
+import {
+  deadLetter,
+  FakeClock,
+  MemoryDeadLetterQueue,
+  MemoryInbox,
+  MemoryPublisher,
+} from '../support/memory-ports.js';
 
 const ids = (n: number, prefix = 'm'): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${i + 1}`);
 
@@ -16,39 +22,80 @@ function deliverAll(inbox: MemoryInbox, publisher: MemoryPublisher, from = 0): v
 describe('replayDeadLetters', () => {
   it('publishes each dead letter to its source with the original id, body, headers and a replay marker, then removes it', async () => {
     const dlq = new MemoryDeadLetterQueue([
-      deadLetter('a', { headers: { traceparent: '00-abc-01', 'content-type': 'application/json' }, body: '{"a":1}' }),
+      deadLetter('a', {
+        headers: { traceparent: '00-abc-01', 'content-type': 'application/json' },
+        body: '{"a":1}',
+      }),
     ]);
     const publisher = new MemoryPublisher();
-    const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, requestedBy: 'alice', replayId: 'r-1' });
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      requestedBy: 'alice',
+      replayId: 'r-1',
+    });
 
     expect(summary.replayed).toBe(1);
     expect(dlq.entries).toHaveLength(0);
     const [sent] = publisher.published;
     expect(sent).toMatchObject({ destination: 'orders-topic', id: 'a', body: '{"a":1}' });
     expect(sent!.headers).toMatchObject({ traceparent: '00-abc-01', 'content-type': 'application/json' });
-    expect(Object.keys(sent!.headers!).filter((h) => h.startsWith('x-inboxkit-') && !h.startsWith('x-inboxkit-replay'))).toEqual([]);
+    expect(
+      Object.keys(sent!.headers!).filter(
+        (h) => h.startsWith('x-inboxkit-') && !h.startsWith('x-inboxkit-replay'),
+      ),
+    ).toEqual([]);
     expect(sent!.headers![HEADERS.messageId]).toBeUndefined(); // the publisher writes it from `id`
     expect(parseReplayMarker(sent!.headers!)).toMatchObject({ replayId: 'r-1', requestedBy: 'alice' });
   });
 
   it("leaves the broker's bookkeeping headers behind (a DLQ delivery count would count as attempts)", async () => {
-    const entry = deadLetter('a', { headers: { 'x-delivery-count': '3', 'x-death': '[…]', 'x-first-death-queue': 'q', 'x-last-death-reason': 'rejected', tenant: 't1' } });
+    const entry = deadLetter('a', {
+      headers: {
+        'x-delivery-count': '3',
+        'x-death': '[…]',
+        'x-first-death-queue': 'q',
+        'x-last-death-reason': 'rejected',
+        tenant: 't1',
+      },
+    });
     const publisher = new MemoryPublisher();
-    await replayDeadLetters({ transport: 'kafka', reader: new MemoryDeadLetterQueue([entry]), publisher, requestedBy: 't' });
-    expect(Object.keys(publisher.published[0]!.headers!).filter((h) => !h.startsWith('x-inboxkit-replay'))).toEqual(['tenant']);
+    await replayDeadLetters({
+      transport: 'kafka',
+      reader: new MemoryDeadLetterQueue([entry]),
+      publisher,
+      requestedBy: 't',
+    });
+    expect(
+      Object.keys(publisher.published[0]!.headers!).filter((h) => !h.startsWith('x-inboxkit-replay')),
+    ).toEqual(['tenant']);
   });
 
   it('stops when messages it replayed come back to the DLQ, instead of replaying them again and again', async () => {
     for (const keepsMarker of [true, false]) {
       const clock = new FakeClock();
-      const dlq = new MemoryDeadLetterQueue(ids(5).map((id) => deadLetter(id)), 'queue');
+      const dlq = new MemoryDeadLetterQueue(
+        ids(5).map((id) => deadLetter(id)),
+        'queue',
+      );
       const publisher = new MemoryPublisher();
       // The consumer fails every replayed message again at once: a new dead letter at the tail of the DLQ.
       publisher.afterPublish = (m) => {
-        const again = deadLetter(m.id, { deadLetteredAt: new Date(clock.now() + 1), position: `dlq:${m.id}:again`, headers: keepsMarker ? { ...m.headers } : {} });
+        const again = deadLetter(m.id, {
+          deadLetteredAt: new Date(clock.now() + 1),
+          position: `dlq:${m.id}:again`,
+          headers: keepsMarker ? { ...m.headers } : {},
+        });
         dlq.entries.push(again);
       };
-      const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, clock, requestedBy: 't' });
+      const summary = await replayDeadLetters({
+        transport: 'kafka',
+        reader: dlq,
+        publisher,
+        clock,
+        requestedBy: 't',
+      });
       expect(summary.stoppedBecause).toBe('caught-up');
       expect(summary.replayed).toBe(5);
       expect(summary.deadLetteredAgain).toEqual(['m-1']);
@@ -60,9 +107,16 @@ describe('replayDeadLetters', () => {
   it('uses one replay id for the whole run and generates one when none is given', async () => {
     const dlq = new MemoryDeadLetterQueue(ids(3).map((id) => deadLetter(id)));
     const publisher = new MemoryPublisher();
-    const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, requestedBy: 'bob' });
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      requestedBy: 'bob',
+    });
     expect(summary.replayId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(new Set(publisher.published.map((m) => parseReplayMarker(m.headers!)?.replayId))).toEqual(new Set([summary.replayId]));
+    expect(new Set(publisher.published.map((m) => parseReplayMarker(m.headers!)?.replayId))).toEqual(
+      new Set([summary.replayId]),
+    );
   });
 
   it('predicts from the inbox: dead-lettered reopens, completed is skipped, no row is processed', async () => {
@@ -71,8 +125,16 @@ describe('replayDeadLetters', () => {
     inbox.set('orders', 'done', 'completed');
     inbox.set('orders', 'busy', 'processing');
     inbox.set('orders', 'failing', 'failed');
-    const dlq = new MemoryDeadLetterQueue(['dead', 'done', 'new', 'busy', 'failing'].map((id) => deadLetter(id)));
-    const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher: new MemoryPublisher(), inbox, requestedBy: 't' });
+    const dlq = new MemoryDeadLetterQueue(
+      ['dead', 'done', 'new', 'busy', 'failing'].map((id) => deadLetter(id)),
+    );
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher: new MemoryPublisher(),
+      inbox,
+      requestedBy: 't',
+    });
     expect(summary.entries.map((e) => [e.id, e.inboxStatus, e.prediction])).toEqual([
       ['dead', 'dead_lettered', 'reopen'],
       ['done', 'completed', 'skip-duplicate'],
@@ -80,7 +142,13 @@ describe('replayDeadLetters', () => {
       ['busy', 'processing', 'in-flight'],
       ['failing', 'failed', 'retry-pending'],
     ]);
-    expect(summary.predictions).toMatchObject({ reopen: 1, 'skip-duplicate': 1, process: 1, 'in-flight': 1, 'retry-pending': 1 });
+    expect(summary.predictions).toMatchObject({
+      reopen: 1,
+      'skip-duplicate': 1,
+      process: 1,
+      'in-flight': 1,
+      'retry-pending': 1,
+    });
   });
 
   it('applies each dead-lettered message once and skips completed ones; a second replay applies nothing more', async () => {
@@ -100,7 +168,13 @@ describe('replayDeadLetters', () => {
     // The same batch again (e.g. the DLQ copies were restored from a backup).
     const again = new MemoryDeadLetterQueue(entries);
     const before = publisher.published.length;
-    const second = await replayDeadLetters({ transport: 'kafka', reader: again, publisher, inbox, requestedBy: 't' });
+    const second = await replayDeadLetters({
+      transport: 'kafka',
+      reader: again,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
     deliverAll(inbox, publisher, before);
     expect(second.predictions['skip-duplicate']).toBe(100);
     expect([...inbox.effects.values()].every((n) => n === 1)).toBe(true);
@@ -114,20 +188,39 @@ describe('replayDeadLetters', () => {
         if (i % 3 === 0) inbox.set('orders', id, 'completed');
         else if (i % 3 === 1) inbox.set('orders', id, 'dead_lettered');
       });
-      const dlq = new MemoryDeadLetterQueue(all.map((id) => deadLetter(id)), kind);
+      const dlq = new MemoryDeadLetterQueue(
+        all.map((id) => deadLetter(id)),
+        kind,
+      );
       const publisher = new MemoryPublisher();
       const before = dlq.ids();
 
-      const dry = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, dryRun: true, requestedBy: 't' });
+      const dry = await replayDeadLetters({
+        transport: 'kafka',
+        reader: dlq,
+        publisher,
+        inbox,
+        dryRun: true,
+        requestedBy: 't',
+      });
       expect(publisher.published).toHaveLength(0);
       expect(dlq.ids()).toEqual(before);
       expect(dry.wouldReplay).toBe(30);
 
-      const real = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
+      const real = await replayDeadLetters({
+        transport: 'kafka',
+        reader: dlq,
+        publisher,
+        inbox,
+        requestedBy: 't',
+      });
       const outcomes = new Map(publisher.published.map((m) => [m.id, inbox.deliver('orders', m)]));
       const expected = { reopen: 'processed', process: 'processed', 'skip-duplicate': 'duplicate' } as const;
-      for (const e of dry.entries) expect(outcomes.get(e.id!)).toBe(expected[e.prediction as keyof typeof expected]);
-      expect(real.entries.map((e) => [e.id, e.prediction])).toEqual(dry.entries.map((e) => [e.id, e.prediction]));
+      for (const e of dry.entries)
+        expect(outcomes.get(e.id!)).toBe(expected[e.prediction as keyof typeof expected]);
+      expect(real.entries.map((e) => [e.id, e.prediction])).toEqual(
+        dry.entries.map((e) => [e.id, e.prediction]),
+      );
     }
   });
 
@@ -150,18 +243,35 @@ describe('replayDeadLetters', () => {
       for (const [filter, selected] of cases) {
         const dlq = new MemoryDeadLetterQueue(entries, kind);
         const publisher = new MemoryPublisher();
-        const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, filter, requestedBy: 't' });
+        const summary = await replayDeadLetters({
+          transport: 'kafka',
+          reader: dlq,
+          publisher,
+          filter,
+          requestedBy: 't',
+        });
         expect(publisher.published.map((m) => m.id)).toEqual(selected);
         expect(summary.notSelected).toBe(4 - selected.length);
-        expect(dlq.ids().sort()).toEqual(['a', 'b', 'c', 'd'].filter((id) => !(selected as readonly string[]).includes(id)));
+        expect(dlq.ids().sort()).toEqual(
+          ['a', 'b', 'c', 'd'].filter((id) => !(selected as readonly string[]).includes(id)),
+        );
       }
     }
   });
 
   it('stops after --limit replays', async () => {
-    const dlq = new MemoryDeadLetterQueue(ids(10).map((id) => deadLetter(id)), 'queue');
+    const dlq = new MemoryDeadLetterQueue(
+      ids(10).map((id) => deadLetter(id)),
+      'queue',
+    );
     const publisher = new MemoryPublisher();
-    const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, limit: 4, requestedBy: 't' });
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      limit: 4,
+      requestedBy: 't',
+    });
     expect(summary.replayed).toBe(4);
     expect(summary.stoppedBecause).toBe('limit');
     expect(dlq.entries).toHaveLength(6);
@@ -173,19 +283,32 @@ describe('replayDeadLetters', () => {
     const publisher = new MemoryPublisher();
     const times: number[] = [];
     publisher.afterPublish = () => times.push(clock.now());
-    await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, ratePerSecond: 5, clock, requestedBy: 't' });
+    await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      ratePerSecond: 5,
+      clock,
+      requestedBy: 't',
+    });
     expect(times).toHaveLength(11);
     expect(times.at(-1)! - times[0]!).toBe(2_000); // 10 gaps of 200 ms
     for (let i = 1; i < times.length; i += 1) expect(times[i]! - times[i - 1]!).toBe(200);
   });
 
   it('keeps a dead letter whose publish fails, reports it as failed, and a rerun replays it', async () => {
-    const dlq = new MemoryDeadLetterQueue(ids(3).map((id) => deadLetter(id)), 'queue');
+    const dlq = new MemoryDeadLetterQueue(
+      ids(3).map((id) => deadLetter(id)),
+      'queue',
+    );
     const publisher = new MemoryPublisher();
     publisher.failOn.add('m-2');
     const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, requestedBy: 't' });
     expect(summary.failed).toBe(1);
-    expect(summary.entries.find((e) => e.id === 'm-2')).toMatchObject({ action: 'failed', detail: expect.stringContaining('broker refused m-2') });
+    expect(summary.entries.find((e) => e.id === 'm-2')).toMatchObject({
+      action: 'failed',
+      detail: expect.stringContaining('broker refused m-2'),
+    });
     expect(dlq.ids()).toEqual(['m-2']);
 
     publisher.failOn.clear();
@@ -197,32 +320,65 @@ describe('replayDeadLetters', () => {
   it('reports a published dead letter that could not be removed; the rerun copy is skipped by the inbox', async () => {
     const inbox = new MemoryInbox();
     ids(3).forEach((id) => inbox.set('orders', id, 'dead_lettered'));
-    const dlq = new MemoryDeadLetterQueue(ids(3).map((id) => deadLetter(id)), 'queue');
+    const dlq = new MemoryDeadLetterQueue(
+      ids(3).map((id) => deadLetter(id)),
+      'queue',
+    );
     dlq.removeFailures.add('m-1');
     const publisher = new MemoryPublisher();
-    const summary = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
-    expect(summary.entries[0]).toMatchObject({ id: 'm-1', action: 'failed', detail: expect.stringContaining('not removed') });
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
+    expect(summary.entries[0]).toMatchObject({
+      id: 'm-1',
+      action: 'failed',
+      detail: expect.stringContaining('not removed'),
+    });
     deliverAll(inbox, publisher);
 
     dlq.removeFailures.clear();
     const before = publisher.published.length;
-    const rerun = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
+    const rerun = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
     expect(rerun.entries.map((e) => [e.id, e.prediction])).toEqual([['m-1', 'skip-duplicate']]);
     deliverAll(inbox, publisher, before);
-    expect([...inbox.effects.entries()].sort()).toEqual([['m-1', 1], ['m-2', 1], ['m-3', 1]]);
+    expect([...inbox.effects.entries()].sort()).toEqual([
+      ['m-1', 1],
+      ['m-2', 1],
+      ['m-3', 1],
+    ]);
   });
 
   it('an interrupted run releases what it holds, and a rerun finishes with every message applied once', async () => {
     const inbox = new MemoryInbox();
     const all = ids(20);
     all.forEach((id) => inbox.set('orders', id, 'dead_lettered'));
-    const dlq = new MemoryDeadLetterQueue(all.map((id) => deadLetter(id)), 'queue');
+    const dlq = new MemoryDeadLetterQueue(
+      all.map((id) => deadLetter(id)),
+      'queue',
+    );
     const publisher = new MemoryPublisher();
     const controller = new AbortController();
     publisher.afterPublish = () => {
       if (publisher.published.length === 10) controller.abort();
     };
-    const first = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, signal: controller.signal, requestedBy: 't' });
+    const first = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      signal: controller.signal,
+      requestedBy: 't',
+    });
     expect(first.stoppedBecause).toBe('interrupted');
     expect(first.replayed).toBe(10);
     expect(dlq.entries).toHaveLength(10);
@@ -230,7 +386,13 @@ describe('replayDeadLetters', () => {
 
     publisher.afterPublish = () => undefined;
     const before = publisher.published.length;
-    const second = await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
+    const second = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
     expect(second.replayed).toBe(10);
     deliverAll(inbox, publisher, before);
     expect(dlq.entries).toHaveLength(0);
@@ -241,8 +403,19 @@ describe('replayDeadLetters', () => {
     for (const kind of ['log', 'queue'] as const) {
       const inbox = new MemoryInbox();
       inbox.set('orders', 'a', 'dead_lettered');
-      const entries = [deadLetter('a'), deadLetter('b'), deadLetter('a', { position: 'dlq:a-copy' }), deadLetter('b', { position: 'dlq:b-copy' })];
-      const dry = await replayDeadLetters({ transport: 'kafka', reader: new MemoryDeadLetterQueue(entries, kind), inbox, dryRun: true, requestedBy: 't' });
+      const entries = [
+        deadLetter('a'),
+        deadLetter('b'),
+        deadLetter('a', { position: 'dlq:a-copy' }),
+        deadLetter('b', { position: 'dlq:b-copy' }),
+      ];
+      const dry = await replayDeadLetters({
+        transport: 'kafka',
+        reader: new MemoryDeadLetterQueue(entries, kind),
+        inbox,
+        dryRun: true,
+        requestedBy: 't',
+      });
       expect(dry.entries.map((e) => [e.id, e.prediction])).toEqual([
         ['a', 'reopen'],
         ['b', 'process'],
@@ -252,15 +425,27 @@ describe('replayDeadLetters', () => {
       const publisher = new MemoryPublisher();
       const dlq = new MemoryDeadLetterQueue(entries, kind);
       await replayDeadLetters({ transport: 'kafka', reader: dlq, publisher, inbox, requestedBy: 't' });
-      expect(publisher.published.map((m) => inbox.deliver('orders', m))).toEqual(['processed', 'processed', 'duplicate', 'duplicate']);
+      expect(publisher.published.map((m) => inbox.deliver('orders', m))).toEqual([
+        'processed',
+        'processed',
+        'duplicate',
+        'duplicate',
+      ]);
       expect(dlq.entries).toHaveLength(0);
     }
   });
 
   it('stops when a queue hands back what the run released instead of cycling forever', async () => {
-    const dlq = new MemoryDeadLetterQueue(ids(5).map((id) => deadLetter(id, { reason: 'permanent-error' })), 'queue');
+    const dlq = new MemoryDeadLetterQueue(
+      ids(5).map((id) => deadLetter(id, { reason: 'permanent-error' })),
+      'queue',
+    );
     const summary = await replayDeadLetters({
-      transport: 'kafka', reader: dlq, publisher: new MemoryPublisher(), filter: { reasons: ['max-attempts'] }, requestedBy: 't',
+      transport: 'kafka',
+      reader: dlq,
+      publisher: new MemoryPublisher(),
+      filter: { reasons: ['max-attempts'] },
+      requestedBy: 't',
     });
     expect(summary.stoppedBecause).toBe('wrapped');
     expect(summary.notSelected).toBe(5);
@@ -271,7 +456,12 @@ describe('replayDeadLetters', () => {
     const noId = deadLetter(undefined);
     const foreign = { id: 'x', body: 'raw', headers: { 'message-id': 'x' }, position: 'dlq:x' };
     const dlq = new MemoryDeadLetterQueue([noId, foreign], 'queue');
-    const summary = await replayDeadLetters({ transport: 'sqs', reader: dlq, publisher: new MemoryPublisher(), requestedBy: 't' });
+    const summary = await replayDeadLetters({
+      transport: 'sqs',
+      reader: dlq,
+      publisher: new MemoryPublisher(),
+      requestedBy: 't',
+    });
     expect(summary.unreplayable).toBe(2);
     expect(summary.entries.map((e) => e.detail)).toEqual([
       expect.stringContaining('kafka source'),
@@ -283,8 +473,19 @@ describe('replayDeadLetters', () => {
   it('sends RabbitMQ replays to the source queue through the default exchange, and honours --to', async () => {
     const entry = deadLetter('a', { transport: 'rabbitmq', destination: 'orders-queue' });
     const publisher = new MemoryPublisher();
-    await replayDeadLetters({ transport: 'rabbitmq', reader: new MemoryDeadLetterQueue([entry]), publisher, requestedBy: 't' });
-    await replayDeadLetters({ transport: 'rabbitmq', reader: new MemoryDeadLetterQueue([entry]), publisher, to: 'other', requestedBy: 't' });
+    await replayDeadLetters({
+      transport: 'rabbitmq',
+      reader: new MemoryDeadLetterQueue([entry]),
+      publisher,
+      requestedBy: 't',
+    });
+    await replayDeadLetters({
+      transport: 'rabbitmq',
+      reader: new MemoryDeadLetterQueue([entry]),
+      publisher,
+      to: 'other',
+      requestedBy: 't',
+    });
     expect(publisher.published.map((m) => [m.destination, m.routingKey])).toEqual([
       ['', 'orders-queue'],
       ['', 'other'],

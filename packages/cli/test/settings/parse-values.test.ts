@@ -2,7 +2,10 @@
 
 import { describe, expect, it } from 'vitest';
 
-import { describeConnectionSettings, resolveConnectionSettings } from '../../src/settings/connection-settings.js';
+import {
+  describeConnectionSettings,
+  resolveConnectionSettings,
+} from '../../src/settings/connection-settings.js';
 import { maskSecretsIn, maskUrl } from '../../src/settings/mask-url.js';
 import { formatDuration, parseDuration, parseRate, parseSince } from '../../src/settings/parse-values.js';
 
@@ -53,7 +56,10 @@ describe('secrets', () => {
   });
 
   it('describes settings without passwords', () => {
-    const s = resolveConnectionSettings({}, { DATABASE_URL: 'postgres://app:s3cret@db/app', AMQP_URL: 'amqp://u:pw@r' });
+    const s = resolveConnectionSettings(
+      {},
+      { DATABASE_URL: 'postgres://app:s3cret@db/app', AMQP_URL: 'amqp://u:pw@r' },
+    );
     expect(JSON.stringify(describeConnectionSettings(s))).not.toMatch(/s3cret|:pw@/);
   });
 });

@@ -16,7 +16,14 @@ export interface CapturedIo {
 const trace = process.env.CLI_TEST_TRACE;
 
 /** An io whose streams append to strings; `env` defaults to an empty environment. */
-export function captureIo(options: { env?: Record<string, string | undefined>; tty?: boolean; clock?: Clock; signal?: AbortSignal } = {}): CapturedIo {
+export function captureIo(
+  options: {
+    env?: Record<string, string | undefined>;
+    tty?: boolean;
+    clock?: Clock;
+    signal?: AbortSignal;
+  } = {},
+): CapturedIo {
   let out = '';
   let err = '';
   return {

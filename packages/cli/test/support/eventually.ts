@@ -2,7 +2,11 @@
 // was last seen. Outcomes are awaited through the OutcomeRecorder instead.
 
 /** Resolves once `check` returns true; rejects after `timeoutMs` with `describe()`'s last answer. */
-export async function eventually(check: () => Promise<boolean>, describe: () => Promise<string>, timeoutMs = 30_000): Promise<void> {
+export async function eventually(
+  check: () => Promise<boolean>,
+  describe: () => Promise<string>,
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;

@@ -27,9 +27,13 @@ export interface InboxDatabase {
 export async function inboxDatabase(): Promise<InboxDatabase> {
   const pool = new pg.Pool({ connectionString: requireService('DATABASE_URL'), max: 6 });
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
-  const schema = uniqueName('cli').replace(/[^A-Za-z0-9_]/g, '_').toLowerCase();
+  const schema = uniqueName('cli')
+    .replace(/[^A-Za-z0-9_]/g, '_')
+    .toLowerCase();
   await migrateInbox(db, { schema });
-  await sql`create table ${sql.table(`${schema}.effects`)} (message_id text not null, at timestamptz not null default now())`.execute(db);
+  await sql`create table ${sql.table(`${schema}.effects`)} (message_id text not null, at timestamptz not null default now())`.execute(
+    db,
+  );
   const store = new PostgresInboxStore({ db, schema });
   return {
     db,
@@ -37,14 +41,26 @@ export async function inboxDatabase(): Promise<InboxDatabase> {
     store,
     async effects() {
       const { rows } = await sql<{ message_id: string; n: number }>`
-        select message_id, count(*)::int as n from ${sql.table(`${schema}.effects`)} group by message_id`.execute(db);
+        select message_id, count(*)::int as n from ${sql.table(`${schema}.effects`)} group by message_id`.execute(
+        db,
+      );
       return new Map(rows.map((r) => [r.message_id, r.n]));
     },
     async rows(consumer) {
-      const { rows } = await sql<{ message_id: string; status: string; attempts: number; replay_count: number }>`
+      const { rows } = await sql<{
+        message_id: string;
+        status: string;
+        attempts: number;
+        replay_count: number;
+      }>`
         select message_id, status, attempts, replay_count from ${sql.table(`${schema}.inbox`)}
         where consumer = ${consumer} order by message_id`.execute(db);
-      return rows.map((r) => ({ id: r.message_id, status: r.status, attempts: r.attempts, replayCount: r.replay_count }));
+      return rows.map((r) => ({
+        id: r.message_id,
+        status: r.status,
+        attempts: r.attempts,
+        replayCount: r.replay_count,
+      }));
     },
     async dispose() {
       await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(db).catch(() => undefined);
@@ -72,7 +88,9 @@ export function effectConsumer(database: InboxDatabase, name: string): EffectCon
     backoff: { initialDelayMs: 50, maxDelayMs: 200 },
     handler: async (message, { tx }) => {
       if (failing.has(message.id)) throw new PermanentError(`refusing ${message.id} on purpose`);
-      await sql`insert into ${sql.table(`${database.schema}.effects`)} (message_id) values (${message.id})`.execute(tx);
+      await sql`insert into ${sql.table(`${database.schema}.effects`)} (message_id) values (${message.id})`.execute(
+        tx,
+      );
     },
     hooks: { onOutcome: recorder.hook },
   });

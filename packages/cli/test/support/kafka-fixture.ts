@@ -11,12 +11,22 @@ import { defaultReplayGroup } from '../../src/transports/open-kafka.js';
 import type { ReplayFixture } from './replay-fixture.js';
 import { requireService } from './services.js';
 
-const FAST_GROUP = { sessionTimeout: 6_000, heartbeatInterval: 500, rebalanceTimeout: 4_000, maxWaitTimeInMs: 100 } as const;
+const FAST_GROUP = {
+  sessionTimeout: 6_000,
+  heartbeatInterval: 500,
+  rebalanceTimeout: 4_000,
+  maxWaitTimeInMs: 100,
+} as const;
 
 /** Fresh topics on the test Kafka. */
 export async function kafkaFixture(): Promise<ReplayFixture> {
   const brokers = requireService('KAFKA_BROKERS');
-  const kafka = new Kafka({ clientId: uniqueName('cli-test'), brokers: brokers.split(','), logLevel: logLevel.NOTHING, retry: { initialRetryTime: 100, retries: 8 } });
+  const kafka = new Kafka({
+    clientId: uniqueName('cli-test'),
+    brokers: brokers.split(','),
+    logLevel: logLevel.NOTHING,
+    retry: { initialRetryTime: 100, retries: 8 },
+  });
   const topic = uniqueName('cli-kafka');
   const dlq = `${topic}.dlq`;
   const admin = kafka.admin();
@@ -38,7 +48,8 @@ export async function kafkaFixture(): Promise<ReplayFixture> {
   const committed = async (): Promise<Map<number, bigint>> => {
     const offsets = await admin.fetchOffsets({ groupId: defaultReplayGroup(dlq), topics: [dlq] });
     const out = new Map<number, bigint>();
-    for (const p of offsets[0]?.partitions ?? []) if (/^\d+$/.test(p.offset)) out.set(p.partition, BigInt(p.offset));
+    for (const p of offsets[0]?.partitions ?? [])
+      if (/^\d+$/.test(p.offset)) out.set(p.partition, BigInt(p.offset));
     return out;
   };
 
@@ -55,16 +66,31 @@ export async function kafkaFixture(): Promise<ReplayFixture> {
     cliArgs: ['--kafka-brokers', brokers],
     async start(handler: IdempotentConsumer<unknown, unknown>) {
       const consumer = kafka.consumer({ groupId: uniqueName('cli-group'), ...FAST_GROUP });
-      const transport = kafkaConsumer({ consumer, kafka, topics: [topic], handler, fromBeginning: true, heartbeatIntervalMs: 500, pauseOnFailureMs: 200 });
+      const transport = kafkaConsumer({
+        consumer,
+        kafka,
+        topics: [topic],
+        handler,
+        fromBeginning: true,
+        heartbeatIntervalMs: 500,
+        pauseOnFailureMs: 200,
+      });
       await transport.start();
       running = { transport, consumer };
     },
     stop,
     async publish(messages) {
-      await publisher.publish(messages.map((m) => ({ destination: topic, id: m.id, key: m.id, body: m.body })));
+      await publisher.publish(
+        messages.map((m) => ({ destination: topic, id: m.id, key: m.id, body: m.body })),
+      );
     },
     async deadLetters() {
-      const reader = kafkaDeadLetterQueue({ kafka, topic: dlq, idleTimeoutMs: 2_000, consumerConfig: FAST_GROUP });
+      const reader = kafkaDeadLetterQueue({
+        kafka,
+        topic: dlq,
+        idleTimeoutMs: 2_000,
+        consumerConfig: FAST_GROUP,
+      });
       const removed = await committed();
       const out: DeadLetterEntry[] = [];
       for await (const entry of reader.browse({ limit: 100_000 })) {
@@ -75,7 +101,15 @@ export async function kafkaFixture(): Promise<ReplayFixture> {
     },
     async restore(entries) {
       const keyed = entries as readonly (DeadLetterEntry & { key?: string })[];
-      await publisher.publish(keyed.map((e) => ({ destination: dlq, id: e.id!, body: e.body ?? '', headers: e.headers, ...(e.key !== undefined ? { key: e.key } : {}) })));
+      await publisher.publish(
+        keyed.map((e) => ({
+          destination: dlq,
+          id: e.id!,
+          body: e.body ?? '',
+          headers: e.headers,
+          ...(e.key !== undefined ? { key: e.key } : {}),
+        })),
+      );
     },
     async dlqDepth() {
       const removed = await committed();

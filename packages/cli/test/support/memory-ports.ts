@@ -41,7 +41,12 @@ export function deadLetter(
       source: { transport: options.transport ?? 'kafka', destination: options.destination ?? 'orders-topic' },
     }),
   };
-  return { id, body: options.body ?? JSON.stringify({ id }), headers, position: options.position ?? `dlq:${id ?? 'none'}` };
+  return {
+    id,
+    body: options.body ?? JSON.stringify({ id }),
+    headers,
+    position: options.position ?? `dlq:${id ?? 'none'}`,
+  };
 }
 
 /**
@@ -87,18 +92,26 @@ export class MemoryDeadLetterQueue implements DeadLetterQueueReader {
       this.taken += 1;
       let settled = false;
       try {
-        yield this.#taken(entry, () => {
-          this.entries.push(entry);
-        }, () => {
-          settled = true;
-        });
+        yield this.#taken(
+          entry,
+          () => {
+            this.entries.push(entry);
+          },
+          () => {
+            settled = true;
+          },
+        );
       } finally {
         if (!settled) this.entries.push(entry); // broken off before settling: the broker redelivers it
       }
     }
   }
 
-  #taken(entry: DeadLetterEntry, putBack: () => void, onSettle: () => void = () => undefined): TakenDeadLetter {
+  #taken(
+    entry: DeadLetterEntry,
+    putBack: () => void,
+    onSettle: () => void = () => undefined,
+  ): TakenDeadLetter {
     return {
       ...entry,
       remove: async () => {
@@ -156,7 +169,11 @@ export class MemoryInbox implements InboxLookup {
   readonly outcomes: { id: string; outcome: 'processed' | 'duplicate' | 'ignored' }[] = [];
 
   set(consumer: string, id: string, status: InboxRowStatus): void {
-    this.rows.set(`${consumer}\u0000${id}`, { status, attempts: status === 'completed' ? 1 : 5, replays: [] });
+    this.rows.set(`${consumer}\u0000${id}`, {
+      status,
+      attempts: status === 'completed' ? 1 : 5,
+      replays: [],
+    });
   }
 
   status(consumer: string, id: string): InboxRowStatus | undefined {
@@ -183,7 +200,11 @@ export class MemoryInbox implements InboxLookup {
       outcome = 'processed';
     } else if (row.status === 'completed') {
       outcome = 'duplicate';
-    } else if (row.status === 'dead_lettered' && marker !== undefined && !row.replays.includes(marker.replayId)) {
+    } else if (
+      row.status === 'dead_lettered' &&
+      marker !== undefined &&
+      !row.replays.includes(marker.replayId)
+    ) {
       row.replays.push(marker.replayId);
       row.status = 'completed';
       row.attempts = 1;

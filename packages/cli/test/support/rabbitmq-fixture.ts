@@ -2,7 +2,12 @@
 // own topology, a rabbitmqConsumer feeding the core consumer.
 
 import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
-import { declareTopology, rabbitmqConsumer, rabbitmqDeadLetterQueue, rabbitmqPublisher } from '@inboxkit/rabbitmq';
+import {
+  declareTopology,
+  rabbitmqConsumer,
+  rabbitmqDeadLetterQueue,
+  rabbitmqPublisher,
+} from '@inboxkit/rabbitmq';
 import { uniqueName } from '@inboxkit/testing';
 import amqp from 'amqplib';
 
@@ -37,7 +42,13 @@ export async function rabbitmqFixture(): Promise<ReplayFixture> {
     dlq: topology.deadLetterQueue,
     cliArgs: ['--amqp-url', url],
     async start(handler: IdempotentConsumer<unknown, unknown>) {
-      consumer = rabbitmqConsumer({ connect: () => amqp.connect(url), queue, handler, topology: TOPOLOGY, concurrency: 4 });
+      consumer = rabbitmqConsumer({
+        connect: () => amqp.connect(url),
+        queue,
+        handler,
+        topology: TOPOLOGY,
+        concurrency: 4,
+      });
       await consumer.start();
     },
     async stop() {
@@ -45,7 +56,9 @@ export async function rabbitmqFixture(): Promise<ReplayFixture> {
       consumer = undefined;
     },
     async publish(messages) {
-      await publisher.publish(messages.map((m) => ({ destination: '', routingKey: queue, id: m.id, body: m.body })));
+      await publisher.publish(
+        messages.map((m) => ({ destination: '', routingKey: queue, id: m.id, body: m.body })),
+      );
     },
     async deadLetters() {
       const reader = rabbitmqDeadLetterQueue({ connection: admin, queue });
@@ -59,7 +72,13 @@ export async function rabbitmqFixture(): Promise<ReplayFixture> {
     },
     async restore(entries) {
       await publisher.publish(
-        entries.map((e) => ({ destination: '', routingKey: topology.deadLetterQueue, id: e.id!, body: e.body ?? '', headers: e.headers })),
+        entries.map((e) => ({
+          destination: '',
+          routingKey: topology.deadLetterQueue,
+          id: e.id!,
+          body: e.body ?? '',
+          headers: e.headers,
+        })),
       );
     },
     dlqDepth: () => depth(topology.deadLetterQueue),
@@ -69,7 +88,11 @@ export async function rabbitmqFixture(): Promise<ReplayFixture> {
     async dispose() {
       await consumer?.stop().catch(() => undefined);
       const ch = await admin.createChannel();
-      for (const name of [queue, topology.deadLetterQueue, ...topology.delayBucketsMs.map((b) => topology.delayQueue(b))]) {
+      for (const name of [
+        queue,
+        topology.deadLetterQueue,
+        ...topology.delayBucketsMs.map((b) => topology.delayQueue(b)),
+      ]) {
         await ch.deleteQueue(name).catch(() => undefined);
       }
       await ch.deleteExchange(topology.deadLetterExchange).catch(() => undefined);

@@ -17,17 +17,23 @@ import { FakeClock } from './memory-ports.js';
 import type { ReplayFixture } from './replay-fixture.js';
 import { requireService } from './services.js';
 
-const ids = (n: number, prefix: string): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${String(i + 1).padStart(3, '0')}`);
+const ids = (n: number, prefix: string): string[] =>
+  Array.from({ length: n }, (_, i) => `${prefix}-${String(i + 1).padStart(3, '0')}`);
 
 /** Runs `inboxkit <argv> --json` in-process and parses the summary. */
-async function cliJson<T>(argv: readonly string[], options: { clock?: FakeClock } = {}): Promise<{ code: number; out: T; stderr: string }> {
+async function cliJson<T>(
+  argv: readonly string[],
+  options: { clock?: FakeClock } = {},
+): Promise<{ code: number; out: T; stderr: string }> {
   const io = captureIo({ env: { USER: 'replay-suite' }, ...(options.clock ? { clock: options.clock } : {}) });
   const code = await runCli([...argv, '--json'], io.io);
   let out: T;
   try {
     out = JSON.parse(io.stdout()) as T;
   } catch {
-    throw new Error(`inboxkit ${argv.join(' ')} exited ${code} without JSON:\n${io.stdout()}\n${io.stderr()}`);
+    throw new Error(
+      `inboxkit ${argv.join(' ')} exited ${code} without JSON:\n${io.stdout()}\n${io.stderr()}`,
+    );
   }
   return { code, out, stderr: io.stderr() };
 }
@@ -42,7 +48,12 @@ export function describeReplaySuite(name: string, makeFixture: () => Promise<Rep
       fixtures.push(f);
       return f;
     };
-    const dbArgs = (): string[] => ['--database-url', requireService('DATABASE_URL'), '--schema', database.schema];
+    const dbArgs = (): string[] => [
+      '--database-url',
+      requireService('DATABASE_URL'),
+      '--schema',
+      database.schema,
+    ];
 
     beforeAll(async () => {
       database = await inboxDatabase();
@@ -52,96 +63,125 @@ export function describeReplaySuite(name: string, makeFixture: () => Promise<Rep
       await database?.dispose();
     });
 
-    it('applies each dead-lettered message once and skips completed ones; the dry run predicts it and changes nothing; a second replay applies nothing', { timeout: 240_000 }, async () => {
-      const f = await fixture();
-      const consumerName = `orders-${f.transport}`;
-      const { consumer, recorder, failing } = effectConsumer(database, consumerName);
-      const all = ids(100, `${f.transport}-m`);
-      all.forEach((id) => failing.add(id));
-      await f.start(consumer);
-      const t0 = Date.now();
-      const step = (what: string): void => { if (process.env.CLI_TEST_TRACE) appendFileSync(process.env.CLI_TEST_TRACE, `--- ${Date.now() - t0} ms: ${what}\n`); };
-      await f.publish(all.map((id, i) => ({ id, body: JSON.stringify({ n: i + 1 }) })));
-      step('published');
-      await recorder.waitForCount(100, { status: 'dead-letter', timeoutMs: 60_000 });
-      step('dead-lettered');
-      await eventually(async () => (await f.dlqDepth()) === 100, async () => `DLQ depth ${await f.dlqDepth()}`);
-      const snapshot = await f.deadLetters();
-      step('const snapshot = await f.deadLetters();');
-      expect(new Set(snapshot.map((e) => e.id))).toEqual(new Set(all));
+    it(
+      'applies each dead-lettered message once and skips completed ones; the dry run predicts it and changes nothing; a second replay applies nothing',
+      { timeout: 240_000 },
+      async () => {
+        const f = await fixture();
+        const consumerName = `orders-${f.transport}`;
+        const { consumer, recorder, failing } = effectConsumer(database, consumerName);
+        const all = ids(100, `${f.transport}-m`);
+        all.forEach((id) => failing.add(id));
+        await f.start(consumer);
+        const t0 = Date.now();
+        const step = (what: string): void => {
+          if (process.env.CLI_TEST_TRACE)
+            appendFileSync(process.env.CLI_TEST_TRACE, `--- ${Date.now() - t0} ms: ${what}\n`);
+        };
+        await f.publish(all.map((id, i) => ({ id, body: JSON.stringify({ n: i + 1 }) })));
+        step('published');
+        await recorder.waitForCount(100, { status: 'dead-letter', timeoutMs: 60_000 });
+        step('dead-lettered');
+        await eventually(
+          async () => (await f.dlqDepth()) === 100,
+          async () => `DLQ depth ${await f.dlqDepth()}`,
+        );
+        const snapshot = await f.deadLetters();
+        step('const snapshot = await f.deadLetters();');
+        expect(new Set(snapshot.map((e) => e.id))).toEqual(new Set(all));
 
-      // An earlier replay applies 30 of them; copies of those 30 then sit in the DLQ again (a crash between
-      // publish and remove, or a DLQ restored from a backup), next to the 70 still dead-lettered.
-      failing.clear();
-      const common = ['--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs()];
-      const earlier = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--limit', '30']);
-      expect(earlier.code).toBe(0);
-      expect(earlier.out.replayed).toBe(30);
-      const earlierIds = new Set(earlier.out.entries.map((e) => e.id!));
-      await recorder.waitForCount(30, { status: 'processed', timeoutMs: 30_000 });
-      await f.restore(snapshot.filter((e) => earlierIds.has(e.id!)));
-      step('await f.restore(snapshot.filter((e) => e');
-      await eventually(async () => (await f.dlqDepth()) === 100, async () => `DLQ depth ${await f.dlqDepth()}`);
+        // An earlier replay applies 30 of them; copies of those 30 then sit in the DLQ again (a crash between
+        // publish and remove, or a DLQ restored from a backup), next to the 70 still dead-lettered.
+        failing.clear();
+        const common = ['--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs()];
+        const earlier = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--limit', '30']);
+        expect(earlier.code).toBe(0);
+        expect(earlier.out.replayed).toBe(30);
+        const earlierIds = new Set(earlier.out.entries.map((e) => e.id!));
+        await recorder.waitForCount(30, { status: 'processed', timeoutMs: 30_000 });
+        await f.restore(snapshot.filter((e) => earlierIds.has(e.id!)));
+        step('await f.restore(snapshot.filter((e) => e');
+        await eventually(
+          async () => (await f.dlqDepth()) === 100,
+          async () => `DLQ depth ${await f.dlqDepth()}`,
+        );
 
-      // Dry run: predicts per message from the inbox, and changes nothing anywhere.
-      const before = {
-        rows: await database.rows(consumerName),
-        effects: await database.effects(),
-        source: await f.sourceState(),
-        outcomes: recorder.events.length,
-      };
-      const dry = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--dry-run']);
-      step('const dry = await cliJson<ReplaySummary>');
-      expect(dry.code).toBe(0);
-      expect(dry.out.dryRun).toBe(true);
-      expect(dry.out.wouldReplay).toBe(100);
-      expect(dry.out.predictions).toMatchObject({ reopen: 70, 'skip-duplicate': 30, process: 0, unknown: 0 });
-      for (const e of dry.out.entries) expect(e.prediction).toBe(earlierIds.has(e.id!) ? 'skip-duplicate' : 'reopen');
-      expect(await database.rows(consumerName)).toEqual(before.rows);
-      expect(await database.effects()).toEqual(before.effects);
-      expect(await f.dlqDepth()).toBe(100);
-      expect(new Set((await f.deadLetters()).map((e) => e.id))).toEqual(new Set(all));
-      expect(await f.sourceState()).toBe(before.source);
-      expect(recorder.events.length).toBe(before.outcomes);
+        // Dry run: predicts per message from the inbox, and changes nothing anywhere.
+        const before = {
+          rows: await database.rows(consumerName),
+          effects: await database.effects(),
+          source: await f.sourceState(),
+          outcomes: recorder.events.length,
+        };
+        const dry = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--dry-run']);
+        step('const dry = await cliJson<ReplaySummary>');
+        expect(dry.code).toBe(0);
+        expect(dry.out.dryRun).toBe(true);
+        expect(dry.out.wouldReplay).toBe(100);
+        expect(dry.out.predictions).toMatchObject({
+          reopen: 70,
+          'skip-duplicate': 30,
+          process: 0,
+          unknown: 0,
+        });
+        for (const e of dry.out.entries)
+          expect(e.prediction).toBe(earlierIds.has(e.id!) ? 'skip-duplicate' : 'reopen');
+        expect(await database.rows(consumerName)).toEqual(before.rows);
+        expect(await database.effects()).toEqual(before.effects);
+        expect(await f.dlqDepth()).toBe(100);
+        expect(new Set((await f.deadLetters()).map((e) => e.id))).toEqual(new Set(all));
+        expect(await f.sourceState()).toBe(before.source);
+        expect(recorder.events.length).toBe(before.outcomes);
 
-      // The real run does exactly what the dry run said.
-      const mark = recorder.events.length;
-      const real = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--by', 'alice']);
-      step('const real = await cliJson<ReplaySummary');
-      expect(real.code).toBe(0);
-      expect(real.out).toMatchObject({ replayed: 100, failed: 0, unreplayable: 0, requestedBy: 'alice' });
-      // Same messages, same predictions (queues without peek may hand them out in another order).
-      const byIdSorted = (s: ReplaySummary): [string, string][] => s.entries.map((e): [string, string] => [e.id!, e.prediction]).sort((a, b) => a[0].localeCompare(b[0]));
-      expect(byIdSorted(real.out)).toEqual(byIdSorted(dry.out));
-      await recorder.waitForCount(mark + 100, { timeoutMs: 60_000 });
-      step('await recorder.waitForCount(mark + 100, ');
-      const outcomes = recorder.events.slice(mark);
-      const byId = new Map(outcomes.map((e) => [e.id, e.outcome.status]));
-      expect(outcomes).toHaveLength(100);
-      for (const e of dry.out.entries) expect(byId.get(e.id!)).toBe(e.prediction === 'reopen' ? 'processed' : 'duplicate');
-      const effects = await database.effects();
-      expect([...effects.keys()].sort()).toEqual([...all].sort());
-      expect([...effects.values()].every((n) => n === 1)).toBe(true);
-      await eventually(async () => (await f.dlqDepth()) === 0, async () => `DLQ depth ${await f.dlqDepth()}`);
+        // The real run does exactly what the dry run said.
+        const mark = recorder.events.length;
+        const real = await cliJson<ReplaySummary>(['dlq', 'replay', ...common, '--by', 'alice']);
+        step('const real = await cliJson<ReplaySummary');
+        expect(real.code).toBe(0);
+        expect(real.out).toMatchObject({ replayed: 100, failed: 0, unreplayable: 0, requestedBy: 'alice' });
+        // Same messages, same predictions (queues without peek may hand them out in another order).
+        const byIdSorted = (s: ReplaySummary): [string, string][] =>
+          s.entries
+            .map((e): [string, string] => [e.id!, e.prediction])
+            .sort((a, b) => a[0].localeCompare(b[0]));
+        expect(byIdSorted(real.out)).toEqual(byIdSorted(dry.out));
+        await recorder.waitForCount(mark + 100, { timeoutMs: 60_000 });
+        step('await recorder.waitForCount(mark + 100, ');
+        const outcomes = recorder.events.slice(mark);
+        const byId = new Map(outcomes.map((e) => [e.id, e.outcome.status]));
+        expect(outcomes).toHaveLength(100);
+        for (const e of dry.out.entries)
+          expect(byId.get(e.id)).toBe(e.prediction === 'reopen' ? 'processed' : 'duplicate');
+        const effects = await database.effects();
+        expect([...effects.keys()].sort()).toEqual([...all].sort());
+        expect([...effects.values()].every((n) => n === 1)).toBe(true);
+        await eventually(
+          async () => (await f.dlqDepth()) === 0,
+          async () => `DLQ depth ${await f.dlqDepth()}`,
+        );
 
-      // The audit names the replay and who asked.
-      const audit = await database.store.listReplays({ replayId: real.out.replayId, limit: 1_000 });
-      expect(audit).toHaveLength(100);
-      expect(new Set(audit.map((a) => a.requestedBy))).toEqual(new Set(['alice']));
+        // The audit names the replay and who asked.
+        const audit = await database.store.listReplays({ replayId: real.out.replayId, limit: 1_000 });
+        expect(audit).toHaveLength(100);
+        expect(new Set(audit.map((a) => a.requestedBy))).toEqual(new Set(['alice']));
 
-      // Replaying the same batch again applies nothing more.
-      await f.restore(snapshot);
-      await eventually(async () => (await f.dlqDepth()) === 100, async () => `DLQ depth ${await f.dlqDepth()}`);
-      const mark2 = recorder.events.length;
-      const again = await cliJson<ReplaySummary>(['dlq', 'replay', ...common]);
-      step('const again = await cliJson<ReplaySummar');
-      expect(again.out).toMatchObject({ replayed: 100, failed: 0 });
-      expect(again.out.predictions['skip-duplicate']).toBe(100);
-      await recorder.waitForCount(mark2 + 100, { timeoutMs: 60_000 });
-      expect(recorder.events.slice(mark2).every((e) => e.outcome.status === 'duplicate')).toBe(true);
-      expect(await database.effects()).toEqual(effects);
-      await f.stop();
-    });
+        // Replaying the same batch again applies nothing more.
+        await f.restore(snapshot);
+        await eventually(
+          async () => (await f.dlqDepth()) === 100,
+          async () => `DLQ depth ${await f.dlqDepth()}`,
+        );
+        const mark2 = recorder.events.length;
+        const again = await cliJson<ReplaySummary>(['dlq', 'replay', ...common]);
+        step('const again = await cliJson<ReplaySummar');
+        expect(again.out).toMatchObject({ replayed: 100, failed: 0 });
+        expect(again.out.predictions['skip-duplicate']).toBe(100);
+        await recorder.waitForCount(mark2 + 100, { timeoutMs: 60_000 });
+        expect(recorder.events.slice(mark2).every((e) => e.outcome.status === 'duplicate')).toBe(true);
+        expect(await database.effects()).toEqual(effects);
+        await f.stop();
+      },
+    );
 
     it('honours --rate, measured on the injected clock', async () => {
       const f = await fixture();
@@ -151,11 +191,25 @@ export function describeReplaySuite(name: string, makeFixture: () => Promise<Rep
       await f.start(consumer);
       await f.publish(batch.map((id) => ({ id, body: '{}' })));
       await recorder.waitForCount(6, { status: 'dead-letter', timeoutMs: 30_000 });
-      await eventually(async () => (await f.dlqDepth()) === 6, async () => `DLQ depth ${await f.dlqDepth()}`);
+      await eventually(
+        async () => (await f.dlqDepth()) === 6,
+        async () => `DLQ depth ${await f.dlqDepth()}`,
+      );
       failing.clear();
       const clock = new FakeClock();
       const run = await cliJson<ReplaySummary>(
-        ['dlq', 'replay', '--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs(), '--rate', '5/s'],
+        [
+          'dlq',
+          'replay',
+          '--transport',
+          f.transport,
+          '--from',
+          f.dlq,
+          ...f.cliArgs,
+          ...dbArgs(),
+          '--rate',
+          '5/s',
+        ],
         { clock },
       );
       expect(run.out.replayed).toBe(6);
@@ -175,19 +229,38 @@ export function describeReplaySuite(name: string, makeFixture: () => Promise<Rep
       await f.start(consumer);
       await f.publish(batch.map((id) => ({ id, body: '{}' })));
       await recorder.waitForCount(5, { status: 'dead-letter', timeoutMs: 30_000 });
-      await eventually(async () => (await f.dlqDepth()) === 5, async () => `DLQ depth ${await f.dlqDepth()}`);
+      await eventually(
+        async () => (await f.dlqDepth()) === 5,
+        async () => `DLQ depth ${await f.dlqDepth()}`,
+      );
       await f.stop();
-      const listed = await cliJson<{ nonDestructiveBrowse: boolean; groups: { consumer: string; reason: string; count: number; sampleError: string; inboxStatuses: Record<string, number> }[] }>([
-        'dlq', 'list', '--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs(),
-      ]);
+      const listed = await cliJson<{
+        nonDestructiveBrowse: boolean;
+        groups: {
+          consumer: string;
+          reason: string;
+          count: number;
+          sampleError: string;
+          inboxStatuses: Record<string, number>;
+        }[];
+      }>(['dlq', 'list', '--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs()]);
       expect(listed.code).toBe(0);
       expect(listed.out.nonDestructiveBrowse).toBe(f.transport === 'kafka');
       expect(listed.out.groups).toEqual([
-        expect.objectContaining({ consumer: consumerName, reason: 'permanent-error', count: 5, inboxStatuses: { dead_lettered: 5 }, sampleError: expect.stringContaining('on purpose') }),
+        expect.objectContaining({
+          consumer: consumerName,
+          reason: 'permanent-error',
+          count: 5,
+          inboxStatuses: { dead_lettered: 5 },
+          sampleError: expect.stringContaining('on purpose'),
+        }),
       ]);
       expect(await f.dlqDepth()).toBe(5);
       const text = captureIo();
-      await runCli(['dlq', 'list', '--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs()], text.io);
+      await runCli(
+        ['dlq', 'list', '--transport', f.transport, '--from', f.dlq, ...f.cliArgs, ...dbArgs()],
+        text.io,
+      );
       expect(text.stdout()).toMatch(f.transport === 'kafka' ? /Read without consuming/ : /cannot peek/);
     });
   });

@@ -12,8 +12,17 @@ import { requireService } from './services.js';
 /** A fresh queue pair on the test SQS server. */
 export async function sqsFixture(): Promise<ReplayFixture> {
   const endpoint = requireService('SQS_ENDPOINT');
-  const client = new SQSClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'inboxkit', secretAccessKey: 'inboxkit' } });
-  const queues = await createQueues({ client, name: uniqueName('cli-sqs'), maxAttempts: 3, visibilityTimeoutSeconds: 30 });
+  const client = new SQSClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'inboxkit', secretAccessKey: 'inboxkit' },
+  });
+  const queues = await createQueues({
+    client,
+    name: uniqueName('cli-sqs'),
+    maxAttempts: 3,
+    visibilityTimeoutSeconds: 30,
+  });
   const publisher = sqsPublisher({ client });
   let consumer: TransportConsumer | undefined;
 
@@ -21,7 +30,11 @@ export async function sqsFixture(): Promise<ReplayFixture> {
     const { Attributes: a = {} } = await client.send(
       new GetQueueAttributesCommand({
         QueueUrl: queueUrl,
-        AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'],
+        AttributeNames: [
+          'ApproximateNumberOfMessages',
+          'ApproximateNumberOfMessagesNotVisible',
+          'ApproximateNumberOfMessagesDelayed',
+        ],
       }),
     );
     return {
@@ -36,7 +49,14 @@ export async function sqsFixture(): Promise<ReplayFixture> {
     dlq: queues.deadLetterQueueUrl,
     cliArgs: ['--sqs-endpoint', endpoint, '--region', 'us-east-1'],
     async start(handler: IdempotentConsumer<unknown, unknown>) {
-      consumer = sqsConsumer({ client, queueUrl: queues.queueUrl, deadLetterQueueUrl: queues.deadLetterQueueUrl, handler, waitTimeSeconds: 1, concurrency: 4 });
+      consumer = sqsConsumer({
+        client,
+        queueUrl: queues.queueUrl,
+        deadLetterQueueUrl: queues.deadLetterQueueUrl,
+        handler,
+        waitTimeSeconds: 1,
+        concurrency: 4,
+      });
       await consumer.start();
     },
     async stop() {
@@ -44,7 +64,9 @@ export async function sqsFixture(): Promise<ReplayFixture> {
       consumer = undefined;
     },
     async publish(messages) {
-      await publisher.publish(messages.map((m) => ({ destination: queues.queueUrl, id: m.id, body: m.body })));
+      await publisher.publish(
+        messages.map((m) => ({ destination: queues.queueUrl, id: m.id, body: m.body })),
+      );
     },
     async deadLetters() {
       const reader = sqsDeadLetterQueue({ client, queueUrl: queues.deadLetterQueueUrl, waitTimeSeconds: 0 });
@@ -53,7 +75,14 @@ export async function sqsFixture(): Promise<ReplayFixture> {
       return out;
     },
     async restore(entries) {
-      await publisher.publish(entries.map((e) => ({ destination: queues.deadLetterQueueUrl, id: e.id!, body: typeof e.body === 'string' ? e.body : Buffer.from(e.body ?? '').toString('utf8'), headers: e.headers })));
+      await publisher.publish(
+        entries.map((e) => ({
+          destination: queues.deadLetterQueueUrl,
+          id: e.id!,
+          body: typeof e.body === 'string' ? e.body : Buffer.from(e.body ?? '').toString('utf8'),
+          headers: e.headers,
+        })),
+      );
     },
     async dlqDepth() {
       const d = await depth(queues.deadLetterQueueUrl);
@@ -65,7 +94,8 @@ export async function sqsFixture(): Promise<ReplayFixture> {
     },
     async dispose() {
       await consumer?.stop().catch(() => undefined);
-      for (const url of [queues.queueUrl, queues.deadLetterQueueUrl]) await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+      for (const url of [queues.queueUrl, queues.deadLetterQueueUrl])
+        await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
       client.destroy();
     },
   };
