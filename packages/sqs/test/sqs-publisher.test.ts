@@ -1,0 +1,120 @@
+// sqsPublisher against ElasticMQ: batches beyond 10, FIFO groups and deduplication, headers beyond SQS's 10
+// attributes, and failures reported as PublishError (never a silent partial send).
+
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import type { Message, SQSClient } from '@aws-sdk/client-sqs';
+import { PublishError, replayHeaders } from '@inboxkit/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { decodeMessageAttributes, sqsPublisher } from '../src/index.js';
+import type { CreatedQueues } from '../src/index.js';
+import { deleteQueues, freshQueues, testSqsClient } from './support/sqs-test-client.js';
+
+let client: SQSClient;
+const created: CreatedQueues[] = [];
+
+beforeAll(() => {
+  client = testSqsClient();
+});
+afterAll(async () => {
+  for (const q of created) await deleteQueues(client, q);
+  client.destroy();
+});
+
+async function queues(prefix: string, fifo = false): Promise<CreatedQueues> {
+  const q = await freshQueues(client, prefix, { fifo });
+  created.push(q);
+  return q;
+}
+
+/** Receives (and keeps hidden) everything in the queue, in the order SQS hands it out. */
+async function drain(queueUrl: string, expected: number): Promise<Message[]> {
+  const all: Message[] = [];
+  while (all.length < expected) {
+    const { Messages = [] } = await client.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        VisibilityTimeout: 60,
+        MessageAttributeNames: ['All'],
+        MessageSystemAttributeNames: ['All'],
+      }),
+    );
+    if (Messages.length === 0) break;
+    all.push(...Messages);
+  }
+  return all;
+}
+
+describe('sqsPublisher', () => {
+  it('sends more than 10 messages in batches, each with its message-id attribute and headers', async () => {
+    const q = await queues('pub');
+    const messages = Array.from({ length: 23 }, (_, n) => ({
+      destination: q.queueUrl,
+      id: `pub-${n}`,
+      body: JSON.stringify({ n }),
+      headers: { 'trace-id': `t${n}` },
+    }));
+    await sqsPublisher({ client }).publish(messages);
+    const received = await drain(q.queueUrl, 23);
+    const ids = received.map((m) => decodeMessageAttributes(m.MessageAttributes)['message-id']).sort();
+    expect(ids).toEqual(messages.map((m) => m.id).sort());
+    const first = received.find((m) => m.Body === JSON.stringify({ n: 0 }))!;
+    expect(decodeMessageAttributes(first.MessageAttributes)).toEqual({
+      'message-id': 'pub-0',
+      'trace-id': 't0',
+    });
+  });
+
+  it('keeps headers beyond SQS’s 10 attributes, packed into one', async () => {
+    const q = await queues('pub-many');
+    const headers: Record<string, string> = {};
+    for (let i = 0; i < 15; i++) headers[`h-${i}`] = `v${i}`;
+    await sqsPublisher({ client }).publish([{ destination: q.queueUrl, id: 'many', body: 'x', headers }]);
+    const [m] = await drain(q.queueUrl, 1);
+    expect(Object.keys(m!.MessageAttributes ?? {})).toHaveLength(10);
+    expect(decodeMessageAttributes(m!.MessageAttributes)).toEqual({ 'message-id': 'many', ...headers });
+  });
+
+  it('uses the key as MessageGroupId on a FIFO queue, in order, and deduplicates by message id except for replays', async () => {
+    const q = await queues('pub', true);
+    const publisher = sqsPublisher({ client });
+    await publisher.publish(
+      [0, 1, 2, 3, 4].map((n) => ({
+        destination: q.queueUrl,
+        id: `fifo-${n}`,
+        key: 'customer-1',
+        body: String(n),
+      })),
+    );
+    await publisher.publish([{ destination: q.queueUrl, id: 'fifo-0', key: 'customer-1', body: 'again' }]);
+    await publisher.publish([
+      {
+        destination: q.queueUrl,
+        id: 'fifo-0',
+        key: 'customer-1',
+        body: 'replayed',
+        headers: replayHeaders({ replayId: 'r-1' }),
+      },
+    ]);
+    const received = await drain(q.queueUrl, 6);
+    expect(received.map((m) => m.Body)).toEqual(['0', '1', '2', '3', '4', 'replayed']);
+    expect(new Set(received.map((m) => m.Attributes?.MessageGroupId))).toEqual(new Set(['customer-1']));
+  });
+
+  it('rejects with a PublishError when SQS refuses the batch or an entry', async () => {
+    const q = await queues('pub-fail');
+    const publisher = sqsPublisher({ client });
+    await expect(
+      publisher.publish([{ destination: `${q.queueUrl}-missing`, id: 'x', body: 'x' }]),
+    ).rejects.toBeInstanceOf(PublishError);
+    // SQS refuses characters outside its XML-safe set in a body.
+    await expect(
+      publisher.publish([{ destination: q.queueUrl, id: 'bad', body: 'nul \u0000 inside' }]),
+    ).rejects.toThrow(PublishError);
+    await expect(publisher.publish([{ destination: q.queueUrl, id: 'empty', body: '' }])).rejects.toThrow(
+      /empty body/,
+    );
+  });
+});
