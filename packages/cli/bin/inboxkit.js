@@ -35,5 +35,13 @@ async function load() {
   }
 }
 
+// The AWS SDK warns on every start about Node versions it will drop in the future; an operator's terminal is
+// not the place for it. Every other warning is printed as Node would.
+process.removeAllListeners('warning');
+process.on('warning', (warning) => {
+  if (`${warning.name} ${warning.message}`.includes('NodeVersionSupportWarning')) return;
+  process.stderr.write(`${warning.name}: ${warning.message}\n`);
+});
+
 const { main } = await load();
 process.exitCode = await main(process.argv.slice(2));

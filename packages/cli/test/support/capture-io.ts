@@ -8,8 +8,8 @@ import type { Clock } from '../../src/replay/clock.js';
 /** Captured output plus the io to pass to `runCli`. */
 export interface CapturedIo {
   readonly io: CliIo;
-  stdout(): string;
-  stderr(): string;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
 }
 
 /** Set CLI_TEST_TRACE=<file> to append everything the CLI writes to stderr there as it happens. */
