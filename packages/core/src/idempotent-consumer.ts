@@ -7,9 +7,9 @@ import { backoffDelayMs } from './backoff.js';
 import { classifyError } from './classify-error.js';
 import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-config.js';
 import { ConsumerMetrics } from './consumer-metrics.js';
-import type { HandlerContext, IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
+import type { IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
+import { HandlerRun } from './handler-run.js';
 import { decodeJson, validatePayload } from './decode-payload.js';
-import { downstreamKey } from './downstream-key.js';
 import { toErrorInfo } from './error-info.js';
 import {
   DecodeError,
@@ -148,10 +148,13 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   async #handleOne(message: InboundMessage): Promise<Outcome> {
     const started = performance.now();
-    const prepared = await this.#prepare(message);
+    const checked = this.#prepare(message);
+    const prepared = checked instanceof Promise ? await checked : checked;
     if (!('request' in prepared)) return this.#recordRejection(prepared);
-    const late = await this.#lateOutcome(prepared);
-    if (late !== undefined) return this.#recordRejection(late);
+    if (this.#isLate(prepared)) {
+      const late = await this.#lateOutcome(prepared);
+      if (late !== undefined) return this.#recordRejection(late);
+    }
     return this.config.mode === 'leased' ? this.#runLeased(prepared, started) : this.#runTransactional(prepared, started);
   }
 
@@ -187,42 +190,35 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   /** Runs the handler with its context; the timeout aborts the signal and, if the handler gives up, fails it. */
   async #runHandler(prepared: Prepared<P>, tx: Tx, claimed: ClaimedDelivery): Promise<void> {
-    const controller = new AbortController();
-    const timeoutMs = this.config.handlerTimeoutMs;
-    const timer = setTimeout(
-      () => controller.abort(new HandlerTimeoutError(`the handler ran longer than handlerTimeoutMs (${timeoutMs} ms)`)),
-      timeoutMs,
-    );
-    timer.unref();
-    const context: HandlerContext<Tx> = {
+    const run = new HandlerRun<Tx>({
       tx,
       attempt: claimed.attempt,
-      downstreamKey: downstreamKey(this.name, prepared.id),
-      signal: controller.signal,
       consumer: this.name,
+      messageId: prepared.id,
       isReplay: prepared.message.replay !== undefined,
       logger: this.#logger,
-    };
-    const t0 = performance.now();
+      timeoutMs: this.config.handlerTimeoutMs,
+    });
     try {
-      await this.config.handler(prepared.decoded, context);
-      this.#metrics.handlerDuration(performance.now() - t0, true);
+      await this.config.handler(prepared.decoded, run);
+      this.#metrics.handlerDuration(run.elapsedMs, true);
     } catch (error) {
-      this.#metrics.handlerDuration(performance.now() - t0, false);
-      if (controller.signal.aborted && !isInboxkitError(error)) {
-        throw new HandlerTimeoutError(`the handler failed after its signal was aborted: ${toErrorInfo(error).message}`, {
+      this.#metrics.handlerDuration(run.elapsedMs, false);
+      if (run.timedOut && !isInboxkitError(error)) {
+        throw new HandlerTimeoutError(`the handler failed after its timeout (${this.config.handlerTimeoutMs} ms): ${toErrorInfo(error).message}`, {
           cause: error,
         });
       }
       throw error;
     } finally {
-      clearTimeout(timer);
+      run.finish();
     }
   }
 
   // ── checks before the inbox ─────────────────────────────────────────────────────────────────────────────
 
-  async #prepare(message: InboundMessage): Promise<Prepared<P> | Rejected> {
+  /** The checks before the inbox; synchronous unless a schema validates asynchronously. */
+  #prepare(message: InboundMessage): Prepared<P> | Rejected | Promise<Prepared<P> | Rejected> {
     const timestamp = validDate(message.timestamp);
     const problem = checkMessageId(message.id, this.config.maxMessageIdLength, this.#consumerBytes);
     if (problem !== undefined) {
@@ -249,14 +245,19 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       const info = toErrorInfo(new DecodeError('the payload cannot be fingerprinted', { cause: error }));
       return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp };
     }
-    let payload = raw as P;
-    if (this.config.schema !== undefined) {
-      try {
-        payload = await validatePayload(this.config.schema, raw);
-      } catch (error) {
-        return { rejected: this.#deadLetter(id, 'schema-invalid', 0, toErrorInfo(error)), id, fingerprint, timestamp };
-      }
-    }
+    if (this.config.schema === undefined) return this.#prepared(message, id, raw as P, fingerprint, timestamp);
+    return validatePayload(this.config.schema, raw).then(
+      (payload) => this.#prepared(message, id, payload, fingerprint, timestamp),
+      (error: unknown): Rejected => ({
+        rejected: this.#deadLetter(id, 'schema-invalid', 0, toErrorInfo(error)),
+        id,
+        fingerprint,
+        timestamp,
+      }),
+    );
+  }
+
+  #prepared(message: InboundMessage, id: string, payload: P, fingerprint: string, timestamp: Date | undefined): Prepared<P> {
     const deliveryCount = message.deliveryCount;
     return {
       message,
@@ -433,7 +434,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const ids = new Set<string>();
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i]!;
-      const result = await this.#guarded(message, () => this.#prepare(message));
+      const result = await this.#guarded(message, async () => this.#prepare(message));
       if (!('request' in result)) outcomes[i] = 'rejected' in result ? await this.#recordRejection(result) : result;
       else if (ids.has(result.id)) repeats.push(i);
       else {

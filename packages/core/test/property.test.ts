@@ -169,7 +169,7 @@ describe('random interleavings of deliveries, duplicates, failures and crashes',
       fc.asyncProperty(scenario, (rounds) => check(harness, rounds)),
       { numRuns: 300 },
     );
-  });
+  }, 300_000);
 
   let pglite: { db: Kysely<TestDB>; schema: string; close(): Promise<void> } | undefined;
   afterAll(async () => {
@@ -186,7 +186,7 @@ describe('random interleavings of deliveries, duplicates, failures and crashes',
     };
     await fc.assert(
       fc.asyncProperty(scenario, (rounds) => check(harness, rounds)),
-      { numRuns: 60 },
+      { numRuns: 40 },
     );
-  });
+  }, 300_000);
 });

@@ -1,6 +1,7 @@
 // Every SQL statement PostgresInboxStore sends, in one place, rendered with literals (see sql-literal.ts).
 // The claim is one INSERT … ON CONFLICT … DO UPDATE … WHERE <claimable> RETURNING, never select-then-insert.
 
+import { createHash } from 'node:crypto';
 import type { ClaimRequest, ClaimSettings, FailureRecord, PruneOptions, ReplayAuditEntry } from '../store.js';
 import type { InboxTableNames } from './inbox-table-names.js';
 import {
@@ -50,6 +51,18 @@ function rowColumns(alias?: string): string {
 const ROW = rowColumns();
 
 /**
+ * A row as one json value (one column to parse instead of two dozen): what a claim reports about a row it did
+ * not take, or dead-lettered.
+ */
+function stateJson(a: string): string {
+  const pairs = [...COLUMNS.map((c) => `'${c}', ${a}.${c}`), `'lease_token', ${a}.lease_token`];
+  return `json_build_object(${pairs.join(', ')},
+    'available_in_ms', greatest(0, extract(epoch FROM (${a}.available_at - now())) * 1000)::float8,
+    'lease_remaining_ms', CASE WHEN ${a}.locked_until IS NULL THEN 0
+      ELSE greatest(0, extract(epoch FROM (${a}.locked_until - now())) * 1000)::float8 END)`;
+}
+
+/**
  * True when `row` may be claimed by a delivery with fingerprint `fp` and replay id `replay`: a failed row whose
  * retry time passed, a processing row without a live lease, or a dead-lettered row under a new replay id — and
  * only with the payload first recorded.
@@ -59,6 +72,21 @@ function claimable(row: string, fp: string, replay: string): string {
       (${row}.status = 'failed' AND ${row}.available_at <= now())
    OR (${row}.status = 'processing' AND (${row}.locked_until IS NULL OR ${row}.locked_until <= now()))
    OR (${row}.status = 'dead_lettered' AND ${replay} IS NOT NULL AND ${replay} IS DISTINCT FROM ${row}.last_replay_id)))`;
+}
+
+/** A short, stable name suffix for a prepared statement: its text's hash, so another text gets another name. */
+function digest(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
+
+/** The single-delivery claim as a prepared statement (see `InboxStatements.preparedClaim`). */
+export interface PreparedClaim {
+  /** The statement name, to remember per connection. */
+  readonly name: string;
+  /** The PREPARE statement creating it. */
+  readonly prepare: string;
+  /** EXECUTE with this delivery's values. */
+  claim(settings: ClaimSettings, row: ClaimRow, leaseMs?: number): string;
 }
 
 /** One delivery of a claim, with the lease token it would take (leased mode). */
@@ -82,28 +110,79 @@ export class InboxStatements {
   }
 
   /**
-   * Claims `rows` in one statement. New ids are inserted with status `target` (transactional mode writes
+   * Claims `rows` in one statement, which answers one row per id that exists afterwards: `claimed` true for the
+   * ids it took (with `status`, `attempts`, `lease_token`, `claimed_from`, and `state` when it dead-lettered one),
+   * false with the row's `state` (json) for the ids it did not take. An id missing from the answer had a row that
+   * only became visible after the statement's snapshot (a concurrent delivery committed it): read it again. New ids are inserted with status `target` (transactional mode writes
    * `completed`: the commit is the completion); claimable rows are taken over. An attempt numbered above
    * `maxAttempts` is not run: its row is written `dead_lettered` (`max-attempts`) instead. Rows visible as not
    * claimable are filtered before the insert, so a plain duplicate takes no row lock and writes nothing.
    * `leaseMs` is set in leased mode only.
    */
   claim(settings: ClaimSettings, rows: readonly ClaimRow[], target: 'completed' | 'processing', leaseMs?: number): string {
-    const max = sqlInt(settings.maxAttempts);
     const values = rows
       .map(
         (r) =>
           `(${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(Math.max(1, r.deliveryCount))}::int, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)})`,
       )
       .join(',\n  ');
-    const lockedUntil = leaseMs === undefined ? 'NULL::timestamptz' : `now() + ${sqlMillis(leaseMs)}`;
-    const window = sqlMillis(settings.dedupeWindowMs);
+    return this.#claimText(target, {
+      values,
+      consumer: sqlText(settings.consumer),
+      ids: sqlTextArray(rows.map((r) => r.messageId)),
+      max: sqlInt(settings.maxAttempts),
+      window: sqlMillis(settings.dedupeWindowMs),
+      lockedUntil: leaseMs === undefined ? 'NULL::timestamptz' : `now() + ${sqlMillis(leaseMs)}`,
+    });
+  }
+
+  /**
+   * The single-delivery claim and state read as server-side prepared statements: the claim is a large
+   * statement whose parsing and planning would otherwise cost more than its execution. `prepare` creates them
+   * on a connection (once); `execute` runs them.
+   */
+  preparedClaim(target: 'completed' | 'processing'): PreparedClaim {
+    const claim = this.#claimText(target, {
+      values: '($1::text, $2::text, $3::text, $4::timestamptz, $5::int, $6::text, $7::uuid)',
+      consumer: '$1::text',
+      ids: 'ARRAY[$2::text]',
+      max: '$8::int',
+      window: 'make_interval(secs => $9::float8 / 1000)',
+      lockedUntil: target === 'processing' ? 'now() + make_interval(secs => $10::float8 / 1000)' : 'NULL::timestamptz',
+    });
+    const name = `inboxkit_claim_${digest(claim)}`;
+    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${target === 'processing' ? ', float8' : ''}`;
+    return {
+      name,
+      prepare: `PREPARE ${name} (${types}) AS ${claim}`,
+      claim: (settings, r, leaseMs) =>
+        `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(
+          r.messageTimestamp,
+        )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)}, ${sqlInt(
+          settings.maxAttempts,
+        )}, ${sqlInt(settings.dedupeWindowMs)}${target === 'processing' ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''})`,
+    };
+  }
+
+  #claimText(
+    target: 'completed' | 'processing',
+    p: {
+      readonly values: string;
+      readonly consumer: string;
+      readonly ids: string;
+      readonly max: string;
+      readonly window: string;
+      readonly lockedUntil: string;
+    },
+  ): string {
+    const { values, max, window, lockedUntil } = p;
     // The attempt this delivery would be: a replay starts again at 1 (or the broker's count of the copy).
     const next = `CASE WHEN t.status = 'dead_lettered' THEN excluded.started_attempts
       ELSE greatest(t.attempts + 1, t.started_attempts, excluded.started_attempts) END`;
     const exhausted = `(${next}) > ${max}`;
     const completed = target === 'completed';
-    return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+    return `WITH claimed AS (
+INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
   locked_until, available_at, received_at, message_timestamp, completed_at, expires_at, dead_letter_reason,
   dead_lettered_at, replay_count, last_replay_id, claimed_from)
 SELECT v.consumer, v.message_id,
@@ -145,7 +224,14 @@ ON CONFLICT (consumer, message_id) DO UPDATE SET
   last_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.last_failure_at END,
   claimed_from = CASE WHEN t.status = 'processing' AND t.lease_token IS NOT NULL THEN 'lease-expired' ELSE t.status END
 WHERE ${claimable('t', 'excluded.fingerprint', 'excluded.last_replay_id')}
-RETURNING ${rowColumns('t')}`;
+RETURNING t.message_id, t.status, t.attempts, t.lease_token::text AS lease_token, t.claimed_from,
+  CASE WHEN t.status = 'dead_lettered' THEN ${stateJson('t')} END AS state)
+SELECT true AS claimed, message_id, status, attempts, lease_token, claimed_from, state FROM claimed
+UNION ALL
+SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from, ${stateJson('x')}
+FROM ${this.#t} x
+WHERE x.consumer = ${p.consumer} AND x.message_id = ANY(${p.ids})
+  AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = x.message_id)`;
   }
 
   /** The current rows of `ids` (a claim's companion: what it found when it did not claim). */

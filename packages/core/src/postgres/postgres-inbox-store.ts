@@ -30,7 +30,7 @@ import type {
   StatusCount,
   TransactionalRun,
 } from '../store.js';
-import { InboxStatements } from './inbox-statements.js';
+import { InboxStatements, type ClaimRow, type PreparedClaim } from './inbox-statements.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { loadPgPipelineRunner, type PipelineRunner, type Rows } from './pipelined-query.js';
@@ -45,9 +45,22 @@ export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
    * a fallback for other drivers). `off`: one statement per round trip. Default is `auto`.
    */
   readonly pipelining?: 'auto' | 'off';
+  /**
+   * Prepare the single-message claim once per connection (`PREPARE` / `EXECUTE`) instead of parsing and planning
+   * it for every message; used with pipelining. Turn off behind a pooler that cannot keep session state
+   * (PgBouncer in transaction mode); the store also turns it off by itself after repeated "prepared statement
+   * does not exist" errors. Default is true.
+   */
+  readonly preparedStatements?: boolean;
 }
 
 const DEFAULT_LIMIT = 100;
+
+/** What a claim answered about one id. */
+type ClaimAnswer =
+  /** Taken; `state` is set when the claim dead-lettered it (attempts beyond `maxAttempts`) instead. */
+  | { readonly claimed: ClaimedDelivery; readonly state: InboxRowState | undefined }
+  | { readonly claimed: false; readonly state: InboxRowState };
 const DEFAULT_PRUNE_BATCH = 5_000;
 
 /**
@@ -64,12 +77,24 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   readonly kind = 'postgres';
   /** The validated table names. */
   readonly names: InboxTableNames;
+  /**
+   * The advisory lock key of `prune` (one runner at a time). `SELECT pg_advisory_lock(key)` from a session
+   * pauses pruning until it unlocks.
+   */
+  readonly pruneLockKey: bigint;
   readonly #db: Kysely<DB>;
   readonly #raw: QueryExecutor;
   readonly #sql: InboxStatements;
   readonly #pipelining: 'auto' | 'off';
   readonly #pruneKey: bigint;
+  readonly #claims: { readonly completed: PreparedClaim; readonly processing: PreparedClaim };
+  /** Statements prepared on each connection (Kysely keeps one connection object per pg client). */
+  readonly #preparedOn = new WeakMap<object, Set<string>>();
+  #usePrepared: boolean;
+  #missingPrepared = 0;
   #runner: Promise<PipelineRunner | undefined> | undefined;
+  /** The probe's answer once known (`null` before). */
+  #knownRunner: PipelineRunner | undefined | null = null;
 
   constructor(options: PostgresInboxStoreOptions<DB>) {
     if (typeof options?.db?.getExecutor !== 'function') {
@@ -81,8 +106,11 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     this.#raw = options.db.withoutPlugins().getExecutor();
     this.#sql = new InboxStatements(this.names);
     this.#pipelining = options.pipelining ?? 'auto';
+    this.#usePrepared = options.preparedStatements ?? true;
+    this.#claims = { completed: this.#sql.preparedClaim('completed'), processing: this.#sql.preparedClaim('processing') };
     const digest = createHash('sha256').update(`inboxkit:prune:${this.names.qualifiedTable}`).digest();
     this.#pruneKey = digest.readBigInt64BE(0);
+    this.pruneLockKey = this.#pruneKey;
   }
 
   // ── message path ────────────────────────────────────────────────────────────────────────────────────────
@@ -93,30 +121,18 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     work: (tx: Transaction<DB>, claimed: ClaimedDelivery) => Promise<T>,
   ): Promise<TransactionalRun<T>> {
     return this.#session(async (s) => {
-      let rows: Rows[];
-      let state: Rows | undefined;
-      try {
-        ({ rows, followUp: state } = await s.withFollowUp(
-          ['BEGIN', this.#sql.lockTimeout(settings.lockTimeoutMs), this.#sql.claim(settings, [{ ...request, leaseToken: null }], 'completed')],
-          this.#sql.rows(settings.consumer, [request.messageId]),
-        ));
-      } catch (error) {
-        await s.rollbackQuietly();
-        const busy = busyReason(error);
-        if (busy !== undefined) return { kind: 'busy', reason: busy };
-        throw error;
-      }
-      const claimedRow = rows[2]?.[0];
-      if (claimedRow === undefined) {
+      const answers = await this.#claim(s, settings, [{ ...request, leaseToken: null }], 'completed');
+      if (!(answers instanceof Map)) return answers;
+      const answer = answers.get(request.messageId);
+      if (answer === undefined || !answer.claimed) {
         await s.rollback();
-        return { kind: 'not-claimed', row: optionalState(state?.[0]) };
+        return { kind: 'not-claimed', row: answer?.state };
       }
-      const row = toRowState(claimedRow);
-      if (row.status === 'dead_lettered') {
+      if (answer.state !== undefined) {
         if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
-        return { kind: 'exhausted', row };
+        return { kind: 'exhausted', row: answer.state };
       }
-      const claimed = claimedDelivery(row);
+      const claimed = answer.claimed;
       const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
       let value: T;
       try {
@@ -141,40 +157,22 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     if (requests.length === 0) return [];
     return this.#session(async (s) => {
       const ids = requests.map((r) => r.messageId);
-      let rows: Rows[];
-      let state: Rows | undefined;
-      try {
-        ({ rows, followUp: state } = await s.withFollowUp(
-          [
-            'BEGIN',
-            this.#sql.lockTimeout(settings.lockTimeoutMs),
-            this.#sql.claim(settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed'),
-          ],
-          this.#sql.rows(settings.consumer, ids),
-        ));
-      } catch (error) {
-        await s.rollbackQuietly();
-        const busy = busyReason(error);
-        if (busy !== undefined) return requests.map(() => ({ kind: 'busy', reason: busy }) as const);
-        throw error;
-      }
-      const claimedById = new Map((rows[2] ?? []).map((r) => [String(r['message_id']), toRowState(r)]));
-      if (state === undefined && claimedById.size < requests.length) state = await s.query(this.#sql.rows(settings.consumer, ids));
-      const stateById = new Map((state ?? []).map((r) => [String(r['message_id']), toRowState(r)]));
+      const answers = await this.#claim(s, settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed');
+      if (!(answers instanceof Map)) return requests.map(() => answers);
       const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
       const failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[] = [];
       const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
       for (let i = 0; i < requests.length; i++) {
-        const row = claimedById.get(ids[i]!);
-        if (row === undefined) {
-          results[i] = { kind: 'not-claimed', row: stateById.get(ids[i]!) };
+        const answer = answers.get(ids[i]!);
+        if (answer === undefined || !answer.claimed) {
+          results[i] = { kind: 'not-claimed', row: answer?.state };
           continue;
         }
-        if (row.status === 'dead_lettered') {
-          results[i] = { kind: 'exhausted', row };
+        if (answer.state !== undefined) {
+          results[i] = { kind: 'exhausted', row: answer.state };
           continue;
         }
-        const claimed = claimedDelivery(row);
+        const claimed = answer.claimed;
         let error: unknown;
         let failed = false;
         try {
@@ -244,30 +242,13 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
 
   async claimLease(settings: ClaimSettings & { readonly leaseMs: number }, request: ClaimRequest): Promise<LeaseClaim> {
     return this.#session(async (s) => {
-      const token = randomUUID();
-      let rows: Rows[];
-      let state: Rows | undefined;
-      try {
-        ({ rows, followUp: state } = await s.withFollowUp(
-          [
-            'BEGIN',
-            this.#sql.lockTimeout(settings.lockTimeoutMs),
-            this.#sql.claim(settings, [{ ...request, leaseToken: token }], 'processing', settings.leaseMs),
-          ],
-          this.#sql.rows(settings.consumer, [request.messageId]),
-        ));
-      } catch (error) {
-        await s.rollbackQuietly();
-        const busy = busyReason(error);
-        if (busy !== undefined) return { kind: 'busy', reason: busy };
-        throw error;
-      }
+      const answers = await this.#claim(s, settings, [{ ...request, leaseToken: randomUUID() }], 'processing', settings.leaseMs);
+      if (!(answers instanceof Map)) return answers;
       if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
-      const claimedRow = rows[2]?.[0];
-      if (claimedRow === undefined) return { kind: 'not-claimed', row: optionalState(state?.[0]) };
-      const row = toRowState(claimedRow);
-      if (row.status === 'dead_lettered') return { kind: 'exhausted', row };
-      return { kind: 'claimed', claimed: claimedDelivery(row) };
+      const answer = answers.get(request.messageId);
+      if (answer === undefined || !answer.claimed) return { kind: 'not-claimed', row: answer?.state };
+      if (answer.state !== undefined) return { kind: 'exhausted', row: answer.state };
+      return { kind: 'claimed', claimed: answer.claimed };
     });
   }
 
@@ -416,11 +397,98 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     }));
   }
 
+  // ── claims ──────────────────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Sends BEGIN, the lock timeout and the claim — one round trip on node-postgres, the claim prepared on the
+   * connection — and leaves the transaction open. Answers per id; an id whose row only became visible after the
+   * claim's snapshot (a concurrent delivery committed it while we waited) is read again. On a lock timeout or a
+   * lost race, rolls back and answers `busy`.
+   */
+  async #claim(
+    s: SqlSession,
+    settings: ClaimSettings,
+    rows: readonly ClaimRow[],
+    target: 'completed' | 'processing',
+    leaseMs?: number,
+  ): Promise<Map<string, ClaimAnswer> | { readonly kind: 'busy'; readonly reason: BusyReason }> {
+    let result: Rows[];
+    for (let retried = false; ; retried = true) {
+      const statement = this.#claimStatement(s, settings, rows, target, leaseMs);
+      const claim = typeof statement === 'string' ? statement : await statement;
+      try {
+        result = await s.all(['BEGIN', this.#sql.lockTimeout(settings.lockTimeoutMs), claim]);
+        break;
+      } catch (error) {
+        await s.rollbackQuietly();
+        if (sqlState(error) === '26000' && !retried) {
+          // The session lost its prepared statements (DISCARD ALL, a pooler): prepare again, once.
+          this.#preparedOn.delete(s.connection);
+          if (++this.#missingPrepared >= 3) this.#usePrepared = false;
+          continue;
+        }
+        const busy = busyReason(error);
+        if (busy !== undefined) return { kind: 'busy', reason: busy };
+        throw error;
+      }
+    }
+    const answers = new Map<string, ClaimAnswer>();
+    for (const r of result[2] ?? []) {
+      const state = r['state'] === null || r['state'] === undefined ? undefined : toRowState(parseJson(r['state']));
+      if (r['claimed'] === true) {
+        answers.set(String(r['message_id']), {
+          claimed: {
+            messageId: String(r['message_id']),
+            attempt: Number(r['attempts']),
+            from: (r['claimed_from'] as ClaimedFrom | null) ?? 'new',
+            leaseToken: (r['lease_token'] as string | null) ?? null,
+          },
+          state: r['status'] === 'dead_lettered' ? state : undefined,
+        });
+      } else if (state !== undefined) answers.set(String(r['message_id']), { claimed: false, state });
+    }
+    const unseen = rows.filter((r) => !answers.has(r.messageId)).map((r) => r.messageId);
+    if (unseen.length > 0) {
+      for (const r of await s.query(this.#sql.rows(settings.consumer, unseen))) {
+        answers.set(String(r['message_id']), { claimed: false, state: toRowState(r) });
+      }
+    }
+    return answers;
+  }
+
+  /** The claim statement: `EXECUTE` of the prepared claim for one delivery on node-postgres, else literal SQL. */
+  #claimStatement(
+    s: SqlSession,
+    settings: ClaimSettings,
+    rows: readonly ClaimRow[],
+    target: 'completed' | 'processing',
+    leaseMs?: number,
+  ): string | Promise<string> {
+    if (rows.length !== 1 || !s.pipelined || !this.#usePrepared) return this.#sql.claim(settings, rows, target, leaseMs);
+    const prepared = this.#claims[target];
+    let known = this.#preparedOn.get(s.connection);
+    if (known === undefined) {
+      known = new Set();
+      this.#preparedOn.set(s.connection, known);
+    }
+    const execute = prepared.claim(settings, rows[0]!, leaseMs);
+    if (known.has(prepared.name)) return execute;
+    const remember = known;
+    return s.query(prepared.prepare).then(
+      () => (remember.add(prepared.name), execute),
+      (error: unknown) => {
+        if (sqlState(error) !== '42P05') throw error; // 42P05: already prepared on this session
+        remember.add(prepared.name);
+        return execute;
+      },
+    );
+  }
+
   // ── plumbing ────────────────────────────────────────────────────────────────────────────────────────────
 
   /** Borrows a connection for `fn`; any failure that escapes becomes a `StoreUnavailableError`. */
   async #session<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
-    const runner = await this.#pipelineRunner();
+    const runner = this.#knownRunner !== null ? this.#knownRunner : await this.#pipelineRunner();
     try {
       return await this.#raw.provideConnection(async (connection) => {
         const session = new SqlSession(connection, runner);
@@ -441,6 +509,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     if (this.#pipelining === 'off') return undefined;
     this.#runner ??= this.#probe();
     const runner = await this.#runner;
+    if (this.#runner !== undefined) this.#knownRunner = runner;
     return runner;
   }
 
@@ -493,15 +562,6 @@ function limitOf(filter: InspectionFilter): number {
   return limit;
 }
 
-function claimedDelivery(row: InboxRowState): ClaimedDelivery {
-  return {
-    messageId: row.messageId,
-    attempt: row.attempts,
-    from: row.claimedFrom ?? 'new',
-    leaseToken: row.leaseToken,
-  };
-}
-
 function nullable(value: unknown): unknown {
   return value === undefined ? null : value;
 }
@@ -552,6 +612,6 @@ function toRowState(r: Record<string, unknown>): InboxRowState {
   };
 }
 
-function optionalState(r: Record<string, unknown> | undefined): InboxRowState | undefined {
-  return r === undefined ? undefined : toRowState(r);
+function parseJson(value: unknown): Record<string, unknown> {
+  return (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, unknown>;
 }
