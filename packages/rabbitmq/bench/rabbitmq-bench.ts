@@ -3,7 +3,7 @@
 // and database of `npm run services:up`. Prints messages/s, p50/p99 latency and the inbox/plain ratio.
 //
 //   node --conditions=@inboxkit/source --import tsx packages/rabbitmq/bench/rabbitmq-bench.ts [--quick]
-//     [--messages N] [--prefetch 1,16] [--rounds R]
+//     [--messages N] [--prefetch 1,16] [--rounds R] [--modes plain,inbox,inbox-batch] [--batch 4]
 
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -24,6 +24,8 @@ const { values: args } = parseArgs({
     messages: { type: 'string' },
     prefetch: { type: 'string', default: '1,16' },
     rounds: { type: 'string' },
+    modes: { type: 'string', default: 'plain,inbox,inbox-batch' },
+    batch: { type: 'string', default: '4' },
   },
 });
 const quick = args.quick === true;
@@ -31,6 +33,8 @@ const messages = Number(args.messages ?? (quick ? 3_000 : 20_000));
 const prefetches = args.prefetch.split(',').map(Number);
 const rounds = Number(args.rounds ?? (quick ? 1 : 2));
 const latencySeconds = quick ? 1.5 : 4;
+const modes = args.modes.split(',') as Mode[];
+const batchSize = Number(args.batch);
 
 type Mode = 'plain' | 'inbox' | 'inbox-batch';
 
@@ -134,9 +138,9 @@ async function start(
     connect: () => amqp.connect(url),
     queue: topology.queue,
     handler: consumer,
-    // Same prefetch; batched: a quarter of the lanes, four messages per inbox transaction.
-    concurrency: mode === 'inbox-batch' ? Math.max(1, prefetch / 4) : prefetch,
-    maxBatchSize: mode === 'inbox-batch' ? 4 : 1,
+    // Same prefetch; batched: prefetch / batch lanes, up to `batch` messages per inbox transaction.
+    concurrency: mode === 'inbox-batch' ? Math.max(1, Math.floor(prefetch / batchSize)) : prefetch,
+    maxBatchSize: mode === 'inbox-batch' ? batchSize : 1,
     prefetch,
     topology: { declare: false, delayBucketsMs: topology.delayBucketsMs },
   });
@@ -184,15 +188,14 @@ async function run(mode: Mode, prefetch: number, latencyRate: number | undefined
 
 console.log(
   `rabbitmq bench: ${messages} messages (a quarter at prefetch 1), prefetch ${prefetches.join(' and ')}, ` +
-    `concurrency = prefetch, ${rounds} round(s), best throughput of each mode${quick ? ' (quick)' : ''}`,
+    `plain and inbox: concurrency = prefetch; inbox-batch: prefetch / ${batchSize} lanes of up to ${batchSize} ` +
+    `messages per transaction; ${rounds} round(s), best throughput of each${quick ? ' (quick)' : ''}`,
 );
 try {
   for (const prefetch of prefetches) {
     const best: Partial<Record<Mode, Run>> = {};
     for (let r = 0; r < rounds; r++) {
-      for (const mode of prefetch >= 4
-        ? (['plain', 'inbox', 'inbox-batch'] as const)
-        : (['plain', 'inbox'] as const)) {
+      for (const mode of modes.filter((m) => m !== 'inbox-batch' || prefetch >= batchSize)) {
         const result = await run(mode, prefetch, best.plain ? best.plain.perSecond / 2 : undefined);
         if (!best[mode] || result.perSecond > best[mode].perSecond) best[mode] = result;
       }
@@ -206,7 +209,7 @@ try {
     }
     for (const mode of ['inbox', 'inbox-batch'] as const) {
       const r = best[mode];
-      const ratio = r ? (r.perSecond / best.plain!.perSecond).toFixed(2) : undefined;
+      const ratio = r && best.plain ? (r.perSecond / best.plain.perSecond).toFixed(2) : undefined;
       if (ratio)
         console.log(`  prefetch ${String(prefetch).padStart(2)}  ${mode}/plain ${ratio}× (target ≥ 0.85×)`);
     }

@@ -476,7 +476,8 @@ class RabbitmqConsumer implements TransportConsumer {
         },
         'rabbitmq consumer: copy not confirmed; the original stays in the queue',
       );
-      await sleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
+      // A dead channel already returned the original; otherwise hold it so a broken path does not spin.
+      if (session.alive) await sleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
       this.#nack(session, message);
       return;
     }
