@@ -9,16 +9,31 @@ import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { SQS_ATTRIBUTES, encodeMessageAttributes } from './message-attributes.js';
 
-/** Builds the DLQ SendMessage input for `message`, dead-lettered by consumer `consumer` with `outcome`. */
+/** A compact dead letter keeps this much of the error message. */
+const COMPACT_ERROR_MESSAGE = 500;
+
+/**
+ * Builds the DLQ SendMessage input for `message`, dead-lettered by consumer `consumer` with `outcome`.
+ * `compact` leaves out the original attributes and the error's stack and clips its message: the fallback when
+ * SQS refuses the full form (a body near SQS's size limit leaves little room for attributes).
+ */
 export function deadLetterMessage(
   deadLetterQueueUrl: string,
   consumer: string,
   message: InboundMessage,
   raw: Message,
   outcome: DeadLetterOutcome,
+  compact = false,
 ): SendMessageCommandInput {
   const record = deadLetterRecord(consumer, message, outcome);
   const recordHeaders = deadLetterHeaders(record);
+  if (compact) {
+    delete recordHeaders[HEADERS.errorStack];
+    const errorMessage = recordHeaders[HEADERS.errorMessage];
+    if (errorMessage !== undefined && errorMessage.length > COMPACT_ERROR_MESSAGE) {
+      recordHeaders[HEADERS.errorMessage] = `${errorMessage.slice(0, COMPACT_ERROR_MESSAGE - 1)}…`;
+    }
+  }
   const groupId = raw.Attributes?.MessageGroupId;
   if (groupId !== undefined) recordHeaders[SQS_ATTRIBUTES.sourceMessageGroupId] = groupId;
   const headers: Record<string, string> = {};
@@ -26,7 +41,7 @@ export function deadLetterMessage(
   headers[HEADERS.reason] = record.reason;
   headers[HEADERS.consumer] = record.consumer;
   headers[SQS_ATTRIBUTES.deadLetter] = JSON.stringify(recordHeaders);
-  for (const [name, value] of Object.entries(message.headers)) {
+  for (const [name, value] of Object.entries(compact ? {} : message.headers)) {
     if (name === HEADERS.messageId || name.startsWith('x-inboxkit-')) continue;
     headers[name] = value;
   }

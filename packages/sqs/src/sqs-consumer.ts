@@ -9,7 +9,7 @@ import {
   SendMessageCommand,
 } from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
+import type { DeadLetterOutcome, InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import { checkQueues } from './check-queues.js';
 import { deadLetterMessage } from './dead-letter-message.js';
 import { DeleteBatcher } from './delete-batcher.js';
@@ -35,6 +35,11 @@ interface Group {
 }
 
 const MAX_POLL_BACKOFF_MS = 5_000;
+
+/** True for an error SQS blames on the request (the AWS SDK's `$fault: 'client'`). */
+function isClientFault(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { $fault?: unknown }).$fault === 'client';
+}
 
 /**
  * Consumes an SQS queue through an idempotent consumer.
@@ -372,30 +377,41 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         );
         return 'returned';
       case 'dead-letter':
-        try {
-          await this.#options.client.send(
-            new SendMessageCommand(
-              deadLetterMessage(
-                config.deadLetterQueueUrl,
-                this.#options.handler.name,
-                held.inbound,
-                held.raw,
-                outcome,
-              ),
-            ),
-          );
-        } catch (error) {
+        if (!(await this.#sendDeadLetter(config, held, outcome))) {
           await this.#heartbeat.untrack(held);
-          config.logger.error(
-            { error, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
-            'sqsConsumer: sending to the dead-letter queue failed; the message stays and is redelivered after its visibility timeout',
-          );
           return 'returned';
         }
         await this.#heartbeat.untrack(held);
         this.#deleter.enqueue(held);
         return 'settled';
     }
+  }
+
+  /**
+   * Sends the dead letter; when SQS refuses it as a request error (too large, most likely), once more in the
+   * compact form. False when it is not in the DLQ: the source message must then stay.
+   */
+  async #sendDeadLetter(config: SqsConsumerConfig, held: Held, outcome: DeadLetterOutcome): Promise<boolean> {
+    const name = this.#options.handler.name;
+    let lastError: unknown;
+    for (const compact of [false, true]) {
+      try {
+        await this.#options.client.send(
+          new SendMessageCommand(
+            deadLetterMessage(config.deadLetterQueueUrl, name, held.inbound, held.raw, outcome, compact),
+          ),
+        );
+        return true;
+      } catch (error) {
+        lastError = error;
+        if (!isClientFault(error)) break;
+      }
+    }
+    config.logger.error(
+      { error: lastError, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
+      'sqsConsumer: sending to the dead-letter queue failed; the message stays and is redelivered after its visibility timeout',
+    );
+    return false;
   }
 
   async #changeVisibility(config: SqsConsumerConfig, held: Held, seconds: number): Promise<void> {
