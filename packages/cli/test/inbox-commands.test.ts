@@ -1,6 +1,10 @@
 // migrate, status, prune and doctor against the real Postgres (and the real brokers for doctor's
 // connectivity checks), through `runCli` as an operator would type them.
 
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { uniqueName } from '@inboxkit/testing';
 import { sql } from 'kysely';
@@ -223,9 +227,6 @@ describe('inboxkit doctor', () => {
   });
 
   it('fails a config file whose dedupe window is shorter than its retry horizon', async () => {
-    const { mkdtemp, writeFile } = await import('node:fs/promises');
-    const { join } = await import('node:path');
-    const { tmpdir } = await import('node:os');
     const dir = await mkdtemp(join(tmpdir(), 'inboxkit-doctor-'));
     await writeFile(
       join(dir, 'inboxkit.json'),

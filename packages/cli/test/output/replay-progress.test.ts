@@ -21,7 +21,7 @@ const result = (index: number, action: ReplayEntryResult['action'] = 'replayed')
 
 function capture(isTTY: boolean): {
   out: { write(s: string): void; isTTY: boolean; columns: number };
-  text(): string;
+  text: () => string;
 } {
   let text = '';
   return { out: { write: (s: string) => void (text += s), isTTY, columns: 100 }, text: () => text };
