@@ -113,11 +113,16 @@ class KafkaDeadLetterQueue implements KafkaDeadLetterQueueReader {
     try {
       for await (const record of read.records()) yield toEntry(this.#topic, record);
     } finally {
-      // kafkajs commits a starting position for a new group: delete the throwaway group.
+      // kafkajs commits a starting position for a new group: delete the throwaway group (best effort).
       const admin = this.#kafka.admin();
-      await admin.connect();
-      await admin.deleteGroups([groupId]).catch(() => undefined);
-      await admin.disconnect();
+      try {
+        await admin.connect();
+        await admin.deleteGroups([groupId]);
+      } catch {
+        // An empty group the broker expires on its own (offsets.retention.minutes).
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
     }
   }
 

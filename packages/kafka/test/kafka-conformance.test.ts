@@ -1,8 +1,16 @@
 // The transport conformance suite against the real Kafka broker: per-partition (key) order, no native delay
 // (retries pause and seek), no broker delivery count (attempts are recorded by core).
 import { describeTransportConformance } from '@inboxkit/testing';
+import { afterAll, beforeAll } from 'vitest';
 
 import { kafkaHarness } from './kafka-harness.js';
+import { holdBrokerShared } from './support/broker-lock.js';
+
+let releaseBroker: (() => void) | undefined;
+beforeAll(async () => {
+  releaseBroker = await holdBrokerShared();
+});
+afterAll(() => releaseBroker?.());
 
 describeTransportConformance('kafka', { ordering: 'key', nativeDelay: false, deliveryCount: false }, () => kafkaHarness(), {
   quietPeriodMs: 1_500,

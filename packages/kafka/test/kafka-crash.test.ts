@@ -12,6 +12,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import { holdBrokerShared } from './support/broker-lock.js';
 import { databaseUrl, kafkaBrokers } from './support/kafka-services.js';
 import { schemaName, testDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
@@ -23,7 +24,10 @@ let kafka: Kafka;
 let producer: Producer;
 let database: TestDatabase;
 
+let releaseBroker: (() => void) | undefined;
+
 beforeAll(async () => {
+  releaseBroker = await holdBrokerShared();
   kafka = testKafka();
   producer = await connectedProducer(kafka);
   database = await testDatabase(schemaName(uniqueName('kafka_crash')));
@@ -32,6 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await producer?.disconnect();
   await database?.dispose();
+  releaseBroker?.();
 });
 
 interface Child {
@@ -99,7 +104,7 @@ describe('kafkaConsumer in a process that dies', () => {
       { topic: `${topic}.dlq`, partitions: 1 },
     ]);
     await sql.raw(`TRUNCATE "${database.schema}".effects`).execute(database.db);
-    const ids = Array.from({ length: 1_500 }, (_, i) => `${topic}-${i}`);
+    const ids = Array.from({ length: 1_000 }, (_, i) => `${topic}-${i}`);
     await produce(topic, ids);
     const settings = {
       brokers: kafkaBrokers(),
@@ -111,7 +116,7 @@ describe('kafkaConsumer in a process that dies', () => {
       mode: 'message',
       maxAttempts: 5,
     };
-    for (const killAt of [300, 700, 1_100]) {
+    for (const killAt of [200, 450, 700]) {
       const child = startConsumer(settings);
       await child.ready;
       await waitForEffects(killAt, child);

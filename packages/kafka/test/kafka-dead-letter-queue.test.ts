@@ -8,17 +8,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kafkaDeadLetterQueue } from '../src/index.js';
 import type { KafkaDeadLetterEntry, KafkaDeadLetterQueueReader } from '../src/index.js';
 import { FAST_GROUP, connectedProducer, createTopics, testKafka } from './kafka-harness.js';
+import { holdBrokerShared } from './support/broker-lock.js';
 
 let kafka: Kafka;
 let producer: Producer;
 
+let releaseBroker: (() => void) | undefined;
+
 beforeAll(async () => {
+  releaseBroker = await holdBrokerShared();
   kafka = testKafka();
   producer = await connectedProducer(kafka);
 });
 
 afterAll(async () => {
   await producer?.disconnect();
+  releaseBroker?.();
 });
 
 async function dlqWith(count: number): Promise<{ topic: string; ids: string[]; cleanup: () => Promise<void> }> {

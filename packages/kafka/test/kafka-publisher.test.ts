@@ -7,17 +7,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { kafkaPublisher } from '../src/index.js';
 import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import { holdBrokerShared } from './support/broker-lock.js';
 
 let kafka: Kafka;
 let producer: Producer;
 
+let releaseBroker: (() => void) | undefined;
+
 beforeAll(async () => {
+  releaseBroker = await holdBrokerShared();
   kafka = testKafka();
   producer = await connectedProducer(kafka);
 });
 
 afterAll(async () => {
   await producer?.disconnect();
+  releaseBroker?.();
 });
 
 describe('kafkaPublisher', () => {
