@@ -106,4 +106,69 @@ describe('a replay killed half-way (RabbitMQ)', () => {
     expect(recorder.count('processed')).toBe(40);
     await f.stop();
   });
+
+  it('stops after the message in hand on Ctrl-C, exits 130 and leaves the rest in the DLQ', async () => {
+    const g = await rabbitmqFixture();
+    try {
+      const { consumer, recorder, failing } = effectConsumer(database, 'interrupted');
+      const all = Array.from({ length: 20 }, (_, i) => `int-${i + 1}`);
+      all.forEach((id) => failing.add(id));
+      await g.start(consumer);
+      await g.publish(all.map((id) => ({ id, body: '{}' })));
+      await recorder.waitForCount(20, { status: 'dead-letter', timeoutMs: 30_000 });
+      await eventually(
+        async () => (await g.dlqDepth()) === 20,
+        async () => `DLQ depth ${await g.dlqDepth()}`,
+      );
+      failing.clear();
+      const args = [
+        'dlq',
+        'replay',
+        '--transport',
+        'rabbitmq',
+        '--from',
+        g.dlq,
+        ...g.cliArgs,
+        '--database-url',
+        requireService('DATABASE_URL'),
+        '--schema',
+        database.schema,
+        '--rate',
+        '10/s',
+      ];
+      const child = spawn(process.execPath, [join(REPO_ROOT, 'packages/cli/bin/inboxkit.js'), ...args], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, USER: 'sigint-test' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      let interrupted = false;
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      // 'close', not 'exit': the summary on stdout may still be in the pipe when the process exits.
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      await new Promise<void>((resolve) => {
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+          if (!interrupted && (stderr.match(/^\[\d+\] replayed /gm) ?? []).length >= 5) {
+            interrupted = true; // once: a second Ctrl-C exits at once
+            child.kill('SIGINT');
+            resolve();
+          }
+        });
+      });
+      expect(await exited).toBe(130);
+      const replayed = (stderr.match(/^\[\d+\] replayed /gm) ?? []).length;
+      expect(replayed).toBeLessThan(20);
+      expect(stdout).toMatch(/interrupted: nothing was lost; run the same command again/);
+      await eventually(
+        async () => (await g.dlqDepth()) === 20 - replayed,
+        async () => `DLQ depth ${await g.dlqDepth()}, replayed ${replayed}`,
+      );
+      await recorder.waitForCount(replayed, { status: 'processed', timeoutMs: 30_000 });
+      await g.stop();
+    } finally {
+      await g.dispose();
+    }
+  });
 });
