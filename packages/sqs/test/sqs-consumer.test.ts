@@ -4,7 +4,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import {
   ConfigurationError,
@@ -162,6 +162,23 @@ describe('sqsConsumer', () => {
     });
     await running.pop()!.stop();
     expect(await depth(q.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+  });
+
+  it('keeps a message whose dead letter SQS did not accept: it comes back and is dead-lettered again', async () => {
+    const q = await queues('dlq-down');
+    await client.send(new DeleteQueueCommand({ QueueUrl: q.deadLetterQueueUrl }));
+    const { consumer, recorder } = consumerOf({
+      handler: async () => {
+        throw new PermanentError('never');
+      },
+    });
+    await start(q, consumer, { checkQueues: false });
+    const id = uniqueName('undeliverable');
+    await sqsPublisher({ client }).publish([{ destination: q.queueUrl, id, body: '{}' }]);
+    await recorder.waitForCount(2, { id, status: 'dead-letter', timeoutMs: 15_000 });
+    await running.pop()!.stop();
+    const { visible, inFlight } = await depth(q.queueUrl);
+    expect(visible + inFlight, 'the source message was deleted without a dead letter').toBe(1);
   });
 
   it('keeps a message invisible while its handler runs longer than the visibility timeout (heartbeat)', async () => {
