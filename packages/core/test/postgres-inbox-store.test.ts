@@ -1,0 +1,243 @@
+// What only the Postgres store does: round trips per delivery, prepared claims that survive DISCARD ALL, the
+// application's plugins applied to the handler's transaction and not to the store's own statements, handlers
+// that misuse their transaction, the prune lock, and connections always returned outside a transaction.
+
+import { randomBytes } from 'node:crypto';
+import { CamelCasePlugin, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import type { InboundMessage } from '../src/message.js';
+import { PostgresInboxStore } from '../src/postgres/index.js';
+import { startPruner } from '../src/prune-inbox.js';
+import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
+
+const message = (id: string, payload: unknown = { id }): InboundMessage => ({
+  id,
+  body: JSON.stringify(payload),
+  headers: {},
+  source: { transport: 'memory' },
+});
+
+/** A pool whose clients record every statement they send. */
+function recordingPool(url: string, applicationName: string): { pool: pg.Pool; sent: string[] } {
+  const sent: string[] = [];
+  class RecordingClient extends pg.Client {
+    override query(...args: unknown[]): never {
+      const first = args[0] as { text?: string; toString(): string } | string;
+      sent.push(typeof first === 'string' ? first : (first.text ?? first.toString()));
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 4, Client: RecordingClient, application_name: applicationName });
+  return { pool, sent };
+}
+
+describe('PostgresInboxStore', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await openTestDatabase('pg_store');
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('sends BEGIN, the lock timeout and the claim in one round trip; a duplicate costs one more round trip and no COMMIT', async () => {
+    const { pool, sent } = recordingPool(t.url, 'inboxkit-rt');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'round-trips',
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        handler: async (m, { tx }) => insertEffect(tx, t.schema, 'round-trips', m.id),
+      });
+      await consumer.handle(message('warm-up')); // probe and PREPARE happen once
+      sent.length = 0;
+      expect((await consumer.handle(message('m1'))).status).toBe('processed');
+      expect(sent).toHaveLength(3);
+      expect(sent[0]).toMatch(/^BEGIN;\nSET LOCAL lock_timeout = 5000;\nEXECUTE inboxkit_claim_[0-9a-f]+ \('round-trips'::text, 'm1'::text/);
+      expect(sent[1]).toMatch(/insert into/i);
+      expect(sent[2]).toBe('COMMIT');
+      sent.length = 0;
+      expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
+      expect(sent).toHaveLength(2);
+      expect(sent[1]).toBe('ROLLBACK');
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('sends one statement per round trip when pipelining is off, with the same outcomes', async () => {
+    const { pool, sent } = recordingPool(t.url, 'inboxkit-off');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'no-pipelining',
+        store: new PostgresInboxStore({ db, schema: t.schema, pipelining: 'off' }),
+        handler: async (m, { tx }) => insertEffect(tx, t.schema, 'no-pipelining', m.id),
+      });
+      expect((await consumer.handle(message('m1'))).status).toBe('processed');
+      expect(sent.filter((s) => s.includes(';\nSET LOCAL'))).toEqual([]);
+      expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
+      expect(await countEffects(t.db, t.schema, 'no-pipelining')).toBe(1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('prepares the claim again after the session lost it (DISCARD ALL)', async () => {
+    const pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'discard',
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        handler: async (m, { tx }) => insertEffect(tx, t.schema, 'discard', m.id),
+      });
+      expect((await consumer.handle(message('m1'))).status).toBe('processed');
+      await sql`DISCARD ALL`.execute(db);
+      expect((await consumer.handle(message('m2'))).status).toBe('processed');
+      expect((await consumer.handle(message('m2'))).status).toBe('duplicate');
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("applies the application's plugins to the handler's transaction, never to the store's statements", async () => {
+    const pool = new pg.Pool({ connectionString: t.url, max: 2 });
+    interface CamelDB {
+      effects: { consumer: string; messageId: string };
+    }
+    const db = new Kysely<CamelDB>({ dialect: new PostgresDialect({ pool }), plugins: [new CamelCasePlugin()] });
+    try {
+      const consumer = idempotentConsumer<unknown, Transaction<CamelDB>>({
+        name: 'camel',
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        handler: async (m, { tx }) => {
+          await tx.withSchema(t.schema).insertInto('effects').values({ consumer: 'camel', messageId: m.id }).execute();
+        },
+      });
+      expect((await consumer.handle(message('m1'))).status).toBe('processed');
+      expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
+      expect(await countEffects(t.db, t.schema, 'camel', 'm1')).toBe(1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('refuses the handler transaction after the handler returned, and nested transactions inside it', async () => {
+    let leaked: TestTx | undefined;
+    const consumer = idempotentConsumer<unknown, TestTx>({
+      name: 'misuse',
+      store: new PostgresInboxStore({ db: t.db, schema: t.schema }),
+      maxAttempts: 1,
+      handler: async (m, { tx }) => {
+        leaked = tx;
+        if (m.id === 'nested') await tx.transaction().execute(async () => undefined);
+      },
+    });
+    expect((await consumer.handle(message('m1'))).status).toBe('processed');
+    await expect(insertEffect(leaked!, t.schema, 'misuse', 'late')).rejects.toThrow(/transaction has ended/);
+    const nested = await consumer.handle(message('nested'));
+    expect(nested).toMatchObject({ status: 'dead-letter', reason: 'max-attempts' });
+    expect((nested as { error: { message: string } }).error.message).toMatch(/transaction method for a Transaction is not supported/);
+  });
+
+  it('does not ack a message whose handler swallowed a failed statement: nothing was committed', async () => {
+    const consumer = idempotentConsumer<unknown, TestTx>({
+      name: 'swallow',
+      store: new PostgresInboxStore({ db: t.db, schema: t.schema }),
+      backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+      handler: async (m, { tx }) => {
+        await insertEffect(tx, t.schema, 'swallow', m.id);
+        if (m.id.startsWith('bad')) await sql`SELECT 1 / 0`.execute(tx).catch(() => undefined);
+      },
+    });
+    expect(await consumer.handle(message('bad-1'))).toMatchObject({ status: 'retry', reason: 'handler-error' });
+    const outcomes = await consumer.handleBatch([message('ok-1'), message('bad-2'), message('ok-2')]);
+    expect(outcomes.map((o) => o.status)).toEqual(['processed', 'retry', 'processed']);
+    expect(await countEffects(t.db, t.schema, 'swallow', 'bad-1')).toBe(0);
+    expect(await countEffects(t.db, t.schema, 'swallow', 'bad-2')).toBe(0);
+    expect(await countEffects(t.db, t.schema, 'swallow')).toBe(2);
+  });
+
+  it('never returns a connection to the pool inside a transaction', async () => {
+    const app = `inboxkit-idle-${randomBytes(3).toString('hex')}`;
+    const pool = new pg.Pool({ connectionString: t.url, max: 3, application_name: app });
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const store = new PostgresInboxStore({ db, schema: t.schema });
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'idle',
+        store,
+        maxAttempts: 2,
+        backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+        handler: async (m, { tx }) => {
+          await insertEffect(tx, t.schema, 'idle', m.id);
+          if (m.id.startsWith('fail')) throw new Error('no');
+        },
+      });
+      await Promise.all(['a', 'b', 'fail-1', 'a', 'fail-1', 'c'].map((id) => consumer.handle(message(id))));
+      await consumer.handleBatch([message('d'), message('fail-2'), message('d')]);
+      const idleInTx = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ${app} AND state <> 'idle'`.execute(t.db);
+      expect(idleInTx.rows[0]!.n).toBe(0);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('lets one pruner run at a time through an advisory lock', async () => {
+    const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
+    const consumer = idempotentConsumer<unknown, TestTx>({
+      name: 'prune-lock',
+      store,
+      dedupeWindowMs: 1,
+      maxAttempts: 1,
+      handler: async (m, { tx }) => insertEffect(tx, t.schema, 'prune-lock', m.id),
+    });
+    for (let i = 0; i < 5; i++) await consumer.handle(message(`m${i}`));
+    await new Promise((r) => setTimeout(r, 20));
+    const holder = await t.pool.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1::bigint)', [store.pruneLockKey.toString()]);
+      expect(await store.prune({ consumer: 'prune-lock' })).toEqual({ status: 'locked', deleted: 0, batches: 0 });
+      await holder.query('SELECT pg_advisory_unlock($1::bigint)', [store.pruneLockKey.toString()]);
+    } finally {
+      holder.release();
+    }
+    expect(await store.prune({ consumer: 'prune-lock' })).toMatchObject({ status: 'pruned', deleted: 5 });
+    const concurrent = await Promise.all([store.prune(), store.prune(), store.prune()]);
+    expect(concurrent.every((r) => r.status === 'pruned' || r.status === 'locked')).toBe(true);
+  });
+
+  it('prunes on a schedule until stopped', async () => {
+    const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
+    const consumer = idempotentConsumer<unknown, TestTx>({
+      name: 'scheduled',
+      store,
+      dedupeWindowMs: 1,
+      maxAttempts: 1,
+      handler: async (m, { tx }) => insertEffect(tx, t.schema, 'scheduled', m.id),
+    });
+    await consumer.handle(message('m1'));
+    const results: number[] = [];
+    let seen!: () => void;
+    const pruned = new Promise<void>((r) => (seen = r));
+    const pruner = startPruner(store, {
+      consumer: 'scheduled',
+      intervalMs: 30,
+      onPrune: (r) => {
+        results.push(r.deleted);
+        if (r.deleted > 0) seen();
+      },
+    });
+    await pruned;
+    await pruner.stop();
+    const runs = results.length;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(results.length).toBe(runs);
+    expect(await store.findRows('scheduled', ['m1'])).toEqual([]);
+    expect(await pruner.runNow()).toMatchObject({ status: 'pruned', deleted: 0 });
+  });
+});
