@@ -72,11 +72,11 @@ function isNotProducerHeader(name: string): boolean {
 }
 
 /**
- * The message to publish: the original id and body, the producer's headers (without inboxkit's dead-letter
- * headers and the broker's bookkeeping), and the replay marker.
+ * The message to publish: the original id, body and key, the producer's headers (without inboxkit's
+ * dead-letter headers and the broker's bookkeeping), and the replay marker.
  */
 export function replayMessage(
-  entry: DeadLetterEntry & { readonly key?: string | undefined; readonly timestamp?: Date | undefined },
+  entry: DeadLetterEntry & { readonly key?: string | undefined },
   id: string,
   destination: ReplayDestination,
   marker: ReplayMarker,
@@ -92,7 +92,9 @@ export function replayMessage(
     id,
     body: entry.body ?? '',
     headers,
+    // The Kafka record key / SQS FIFO group, where the reader found one. No timestamp: a reader knows when the
+    // dead letter was written, not when the producer sent the message, and the late-message rule must not
+    // take one for the other.
     ...(entry.key !== undefined ? { key: entry.key } : {}),
-    ...(entry.timestamp !== undefined ? { timestamp: entry.timestamp } : {}),
   };
 }
