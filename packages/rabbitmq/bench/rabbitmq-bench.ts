@@ -24,7 +24,7 @@ const { values: args } = parseArgs({
     messages: { type: 'string' },
     prefetch: { type: 'string', default: '1,16' },
     rounds: { type: 'string' },
-    modes: { type: 'string', default: 'plain,inbox,inbox-batch' },
+    modes: { type: 'string', default: 'plain,inbox,inbox-batch,core-direct' },
     batch: { type: 'string', default: '4' },
   },
 });
@@ -36,7 +36,7 @@ const latencySeconds = quick ? 1.5 : 4;
 const modes = args.modes.split(',') as Mode[];
 const batchSize = Number(args.batch);
 
-type Mode = 'plain' | 'inbox' | 'inbox-batch';
+type Mode = 'plain' | 'inbox' | 'inbox-batch' | 'core-direct';
 
 interface Run {
   readonly mode: Mode;
@@ -148,7 +148,48 @@ async function start(
   return () => transport.stop();
 }
 
+/** The same inbox consumer called directly (no broker) by `prefetch` workers: what the transport adds. */
+async function runCoreDirect(prefetch: number): Promise<Run> {
+  const n = prefetch === 1 ? Math.ceil(messages / 4) : messages;
+  const tag = randomBytes(4).toString('hex');
+  const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
+    name: `bench-core-${tag}`,
+    store,
+    handler: async (message, { tx }) => {
+      await tx
+        .withSchema(schema)
+        .insertInto('effects')
+        .values({ consumer: 'core', message_id: message.id })
+        .execute();
+    },
+  });
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: prefetch }, async () => {
+      while (next < n) {
+        const i = next++;
+        await consumer.handle({
+          id: `m-${i}`,
+          body: Buffer.from(JSON.stringify({ n: i })),
+          headers: {},
+          deliveryCount: 1,
+          source: { transport: 'rabbitmq', destination: tag },
+        });
+      }
+    }),
+  );
+  return {
+    mode: 'core-direct',
+    prefetch,
+    perSecond: n / ((performance.now() - t0) / 1000),
+    p50: NaN,
+    p99: NaN,
+  };
+}
+
 async function run(mode: Mode, prefetch: number, latencyRate: number | undefined): Promise<Run> {
+  if (mode === 'core-direct') return runCoreDirect(prefetch);
   const admin = await amqp.connect(url);
   const channel = await admin.createConfirmChannel();
   const topology = await declareTopology(channel, {
@@ -200,7 +241,7 @@ try {
         if (!best[mode] || result.perSecond > best[mode].perSecond) best[mode] = result;
       }
     }
-    for (const r of [best.plain, best.inbox, best['inbox-batch']]) {
+    for (const r of [best.plain, best.inbox, best['inbox-batch'], best['core-direct']]) {
       if (!r) continue;
       console.log(
         `  prefetch ${String(r.prefetch).padStart(2)}  ${r.mode.padEnd(11)}  ${r.perSecond.toFixed(0).padStart(6)} msg/s` +
@@ -210,6 +251,12 @@ try {
     for (const mode of ['inbox', 'inbox-batch'] as const) {
       const r = best[mode];
       const ratio = r && best.plain ? (r.perSecond / best.plain.perSecond).toFixed(2) : undefined;
+      if (ratio && mode !== 'inbox-batch' && best['core-direct'] && r) {
+        const overhead = (r.perSecond / best['core-direct'].perSecond).toFixed(2);
+        console.log(
+          `  prefetch ${String(prefetch).padStart(2)}  inbox/core-direct ${overhead}× (what the transport keeps of core's own rate)`,
+        );
+      }
       if (ratio)
         console.log(`  prefetch ${String(prefetch).padStart(2)}  ${mode}/plain ${ratio}× (target ≥ 0.85×)`);
     }
