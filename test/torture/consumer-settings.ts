@@ -1,0 +1,59 @@
+// What the harness passes to each consumer process (as JSON on its command line), and the one-letter outcome
+// codes the process prints back.
+
+import type { OutcomeStatus } from '@inboxkit/core';
+
+export type TransportName = 'kafka' | 'rabbitmq' | 'sqs';
+export const TRANSPORTS: readonly TransportName[] = ['kafka', 'rabbitmq', 'sqs'];
+
+export interface ConsumerSettings {
+  readonly transport: TransportName;
+  /** 0-based slot of this consumer; a restarted consumer keeps its slot. */
+  readonly index: number;
+  /** The idempotent consumer's name (the inbox scope), the same for every process of one run. */
+  readonly consumerName: string;
+  readonly databaseUrl: string;
+  /** The run's own schema: the inbox tables and `effects`. */
+  readonly schema: string;
+  readonly poolSize: number;
+  readonly maxAttempts: number;
+  /** Upper bound of a random pause in the handler, in ms. */
+  readonly handlerDelayMs: number;
+  /** The self-test's deliberately non-idempotent handler (effect outside the inbox transaction). */
+  readonly broken: boolean;
+  readonly kafka?: {
+    readonly brokers: string[];
+    readonly topic: string;
+    readonly groupId: string;
+    readonly mode: 'message' | 'batch';
+    readonly partitionConcurrency: number;
+  };
+  readonly rabbitmq?: {
+    readonly url: string;
+    readonly queue: string;
+    readonly concurrency: number;
+    readonly maxBatchSize: number;
+    readonly delayBucketsMs: readonly number[];
+  };
+  readonly sqs?: {
+    readonly endpoint: string;
+    readonly queueUrl: string;
+    readonly deadLetterQueueUrl: string;
+    readonly concurrency: number;
+    readonly visibilityTimeoutSeconds: number;
+  };
+}
+
+export const OUTCOME_CODES: Readonly<Record<OutcomeStatus, string>> = {
+  processed: 'p',
+  duplicate: 'd',
+  retry: 'r',
+  'dead-letter': 'x',
+};
+
+export const OUTCOME_BY_CODE: Readonly<Record<string, OutcomeStatus>> = {
+  p: 'processed',
+  d: 'duplicate',
+  r: 'retry',
+  x: 'dead-letter',
+};

@@ -1,0 +1,349 @@
+// One torture run per transport: plan the stream from the seed, create the run's schema (inbox + an effects
+// table with no unique constraint) and topic/queues, start the consumer processes, produce at a steady pace
+// while SIGKILLing consumers at seeded moments and restarting the broker and Postgres once, wait for
+// quiescence, stop the consumers, and check the invariant from the effects table, the inbox and the DLQ.
+
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { migrateInbox } from '@inboxkit/core/postgres';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+
+import { requireService, restartService } from '../support/services.js';
+import type { Verdict } from './check-invariant.js';
+import { checkInvariant } from './check-invariant.js';
+import { ConsumerPool } from './consumer-pool.js';
+import type { TransportName } from './consumer-settings.js';
+import { planMessages } from './message-plan.js';
+import type { PlannedMessage } from './message-plan.js';
+import type { Random } from './prng.js';
+import { seededRandom } from './prng.js';
+import { kafkaRig } from './transports/kafka-rig.js';
+import { rabbitmqRig } from './transports/rabbitmq-rig.js';
+import { sqsRig } from './transports/sqs-rig.js';
+import type { TransportRig } from './transports/transport-rig.js';
+
+export interface TortureOptions {
+  readonly transports: readonly TransportName[];
+  /** Messages sent per transport, duplicates included. */
+  readonly messages: number;
+  /** SIGKILLs per transport. */
+  readonly kills: number;
+  readonly consumers: number;
+  readonly seed: number;
+  /** The chaos window: production and kills are spread over it. */
+  readonly durationSeconds: number;
+  /** How long to wait for quiescence after the chaos window. */
+  readonly drainTimeoutSeconds: number;
+  readonly restartBroker: boolean;
+  readonly restartPostgres: boolean;
+  /** The self-test: consumers with the effect outside the inbox transaction. */
+  readonly broken: boolean;
+  readonly maxAttempts: number;
+  readonly handlerDelayMs: number;
+  /** Keep the run's schema (it is kept anyway when the invariant fails). */
+  readonly keep: boolean;
+  readonly log: (line: string) => void;
+}
+
+// The AWS SDK's notice about Node 20 would otherwise repeat in every consumer's output.
+process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] ??= 'true';
+
+export const SHARES = { duplicates: 0.3, poison: 0.01, transient: 0.03 } as const;
+
+export interface TransportReport {
+  readonly transport: TransportName;
+  readonly seed: number;
+  readonly sent: number;
+  readonly distinct: number;
+  readonly plannedDuplicates: number;
+  readonly resent: number;
+  readonly deliveries: number;
+  readonly duplicatesDelivered: number;
+  readonly duplicatesSuppressed: number;
+  readonly retries: number;
+  readonly kills: number;
+  readonly consumerStarts: number;
+  readonly brokerRestart: string;
+  readonly postgresRestart: string;
+  readonly unexpectedExits: readonly string[];
+  readonly quiescent: boolean;
+  readonly backlogAtEnd: number | undefined;
+  readonly seconds: number;
+  readonly schema: string;
+  readonly verdict: Verdict | undefined;
+  /** Set when the run itself failed (setup, a service that never came back …). */
+  readonly error: string | undefined;
+}
+
+function rigFor(name: TransportName, options: TortureOptions, log: (line: string) => void): TransportRig {
+  switch (name) {
+    case 'kafka':
+      return kafkaRig();
+    case 'rabbitmq':
+      return rabbitmqRig({ log });
+    case 'sqs':
+      return sqsRig({ maxAttempts: options.maxAttempts });
+  }
+}
+
+interface ChaosEvent {
+  readonly at: number;
+  readonly kind: 'kill' | 'broker' | 'postgres';
+  /** For kills: which ready consumer (a fraction of the ready list) and when to start it again. */
+  readonly pick: number;
+  readonly restartAfterMs: number;
+}
+
+/** Every moment of chaos, decided from the seed: kill times, victims, restart delays, the two restarts. */
+function chaosSchedule(random: Random, options: TortureOptions): ChaosEvent[] {
+  const window = options.durationSeconds * 1_000;
+  const events: ChaosEvent[] = [];
+  for (let k = 0; k < options.kills; k++) {
+    events.push({
+      at: window * (0.05 + 0.9 * random.next()),
+      kind: 'kill',
+      pick: random.next(),
+      restartAfterMs: random.int(200, 2_500),
+    });
+  }
+  if (options.restartBroker)
+    events.push({ at: window * (0.3 + 0.15 * random.next()), kind: 'broker', pick: 0, restartAfterMs: 0 });
+  if (options.restartPostgres)
+    events.push({ at: window * (0.6 + 0.15 * random.next()), kind: 'postgres', pick: 0, restartAfterMs: 0 });
+  return events.sort((a, b) => a.at - b.at);
+}
+
+export async function runTorture(options: TortureOptions): Promise<TransportReport[]> {
+  const reports: TransportReport[] = [];
+  for (const transport of options.transports) reports.push(await runOne(transport, options));
+  return reports;
+}
+
+async function runOne(transport: TransportName, options: TortureOptions): Promise<TransportReport> {
+  const started = Date.now();
+  const random = seededRandom(options.seed, transport);
+  const log = (line: string): void =>
+    options.log(`[${transport} +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+  const plan = planMessages(random.fork('plan'), {
+    messages: options.messages,
+    duplicateShare: SHARES.duplicates,
+    poisonShare: SHARES.poison,
+    transientShare: SHARES.transient,
+    prefix: `${transport}-${options.seed}`,
+  });
+  const schedule = chaosSchedule(random.fork('chaos'), options);
+  const databaseUrl = requireService('postgres').url;
+  const schema = `torture_${transport}_${randomBytes(4).toString('hex')}`;
+  const dbPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+  dbPool.on('error', () => undefined);
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: dbPool }) });
+  const rig = rigFor(transport, options, log);
+  const consumerName = `torture-${transport}`;
+  const logDir = join(tmpdir(), `inboxkit-torture-${schema}`);
+  const pool = new ConsumerPool({
+    count: options.consumers,
+    log,
+    logDir,
+    settings: (index) => ({
+      transport,
+      index,
+      consumerName,
+      databaseUrl,
+      schema,
+      poolSize: 12,
+      maxAttempts: options.maxAttempts,
+      handlerDelayMs: options.handlerDelayMs,
+      broken: options.broken,
+      ...rig.consumerSettings(index),
+    }),
+  });
+  let brokerRestart = options.restartBroker ? 'not reached' : 'off';
+  let postgresRestart = options.restartPostgres ? 'not reached' : 'off';
+  let quiescent = false;
+  let backlogAtEnd: number | undefined;
+  let verdict: Verdict | undefined;
+  let error: string | undefined;
+  let keep = options.keep;
+  try {
+    log(
+      `seed ${options.seed}: ${plan.sends.length} sends, ${plan.kinds.size} distinct ids, ${plan.poison.size} poison, schema ${schema}, consumer logs in ${logDir}`,
+    );
+    await migrateInbox(db, { schema });
+    await dbPool.query(
+      `CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, message_id text NOT NULL, pid integer, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+    );
+    await dbPool.query(`CREATE INDEX ON "${schema}".effects (message_id)`);
+    await rig.setup();
+    await pool.startAll();
+    log(`${options.consumers} consumers ready; chaos for ${options.durationSeconds} s`);
+
+    const t0 = Date.now();
+    const background: Promise<void>[] = [];
+    const producing = produce(rig, plan.sends, t0, options.durationSeconds * 800, log);
+    for (const event of schedule) {
+      const wait = t0 + event.at - Date.now();
+      if (wait > 0) await sleep(wait);
+      if (event.kind === 'kill') {
+        await pool.waitUntil(() => pool.readyIndexes().length > 0, 60_000, 'a ready consumer to kill');
+        const ready = pool.readyIndexes();
+        const victim = ready[Math.floor(event.pick * ready.length)]!;
+        log(`SIGKILL consumer ${victim} (start again in ${event.restartAfterMs} ms)`);
+        await pool.kill(victim, event.restartAfterMs);
+      } else if (event.kind === 'broker') {
+        log(`broker restart: ${rig.restartLabel}`);
+        const t = Date.now();
+        background.push(
+          rig.restartBroker().then(
+            (what) => {
+              brokerRestart = `${rig.restartLabel} (${((Date.now() - t) / 1000).toFixed(0)} s)`;
+              log(`broker back: ${what}`);
+            },
+            (e: unknown) => {
+              brokerRestart = `failed: ${(e as Error).message}`;
+              throw e;
+            },
+          ),
+        );
+      } else {
+        log('Postgres restart (services.sh restart postgres)');
+        const t = Date.now();
+        background.push(
+          restartService('postgres', { timeoutMs: 240_000 }).then(
+            () => {
+              postgresRestart = `restarted (${((Date.now() - t) / 1000).toFixed(0)} s)`;
+              log('Postgres back');
+            },
+            (e: unknown) => {
+              postgresRestart = `failed: ${(e as Error).message}`;
+              throw e;
+            },
+          ),
+        );
+      }
+    }
+    await producing;
+    await Promise.all(background);
+    log(`chaos over (${pool.kills} kills); every consumer running again, waiting for quiescence`);
+    await pool.ensureAllRunning();
+
+    const deadline = Date.now() + options.drainTimeoutSeconds * 1_000;
+    let calm = 0;
+    let last = '';
+    while (Date.now() < deadline) {
+      const progress = await drainProgress(dbPool, schema, consumerName).catch(() => undefined);
+      const backlog = await rig.backlog();
+      backlogAtEnd = backlog;
+      const done =
+        progress !== undefined &&
+        progress.applied >= plan.good.size &&
+        progress.deadLettered >= plan.poison.size &&
+        backlog === 0;
+      calm = done ? calm + 1 : 0;
+      const line = `applied ${progress?.applied ?? '?'}/${plan.good.size}, dead-lettered ${progress?.deadLettered ?? '?'}/${plan.poison.size}, broker backlog ${backlog ?? '?'}`;
+      if (line !== last) log(line);
+      last = line;
+      if (calm >= 3) {
+        quiescent = true;
+        break;
+      }
+      await sleep(1_000);
+    }
+    if (!quiescent) log(`not quiescent after ${options.drainTimeoutSeconds} s: checking what there is`);
+    await pool.stopAll();
+
+    const evidence = await gatherEvidence(dbPool, schema, consumerName);
+    const deadLetters = await rig.readDeadLetters();
+    verdict = checkInvariant(plan, { ...evidence, deadLetters });
+    if (verdict.violations.length > 0) keep = true;
+  } catch (e) {
+    error = (e as Error).stack ?? String(e);
+    keep = true;
+    log(`run failed: ${(e as Error).message}`);
+    await pool.stopAll(10_000).catch(() => undefined);
+  } finally {
+    await rig.teardown().catch(() => undefined);
+    if (!keep) await dbPool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    else log(`kept schema ${schema} for inspection`);
+    await db.destroy().catch(() => undefined);
+  }
+  const tally = pool.tally;
+  return {
+    transport,
+    seed: options.seed,
+    sent: plan.sends.length,
+    distinct: plan.kinds.size,
+    plannedDuplicates: plan.duplicateSends,
+    resent: rig.resent,
+    deliveries: tally.deliveries,
+    duplicatesDelivered: tally.duplicateDeliveries,
+    duplicatesSuppressed: tally.byStatus.duplicate,
+    retries: tally.byStatus.retry,
+    kills: pool.kills,
+    consumerStarts: pool.starts,
+    brokerRestart,
+    postgresRestart,
+    unexpectedExits: pool.unexpectedExits,
+    quiescent,
+    backlogAtEnd,
+    seconds: (Date.now() - started) / 1000,
+    schema,
+    verdict,
+    error,
+  };
+}
+
+/** Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (catching up after an outage). */
+async function produce(
+  rig: TransportRig,
+  sends: readonly PlannedMessage[],
+  t0: number,
+  spreadMs: number,
+  log: (l: string) => void,
+): Promise<void> {
+  const chunk = 20;
+  for (let i = 0; i < sends.length; i += chunk) {
+    const due = t0 + (i / sends.length) * spreadMs;
+    const wait = due - Date.now();
+    if (wait > 0) await sleep(wait);
+    await rig.send(sends.slice(i, i + chunk));
+  }
+  log(
+    `all ${sends.length} messages sent${rig.resent > 0 ? ` (${rig.resent} sent again after unconfirmed sends)` : ''}`,
+  );
+}
+
+async function drainProgress(
+  pool: pg.Pool,
+  schema: string,
+  consumer: string,
+): Promise<{ applied: number; deadLettered: number }> {
+  const { rows } = await pool.query<{ applied: number; dead: number }>(
+    `SELECT (SELECT count(DISTINCT message_id)::int FROM "${schema}".effects) AS applied,
+            (SELECT count(*)::int FROM "${schema}".inbox WHERE consumer = $1 AND status = 'dead_lettered') AS dead`,
+    [consumer],
+  );
+  return { applied: rows[0]!.applied, deadLettered: rows[0]!.dead };
+}
+
+async function gatherEvidence(
+  pool: pg.Pool,
+  schema: string,
+  consumer: string,
+): Promise<{ effects: Map<string, number>; inbox: Map<string, { status: string; reason: string | null }> }> {
+  const effects = new Map<string, number>();
+  const e = await pool.query<{ message_id: string; n: number }>(
+    `SELECT message_id, count(*)::int AS n FROM "${schema}".effects GROUP BY message_id`,
+  );
+  for (const row of e.rows) effects.set(row.message_id, row.n);
+  const inbox = new Map<string, { status: string; reason: string | null }>();
+  const i = await pool.query<{ message_id: string; status: string; dead_letter_reason: string | null }>(
+    `SELECT message_id, status, dead_letter_reason FROM "${schema}".inbox WHERE consumer = $1`,
+    [consumer],
+  );
+  for (const row of i.rows) inbox.set(row.message_id, { status: row.status, reason: row.dead_letter_reason });
+  return { effects, inbox };
+}
