@@ -2,6 +2,8 @@
 // SQS — delete only once the effect (or the dead letter) is durable, a retry is a visibility change, and held
 // messages are kept invisible by a heartbeat. FIFO queues are handled one message per group at a time.
 
+import { randomUUID } from 'node:crypto';
+
 import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
@@ -212,6 +214,9 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
             VisibilityTimeout: config.visibilityTimeoutSeconds,
             MessageAttributeNames: ['All'],
             MessageSystemAttributeNames: ['All'],
+            // FIFO: the client's own retries of this receive (after a lost answer) get the same messages back
+            // instead of leaving those hidden and their groups blocked until the visibility timeout.
+            ...(config.fifo ? { ReceiveRequestAttemptId: randomUUID() } : {}),
           }),
         );
         messages = result.Messages ?? [];

@@ -8,6 +8,7 @@ import { DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } 
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import {
   ConfigurationError,
+  PermanentError,
   RetryableError,
   idempotentConsumer,
   parseDeadLetterHeaders,
