@@ -69,6 +69,14 @@ export interface DiscoveredServices {
   servicesScript?: string;
 }
 
+// `inject('services')` is typed everywhere this module is compiled (test/support/services.ts imports it, so
+// any package whose tests use the helpers sees the augmentation).
+declare module 'vitest' {
+  export interface ProvidedContext {
+    services: DiscoveredServices;
+  }
+}
+
 export const ENV_VAR: Record<ServiceName, string> = {
   postgres: 'DATABASE_URL',
   kafka: 'KAFKA_BROKERS',

@@ -24,12 +24,6 @@ import {
   type ServiceSource,
 } from './discovery.js';
 
-declare module 'vitest' {
-  export interface ProvidedContext {
-    services: DiscoveredServices;
-  }
-}
-
 const log = (message: string) => console.log(`[services] ${message}`);
 
 type Found = { value: string; source: ServiceSource; extra: Record<string, string> };
