@@ -1,0 +1,119 @@
+// The orders consumer: an `OrderPlaced` event becomes an order, its lines and a stock reservation, all in the
+// transaction that also records the message in the inbox (transactional mode, the default). The order number
+// is unique as well: a second guard for what no inbox can see, one order published under two message ids.
+
+import { idempotentConsumer, PermanentError } from '@inboxkit/core';
+import type { IdempotentConsumer, InboxStore, Logger, OutcomeEvent } from '@inboxkit/core';
+import { sql } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import { z } from 'zod';
+
+/** The service's tables. */
+export interface OrdersDatabase {
+  products: { sku: string; available: number };
+  orders: { order_no: string; customer: string; total_cents: number; message_id: string; placed_at: Date };
+  order_lines: { order_no: string; sku: string; quantity: number; price_cents: number };
+}
+
+/** Creates the tables (idempotent; a real service would keep these in its own migrations). */
+export async function createOrdersTables(db: Kysely<OrdersDatabase>): Promise<void> {
+  await sql`
+    CREATE TABLE IF NOT EXISTS products (
+      sku text PRIMARY KEY,
+      available integer NOT NULL CHECK (available >= 0)
+    )`.execute(db);
+  // order_no is the natural key: the second guard. message_id is kept for reconciliation (operations.md).
+  await sql`
+    CREATE TABLE IF NOT EXISTS orders (
+      order_no text PRIMARY KEY,
+      customer text NOT NULL,
+      total_cents integer NOT NULL,
+      message_id text NOT NULL,
+      placed_at timestamptz NOT NULL
+    )`.execute(db);
+  await sql`
+    CREATE TABLE IF NOT EXISTS order_lines (
+      order_no text NOT NULL REFERENCES orders (order_no),
+      sku text NOT NULL REFERENCES products (sku),
+      quantity integer NOT NULL CHECK (quantity > 0),
+      price_cents integer NOT NULL,
+      PRIMARY KEY (order_no, sku)
+    )`.execute(db);
+}
+
+/** The `OrderPlaced` event. */
+export const orderPlaced = z.object({
+  orderNo: z.string().min(1),
+  customer: z.string().min(1),
+  placedAt: z.iso.datetime(),
+  lines: z
+    .array(z.object({ sku: z.string().min(1), quantity: z.number().int().positive(), priceCents: z.number().int().nonnegative() }))
+    .min(1),
+});
+export type OrderPlaced = z.output<typeof orderPlaced>;
+
+/** An order that arrived again under another message id: the producer sent one intent twice. */
+export interface SecondGuardEvent {
+  readonly orderNo: string;
+  readonly messageId: string;
+  /** The message id the order was first applied under. */
+  readonly firstMessageId: string;
+}
+
+/** Options of `ordersConsumer`. */
+export interface OrdersConsumerOptions {
+  readonly store: InboxStore<Transaction<OrdersDatabase>>;
+  /** Called when the order number was already taken (count it: it should stay at 0). */
+  readonly onSecondGuard?: (event: SecondGuardEvent) => void;
+  readonly backoff?: { readonly initialDelayMs?: number; readonly jitter?: 'full' | 'none' };
+  readonly logger?: Logger;
+  readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
+}
+
+/** Builds the consumer. Its name, `orders`, scopes deduplication: never rename it. */
+export function ordersConsumer(options: OrdersConsumerOptions): IdempotentConsumer<OrderPlaced, Transaction<OrdersDatabase>> {
+  return idempotentConsumer<OrderPlaced, Transaction<OrdersDatabase>>({
+    name: 'orders',
+    store: options.store,
+    schema: orderPlaced,
+    ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    ...(options.onOutcome !== undefined ? { hooks: { onOutcome: options.onOutcome } } : {}),
+    handler: async (message, { tx, logger }) => {
+      const order = message.payload;
+      const total = order.lines.reduce((sum, line) => sum + line.quantity * line.priceCents, 0);
+      const inserted = await tx
+        .insertInto('orders')
+        .values({
+          order_no: order.orderNo,
+          customer: order.customer,
+          total_cents: total,
+          message_id: message.id,
+          placed_at: new Date(order.placedAt),
+        })
+        .onConflict((oc) => oc.column('order_no').doNothing())
+        .returning('order_no')
+        .executeTakeFirst();
+      if (inserted === undefined) {
+        // The inbox saw a new message id, the order number says it is an order we have. Apply nothing, and
+        // make it visible: a producer minting a new id per publish attempt is a bug to fix at the source.
+        const first = await tx.selectFrom('orders').select('message_id').where('order_no', '=', order.orderNo).executeTakeFirstOrThrow();
+        logger.warn({ orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id }, 'orders: order already applied under another message id');
+        options.onSecondGuard?.({ orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id });
+        return;
+      }
+      for (const line of order.lines) {
+        const reserved = await tx
+          .updateTable('products')
+          .set((eb) => ({ available: eb('available', '-', line.quantity) }))
+          .where('sku', '=', line.sku)
+          .where('available', '>=', line.quantity)
+          .returning('sku')
+          .executeTakeFirst();
+        // Thrown inside the transaction: the order row above rolls back with it.
+        if (reserved === undefined) throw new PermanentError(`out of stock: ${line.sku} × ${line.quantity}`, { code: 'OUT_OF_STOCK' });
+        await tx.insertInto('order_lines').values({ order_no: order.orderNo, sku: line.sku, quantity: line.quantity, price_cents: line.priceCents }).execute();
+      }
+    },
+  });
+}
