@@ -205,7 +205,8 @@ maven_lib() { # maven_lib NAME POM LIBDIR
 # initdb and postgres refuse to run as root: as root they run as the `postgres` user.
 pg_as() {
   # 9>&-: daemons must not inherit the lock fd (they would hold the lock for ever).
-  if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@" 9>&-; else "$@" 9>&-; fi
+  # From /, which the postgres user can always enter (the checkout may be under /root).
+  if [[ $EUID -eq 0 ]]; then (cd / && runuser -u postgres -- "$@" 9>&-); else "$@" 9>&-; fi
 }
 
 # Where the cluster lives: .services/postgres when the postgres user can reach it, else a folder under
