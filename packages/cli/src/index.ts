@@ -39,7 +39,8 @@ export { RateLimiter } from './replay/rate-limiter.js';
 export { systemClock } from './replay/clock.js';
 export type { Clock } from './replay/clock.js';
 
-export type { InboxLookup, InboxRowState, InboxRowStatus } from './inbox/inbox-lookup.js';
+export type { InboxLookup, InboxRowStatus } from './inbox/inbox-lookup.js';
+export { replayFingerprint } from './replay/replay-fingerprint.js';
 export { inspectorInboxLookup } from './inbox/inspector-inbox-lookup.js';
 export { inboxStore } from './inbox/inbox-store.js';
 export type { InboxTableName } from './inbox/inbox-store.js';
@@ -54,7 +55,7 @@ export type {
 
 export { diagnose } from './doctor/diagnose.js';
 export type { DiagnoseOptions, DoctorReport } from './doctor/diagnose.js';
-export { checkConfigInvariants, retryHorizonMs } from './doctor/config-invariants.js';
+export { checkConfigInvariants, retryHorizonMs, worstCaseRetryTimeMs } from './doctor/config-invariants.js';
 export type { DoctorCheck } from './doctor/config-invariants.js';
 export { readConsumerSettings, CORE_DEFAULTS } from './doctor/consumer-settings.js';
 export type { ConsumerSettings } from './doctor/consumer-settings.js';

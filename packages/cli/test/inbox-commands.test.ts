@@ -231,7 +231,7 @@ describe('inboxkit doctor', () => {
     await writeFile(
       join(dir, 'inboxkit.json'),
       JSON.stringify({
-        consumers: [{ name: 'payments', maxAttempts: 10, dedupeWindow: '10m', backoff: { maxDelay: '5m' } }],
+        consumers: [{ name: 'payments', maxAttempts: 10, dedupeWindow: '5m', backoff: { maxDelay: '5m' } }],
       }),
     );
     const io = captureIo();

@@ -1,6 +1,8 @@
 // The configuration invariants of DESIGN §5, checked all at once (core stops at the first at start-up): each
 // failed check says which setting to change and to what.
 
+import { retryHorizonMs as coreRetryHorizonMs } from '@inboxkit/core';
+
 import { formatDuration } from '../settings/parse-values.js';
 import type { ConsumerSettings } from './consumer-settings.js';
 
@@ -16,17 +18,28 @@ export interface DoctorCheck {
 }
 
 /**
- * The longest time from a message's first delivery to its last retry: every backoff delay at its maximum (no
- * jitter) plus every attempt running to its timeout (the lease, in leased mode, where a crashed attempt holds
- * the message until the lease ends).
+ * Core's retry horizon (the sum of the largest backoff delays between `maxAttempts` attempts): the dedupe
+ * window must cover it, and `idempotentConsumer()` refuses to start when it does not.
  */
 export function retryHorizonMs(s: ConsumerSettings): number {
-  let delays = 0;
-  for (let attempt = 1; attempt < s.maxAttempts; attempt += 1) {
-    delays += Math.min(s.backoffInitialMs * s.backoffMultiplier ** (attempt - 1), s.backoffMaxMs);
-  }
+  return coreRetryHorizonMs(
+    {
+      initialDelayMs: s.backoffInitialMs,
+      multiplier: s.backoffMultiplier,
+      maxDelayMs: s.backoffMaxMs,
+      jitter: 'none',
+    },
+    s.maxAttempts,
+  );
+}
+
+/**
+ * The retry horizon plus every attempt running to its timeout (the lease, in leased mode, where a crashed
+ * attempt holds the message until the lease ends): the worst case from first delivery to last attempt.
+ */
+export function worstCaseRetryTimeMs(s: ConsumerSettings): number {
   const perAttempt = s.mode === 'leased' ? Math.max(s.leaseMs, s.handlerTimeoutMs) : s.handlerTimeoutMs;
-  return delays + s.maxAttempts * perAttempt;
+  return retryHorizonMs(s) + s.maxAttempts * perAttempt;
 }
 
 /** Checks one consumer's settings; returns one result per invariant. */
@@ -34,20 +47,30 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
   const checks: DoctorCheck[] = [];
   const d = formatDuration;
   const horizon = retryHorizonMs(s);
-  checks.push(
-    s.dedupeWindowMs >= horizon
-      ? {
-          name: `${s.name}: dedupe window vs retry horizon`,
-          status: 'ok',
-          detail: `window ${d(s.dedupeWindowMs)} ≥ retry horizon ${d(horizon)}`,
-        }
-      : {
-          name: `${s.name}: dedupe window vs retry horizon`,
-          status: 'fail',
-          detail: `window ${d(s.dedupeWindowMs)} < retry horizon ${d(horizon)} (${s.maxAttempts} attempts, backoff ${d(s.backoffInitialMs)}×${s.backoffMultiplier} capped at ${d(s.backoffMaxMs)}): a retried message could outlive its dedupe record`,
-          fix: `raise dedupeWindow to at least ${d(horizon)}, or lower maxAttempts / backoff.maxDelay`,
-        },
-  );
+  const worst = worstCaseRetryTimeMs(s);
+  const name = `${s.name}: dedupe window vs retry horizon`;
+  const schedule = `${s.maxAttempts} attempts, backoff ${d(s.backoffInitialMs)}×${s.backoffMultiplier} capped at ${d(s.backoffMaxMs)}`;
+  if (s.dedupeWindowMs < horizon) {
+    checks.push({
+      name,
+      status: 'fail',
+      detail: `window ${d(s.dedupeWindowMs)} < retry horizon ${d(horizon)} (${schedule}): a late retry could find its id forgotten; idempotentConsumer() refuses this configuration`,
+      fix: `raise dedupeWindow to at least ${d(horizon)}, or lower maxAttempts / backoff.maxDelay`,
+    });
+  } else if (s.dedupeWindowMs < worst) {
+    checks.push({
+      name,
+      status: 'warn',
+      detail: `window ${d(s.dedupeWindowMs)} covers the retry horizon ${d(horizon)} but not the ${d(worst)} it takes when every attempt also runs to its ${s.mode === 'leased' ? 'lease' : 'handler timeout'}`,
+      fix: `raise dedupeWindow to at least ${d(worst)}`,
+    });
+  } else {
+    checks.push({
+      name,
+      status: 'ok',
+      detail: `window ${d(s.dedupeWindowMs)} ≥ retry horizon ${d(horizon)} (${d(worst)} with every attempt at its timeout)`,
+    });
+  }
   if (s.mode === 'leased') {
     checks.push(
       s.leaseMs > s.handlerTimeoutMs

@@ -1,7 +1,7 @@
 // The consumer settings `inboxkit doctor` checks, read from a JSON config file and flags, with the defaults
 // of @inboxkit/core (DESIGN §8) for whatever is not given.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { CONSUMER_DEFAULTS, ConfigurationError, DEFAULT_BACKOFF } from '@inboxkit/core';
 
 import { parseDuration } from '../settings/parse-values.js';
 
@@ -32,16 +32,16 @@ export interface ConsumerSettings {
   readonly rabbitmqDeliveryLimit?: number | undefined;
 }
 
-/** Core's defaults (DESIGN §8). */
+/** Core's defaults (DESIGN §8), read from core so doctor and `idempotentConsumer()` agree. */
 export const CORE_DEFAULTS = Object.freeze({
-  maxAttempts: 5,
-  dedupeWindowMs: 7 * 86_400_000,
-  handlerTimeoutMs: 30_000,
-  leaseMs: 60_000,
-  mode: 'transactional' as const,
-  backoffInitialMs: 1_000,
-  backoffMultiplier: 2,
-  backoffMaxMs: 300_000,
+  maxAttempts: CONSUMER_DEFAULTS.maxAttempts,
+  dedupeWindowMs: CONSUMER_DEFAULTS.dedupeWindowMs,
+  handlerTimeoutMs: CONSUMER_DEFAULTS.handlerTimeoutMs,
+  leaseMs: CONSUMER_DEFAULTS.leaseMs,
+  mode: CONSUMER_DEFAULTS.mode,
+  backoffInitialMs: DEFAULT_BACKOFF.initialDelayMs,
+  backoffMultiplier: DEFAULT_BACKOFF.multiplier,
+  backoffMaxMs: DEFAULT_BACKOFF.maxDelayMs,
 });
 
 type Json = Record<string, unknown>;

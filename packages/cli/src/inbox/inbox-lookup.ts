@@ -1,25 +1,13 @@
-// The port the replay engine reads the inbox through: what state each message id is in for a consumer.
-// PostgresInboxLookup implements it on the inbox table; tests use an in-memory map.
+// The port the replay engine reads the inbox through: the rows of some message ids of a consumer, as core's
+// inspection API returns them. `inspectorInboxLookup` adapts any core store; tests use an in-memory map.
 
-/** The states of an inbox row (DESIGN §3). */
-export type InboxRowStatus = 'processing' | 'completed' | 'failed' | 'dead_lettered';
+import type { InboxRow, InboxStatus } from '@inboxkit/core';
 
-/** What the CLI needs to know about one inbox row. */
-export interface InboxRowState {
-  readonly status: InboxRowStatus;
-  readonly attempts: number;
-  /** Set for `dead_lettered` rows. */
-  readonly deadLetterReason?: string | undefined;
-  /** Lease end of a `processing` row (leased mode). */
-  readonly lockedUntil?: Date | undefined;
-  /** No retry before this time (`failed` rows). */
-  readonly availableAt?: Date | undefined;
-  /** How often the row was reopened by a replay. */
-  readonly replayCount?: number | undefined;
-}
+/** The states of an inbox row (DESIGN §3), as core names them. */
+export type InboxRowStatus = InboxStatus;
 
 /** Reads inbox rows by (consumer, message id). */
 export interface InboxLookup {
   /** The rows of `ids` for `consumer`; ids without a row are absent from the map. */
-  find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRowState>>;
+  find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRow>>;
 }

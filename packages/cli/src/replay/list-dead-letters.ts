@@ -8,6 +8,7 @@ import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { matchesFilter } from './dead-letter-filter.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { predictReplay } from './predict-replay.js';
+import { replayFingerprint } from './replay-fingerprint.js';
 import type { ReplayPrediction } from './predict-replay.js';
 
 /** Options of `listDeadLetters()`. */
@@ -67,6 +68,9 @@ export interface DeadLetterListing {
   readonly entries: readonly ListedDeadLetter[];
 }
 
+/** Stands for the replay id of a future run: never equal to a row's last replay id. */
+const NEXT_REPLAY = '\u0000next-replay';
+
 /** Replaces the variable parts of an error message (numbers, UUIDs, hex ids, quoted values) with placeholders. */
 export function errorShape(error: string): string {
   return error
@@ -103,7 +107,7 @@ function sourceLabel(source: {
 export async function listDeadLetters(options: ListDeadLettersOptions): Promise<DeadLetterListing> {
   const limit = options.limit ?? 1_000;
   const filter = options.filter ?? {};
-  const raw: { entry: ListedDeadLetter; shape: string | undefined }[] = [];
+  const raw: { entry: ListedDeadLetter; shape: string | undefined; fingerprint: string | undefined }[] = [];
   const seen = new Set<string>();
   let read = 0;
   for await (const entry of options.reader.browse({ limit })) {
@@ -115,6 +119,7 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     if (!matchesFilter(entry.id, record, filter)) continue;
     const error = record?.error === undefined ? undefined : `${record.error.name}: ${record.error.message}`;
     raw.push({
+      fingerprint: replayFingerprint(entry, record),
       shape: error === undefined ? undefined : errorShape(error),
       entry: {
         position: entry.position,
@@ -145,7 +150,11 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
         const e = item.entry;
         if (e.consumer !== consumer || e.id === undefined) continue;
         const row = rows.get(e.id);
-        item.entry = { ...e, inboxStatus: row?.status ?? 'none', prediction: predictReplay(row) };
+        item.entry = {
+          ...e,
+          inboxStatus: row?.status ?? 'none',
+          prediction: predictReplay(row, NEXT_REPLAY, item.fingerprint),
+        };
       }
     }
   }

@@ -1,18 +1,30 @@
-// What the inbox will do with a replayed message, read from its row before the replay (DESIGN §6). The same
-// function feeds `--dry-run`, `dlq list` and the summary of a real run, so the prediction and the run agree.
+// What the inbox will do with a replayed message, read from its row before the replay (DESIGN §6). The
+// decision itself is core's `replayDecision` — the same rules as the claim — so a dry run cannot disagree
+// with the consumer; this file only names the outcomes for operators. The same function feeds `--dry-run`,
+// `dlq list` and the summary of a real run.
 
-import type { InboxRowState } from '../inbox/inbox-lookup.js';
+import { replayDecision } from '@inboxkit/core';
+import type { InboxRow } from '@inboxkit/core';
 
 /**
- * - `process`: no inbox row, the message is processed as new.
  * - `reopen`: the row is `dead_lettered`; the replay reopens it once, processes it and audits the replay.
- * - `skip-duplicate`: the row is `completed`; the consumer skips the replay as a duplicate.
+ * - `process`: no inbox row; the message is processed as new.
+ * - `skip-duplicate`: the row is `completed` (or an earlier copy in the same run applies it); skipped.
  * - `in-flight`: the row is `processing`; the replay waits for that delivery, then is skipped or takes over.
  * - `retry-pending`: the row is `failed` and still being retried; the replay counts as its next attempt.
+ * - `payload-mismatch`: the body differs from the one the id was applied with; dead-lettered again.
+ * - `already-replayed`: dead-lettered again under this very replay id; dead-lettered again.
  * - `unknown`: the inbox was not read (no database given, or the dead letter has no id or consumer).
  */
 export type ReplayPrediction =
-  'process' | 'reopen' | 'skip-duplicate' | 'in-flight' | 'retry-pending' | 'unknown';
+  | 'process'
+  | 'reopen'
+  | 'skip-duplicate'
+  | 'in-flight'
+  | 'retry-pending'
+  | 'payload-mismatch'
+  | 'already-replayed'
+  | 'unknown';
 
 /** Every prediction, in display order. */
 export const REPLAY_PREDICTIONS: readonly ReplayPrediction[] = [
@@ -21,22 +33,35 @@ export const REPLAY_PREDICTIONS: readonly ReplayPrediction[] = [
   'skip-duplicate',
   'in-flight',
   'retry-pending',
+  'payload-mismatch',
+  'already-replayed',
   'unknown',
 ];
 
-/** The prediction for a row (`undefined` = no row; `null` = the inbox was not read). */
-export function predictReplay(row: InboxRowState | undefined | null): ReplayPrediction {
+/**
+ * The prediction for a row (`undefined` = no row; `null` = the inbox was not read), replayed under
+ * `replayId`. Give `fingerprint` (core's `fingerprintPayload` of the replayed payload) to detect a
+ * payload mismatch.
+ */
+export function predictReplay(
+  row: InboxRow | undefined | null,
+  replayId: string,
+  fingerprint?: string,
+): ReplayPrediction {
   if (row === null) return 'unknown';
-  if (row === undefined) return 'process';
-  switch (row.status) {
-    case 'completed':
-      return 'skip-duplicate';
-    case 'dead_lettered':
+  switch (replayDecision(row, replayId, fingerprint)) {
+    case 'no-row':
+      return 'process';
+    case 'reopen':
       return 'reopen';
-    case 'processing':
-      return 'in-flight';
-    case 'failed':
-      return 'retry-pending';
+    case 'skip-completed':
+      return 'skip-duplicate';
+    case 'skip-already-replayed':
+      return 'already-replayed';
+    case 'payload-mismatch':
+      return 'payload-mismatch';
+    case 'in-progress':
+      return row?.status === 'failed' ? 'retry-pending' : 'in-flight';
   }
 }
 
@@ -53,6 +78,10 @@ export function describePrediction(prediction: ReplayPrediction): string {
       return 'processing: waits for the current delivery, then skipped or taken over';
     case 'retry-pending':
       return 'failed: still being retried; the replay is its next attempt';
+    case 'payload-mismatch':
+      return 'applied with another body: dead-lettered again as payload-mismatch';
+    case 'already-replayed':
+      return 'dead-lettered again under this replay id: dead-lettered again';
     case 'unknown':
       return 'inbox not read';
   }

@@ -11,7 +11,9 @@ import type {
   Publisher,
   TakenDeadLetter,
 } from '@inboxkit/core';
-import type { InboxLookup, InboxRowState, InboxRowStatus } from '../inbox/inbox-lookup.js';
+import type { InboxRow } from '@inboxkit/core';
+
+import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { systemClock } from './clock.js';
 import type { Clock } from './clock.js';
 import { isFilterActive, matchesFilter } from './dead-letter-filter.js';
@@ -19,6 +21,7 @@ import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { predictReplay, REPLAY_PREDICTIONS } from './predict-replay.js';
 import type { ReplayPrediction } from './predict-replay.js';
 import { RateLimiter } from './rate-limiter.js';
+import { replayFingerprint } from './replay-fingerprint.js';
 import { replayDestination, replayMessage } from './replay-message.js';
 import type { ReplayDestination } from './replay-message.js';
 
@@ -205,7 +208,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
   const lookup = async (
     consumer: string | undefined,
     id: string | undefined,
-  ): Promise<{ row: InboxRowState | undefined | null; detail?: string }> => {
+  ): Promise<{ row: InboxRow | undefined | null; detail?: string }> => {
     if (options.inbox === undefined || consumer === undefined || id === undefined) return { row: null };
     try {
       const rows = await options.inbox.find(consumer, [id]);
@@ -263,7 +266,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     const idKey = `${consumer ?? ''}\u0000${entry.id ?? ''}`;
     const earlierCopy = entry.id !== undefined && selectedIds.has(idKey);
     if (entry.id !== undefined) selectedIds.set(idKey, (selectedIds.get(idKey) ?? 0) + 1);
-    const rowPrediction = predictReplay(row);
+    const rowPrediction = predictReplay(row, replayId, replayFingerprint(entry, record));
     const prediction: ReplayPrediction =
       earlierCopy && (rowPrediction === 'reopen' || rowPrediction === 'process')
         ? 'skip-duplicate'

@@ -2,7 +2,11 @@
 
 import { describe, expect, it } from 'vitest';
 
-import { checkConfigInvariants, retryHorizonMs } from '../../src/doctor/config-invariants.js';
+import {
+  checkConfigInvariants,
+  retryHorizonMs,
+  worstCaseRetryTimeMs,
+} from '../../src/doctor/config-invariants.js';
 import { CORE_DEFAULTS, readConsumerSettings } from '../../src/doctor/consumer-settings.js';
 
 const defaults = { name: 'orders', ...CORE_DEFAULTS };
@@ -13,21 +17,25 @@ describe('checkConfigInvariants', () => {
     expect(checks.filter((c) => c.status === 'fail')).toEqual([]);
   });
 
-  it('computes the retry horizon from backoff and attempts', () => {
-    // 4 delays: 1s, 2s, 4s, 8s = 15s, plus 5 attempts × 30s handler timeout.
-    expect(retryHorizonMs(defaults)).toBe(15_000 + 150_000);
+  it("computes core's retry horizon from backoff and attempts, and the worst case with attempt timeouts", () => {
+    // 4 delays: 1s, 2s, 4s, 8s = 15s; plus 5 attempts × 30s handler timeout in the worst case.
+    expect(retryHorizonMs(defaults)).toBe(15_000);
+    expect(worstCaseRetryTimeMs(defaults)).toBe(15_000 + 150_000);
     // capped delays: 20 attempts → 1+2+4+…+256 s (511 s) then 10 × 300 s.
-    expect(retryHorizonMs({ ...defaults, maxAttempts: 20, handlerTimeoutMs: 0 })).toBe(
-      511_000 + 10 * 300_000,
-    );
+    expect(retryHorizonMs({ ...defaults, maxAttempts: 20 })).toBe(511_000 + 10 * 300_000);
   });
 
-  it('fails a dedupe window shorter than the retry horizon and says how long it must be', () => {
-    const [window] = checkConfigInvariants({ ...defaults, dedupeWindowMs: 60_000 });
+  it('fails a dedupe window shorter than the retry horizon (as core does at start-up) and says how long it must be', () => {
+    const [window] = checkConfigInvariants({ ...defaults, dedupeWindowMs: 10_000 });
     expect(window).toMatchObject({
       status: 'fail',
-      fix: expect.stringMatching(/raise dedupeWindow to at least 2m 45s/),
+      fix: expect.stringMatching(/raise dedupeWindow to at least 15s/),
     });
+  });
+
+  it('warns when the window covers the backoff but not attempts running to their timeout', () => {
+    const [window] = checkConfigInvariants({ ...defaults, dedupeWindowMs: 60_000 });
+    expect(window).toMatchObject({ status: 'warn', fix: expect.stringMatching(/at least 2m 45s/) });
   });
 
   it('fails a lease not above the handler timeout in leased mode only', () => {

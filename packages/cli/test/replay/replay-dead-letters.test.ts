@@ -1,7 +1,7 @@
 // The replay engine against in-process ports: what it publishes, what it removes, what it predicts, and
 // that interruptions and failures lose nothing.
 
-import { HEADERS, parseReplayMarker } from '@inboxkit/core';
+import { fingerprintPayload, HEADERS, parseReplayMarker } from '@inboxkit/core';
 import { describe, expect, it } from 'vitest';
 
 import { replayDeadLetters } from '../../src/replay/replay-dead-letters.js';
@@ -149,6 +149,32 @@ describe('replayDeadLetters', () => {
       'in-flight': 1,
       'retry-pending': 1,
     });
+  });
+
+  it("predicts with core's replayDecision: a payload mismatch, and a row already reopened under this replay id", async () => {
+    const inbox = new MemoryInbox();
+    inbox.set('orders', 'same', 'completed', fingerprintPayload({ total: 1 }));
+    inbox.set('orders', 'other', 'completed', fingerprintPayload({ total: 1 }));
+    inbox.set('orders', 'again', 'dead_lettered');
+    inbox.rows.get('orders\u0000again')!.replays.push('r-7');
+    const entries = [
+      deadLetter('same', { reason: 'payload-mismatch', body: '{"total":1}' }),
+      deadLetter('other', { reason: 'payload-mismatch', body: '{"total": 2}' }),
+      deadLetter('again'),
+    ];
+    const dry = await replayDeadLetters({
+      transport: 'kafka',
+      reader: new MemoryDeadLetterQueue(entries),
+      inbox,
+      dryRun: true,
+      replayId: 'r-7',
+      requestedBy: 't',
+    });
+    expect(dry.entries.map((e) => [e.id, e.prediction])).toEqual([
+      ['same', 'skip-duplicate'],
+      ['other', 'payload-mismatch'],
+      ['again', 'already-replayed'],
+    ]);
   });
 
   it('applies each dead-lettered message once and skips completed ones; a second replay applies nothing more', async () => {

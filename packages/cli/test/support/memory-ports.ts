@@ -4,6 +4,7 @@
 
 import { deadLetterHeaders, parseReplayMarker } from '@inboxkit/core';
 import type {
+  InboxRow,
   DeadLetterEntry,
   DeadLetterQueueReader,
   OutgoingMessage,
@@ -11,7 +12,7 @@ import type {
   TakenDeadLetter,
 } from '@inboxkit/core';
 
-import type { InboxLookup, InboxRowState, InboxRowStatus } from '../../src/inbox/inbox-lookup.js';
+import type { InboxLookup, InboxRowStatus } from '../../src/inbox/inbox-lookup.js';
 
 /** Builds a DLQ entry the way a transport writes one. */
 export function deadLetter(
@@ -157,6 +158,35 @@ interface Row {
   status: InboxRowStatus;
   attempts: number;
   replays: string[];
+  fingerprint: string | null;
+}
+
+/** A full core InboxRow for an in-memory row. */
+function toInboxRow(consumer: string, messageId: string, row: Row): InboxRow {
+  const now = new Date('2030-01-01T00:00:00Z');
+  return {
+    consumer,
+    messageId,
+    status: row.status,
+    fingerprint: row.fingerprint,
+    attempts: row.attempts,
+    startedAttempts: 0,
+    leaseToken: null,
+    lockedUntil: null,
+    availableAt: now,
+    receivedAt: now,
+    messageTimestamp: null,
+    completedAt: row.status === 'completed' ? now : null,
+    expiresAt: new Date(now.getTime() + 7 * 86_400_000),
+    lastError: null,
+    deadLetterReason: row.status === 'dead_lettered' ? 'max-attempts' : null,
+    deadLetteredAt: row.status === 'dead_lettered' ? now : null,
+    replayCount: row.replays.length,
+    lastReplayId: row.replays.at(-1) ?? null,
+    firstFailureAt: null,
+    lastFailureAt: null,
+    claimedFrom: null,
+  };
 }
 
 /**
@@ -168,11 +198,12 @@ export class MemoryInbox implements InboxLookup {
   readonly effects = new Map<string, number>();
   readonly outcomes: { id: string; outcome: 'processed' | 'duplicate' | 'ignored' }[] = [];
 
-  set(consumer: string, id: string, status: InboxRowStatus): void {
+  set(consumer: string, id: string, status: InboxRowStatus, fingerprint: string | null = null): void {
     this.rows.set(`${consumer}\u0000${id}`, {
       status,
       attempts: status === 'completed' ? 1 : 5,
       replays: [],
+      fingerprint,
     });
   }
 
@@ -180,11 +211,11 @@ export class MemoryInbox implements InboxLookup {
     return this.rows.get(`${consumer}\u0000${id}`)?.status;
   }
 
-  async find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRowState>> {
-    const out = new Map<string, InboxRowState>();
+  async find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRow>> {
+    const out = new Map<string, InboxRow>();
     for (const id of ids) {
       const row = this.rows.get(`${consumer}\u0000${id}`);
-      if (row) out.set(id, { status: row.status, attempts: row.attempts, replayCount: row.replays.length });
+      if (row) out.set(id, toInboxRow(consumer, id, row));
     }
     return out;
   }
@@ -196,7 +227,7 @@ export class MemoryInbox implements InboxLookup {
     const marker = parseReplayMarker(message.headers ?? {});
     let outcome: 'processed' | 'duplicate' | 'ignored';
     if (row === undefined) {
-      this.rows.set(key, { status: 'completed', attempts: 1, replays: [] });
+      this.rows.set(key, { status: 'completed', attempts: 1, replays: [], fingerprint: null });
       outcome = 'processed';
     } else if (row.status === 'completed') {
       outcome = 'duplicate';
