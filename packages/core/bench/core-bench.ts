@@ -1,5 +1,6 @@
 // Core's throughput on real Postgres, side by side in one run (concurrency 16, a one-row effect):
 //   bare        BEGIN; INSERT effect; COMMIT on node-postgres, no dedupe (the floor to beat)
+//   raw floor   BEGIN + a minimal claim in one round trip, effect, COMMIT (the SQL floor of this design)
 //   inboxkit    idempotentConsumer().handle(), transactional mode, 30% duplicates
 //   first-only  the same with no duplicates            dup-only   deliveries of ids already completed
 //   batch       handleBatch() of 50 messages           naive      SELECT, then BEGIN; INSERT effect; INSERT id; COMMIT
@@ -107,6 +108,31 @@ async function bare(ids: readonly string[]): Promise<number> {
   });
 }
 
+/**
+ * The raw-SQL floor of this design: the claim (a minimal inbox row inserted as completed, a conflict meaning
+ * duplicate) shares BEGIN's round trip, then the effect, then COMMIT. No features: no attempts, leases, payload
+ * check or dead letters — what inboxkit adds must cost little on top of this.
+ */
+async function rawFloor(ids: readonly string[]): Promise<number> {
+  return drive(ids, async (id) => {
+    const client = await pool.connect();
+    try {
+      const literal = `'${id.replaceAll("'", "''")}'`;
+      const results = (await client.query(
+        `BEGIN; INSERT INTO "${schema}".floor_inbox (message_id) VALUES (${literal}) ON CONFLICT DO NOTHING RETURNING 1`,
+      )) as unknown as pg.QueryResult[];
+      if (results[1]!.rowCount === 0) {
+        await client.query('ROLLBACK');
+        return;
+      }
+      await client.query(INSERT_EFFECT, [id, 42]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  });
+}
+
 /** Check-then-act: a read outside the transaction decides, so concurrent duplicates both apply. */
 async function naive(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
@@ -169,6 +195,9 @@ async function main(): Promise<void> {
   await migrateInbox(db, { schema });
   await sql.raw(`CREATE TABLE "${schema}".effects (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`).execute(db);
   await sql.raw(`CREATE TABLE "${schema}".naive_processed (message_id text NOT NULL)`).execute(db);
+  await sql
+    .raw(`CREATE TABLE "${schema}".floor_inbox (message_id text COLLATE "C" PRIMARY KEY, completed_at timestamptz NOT NULL DEFAULT now())`)
+    .execute(db);
   await sql.raw(`CREATE INDEX ON "${schema}".naive_processed (message_id)`).execute(db);
   const version = (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
   console.log(
@@ -180,6 +209,7 @@ async function main(): Promise<void> {
   await inboxkit(stream('warm-ik', 500, 0.3));
   await inboxkitBatch(stream('warm-b', 500, 0.3));
   await naive(stream('warm-n', 500, 0.3));
+  await rawFloor(stream('warm-f', 500, 0.3));
 
   // Scenarios run in interleaved slices (rotating their order each round) so that load drifting on a shared
   // machine touches every scenario alike; rates are total deliveries over total time.
@@ -189,6 +219,7 @@ async function main(): Promise<void> {
   await inboxkit(dupOnlyIds);
   const scenarios: { name: string; run: (tag: string) => Promise<number>; note?: () => Promise<string> }[] = [
     { name: 'bare pg transaction (no dedupe)', run: (tag) => bare(stream(`${tag}-bare`, slice, 0.3)) },
+    { name: 'raw-SQL inbox floor, 30% duplicates', run: (tag) => rawFloor(stream(`${tag}-floor`, slice, 0.3)) },
     {
       name: 'inboxkit handle(), 30% duplicates',
       run: (tag) => inboxkit(stream(`${tag}-ik`, slice, 0.3)),
@@ -250,6 +281,8 @@ async function main(): Promise<void> {
   const firstOnly = best.get('inboxkit handle(), first deliveries only')!.perSecond;
   const batch = best.get(`inboxkit handleBatch(${BATCH_SIZE}), 30% duplicates`)!.perSecond;
   const single = best.get('inboxkit handle(), 30% duplicates')!.perSecond;
+  const floor = best.get('raw-SQL inbox floor, 30% duplicates')!.perSecond;
+  console.log(`inboxkit handle() vs the raw-SQL floor: ${(single / floor).toFixed(2)}×`);
   console.log('');
   console.log(`duplicate vs first delivery: ${(dupOnly / firstOnly).toFixed(2)}×`);
   console.log(`handleBatch vs handle: ${(batch / single).toFixed(2)}×`);

@@ -161,6 +161,30 @@ describe('PostgresInboxStore', () => {
     expect(await countEffects(t.db, t.schema, 'swallow')).toBe(2);
   });
 
+  it.each(['on-failure', 'always'] as const)(
+    'isolates a failing message of a batch with batchSavepoints %s',
+    async (batchSavepoints) => {
+      const name = `batch-${batchSavepoints}`;
+      const runs = new Map<string, number>();
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name,
+        store: new PostgresInboxStore({ db: t.db, schema: t.schema, batchSavepoints }),
+        handler: async (m, { tx }) => {
+          runs.set(m.id, (runs.get(m.id) ?? 0) + 1);
+          await insertEffect(tx, t.schema, name, m.id);
+          if (m.id === 'bad') throw new Error('bad one');
+        },
+      });
+      const outcomes = await consumer.handleBatch([message('a'), message('bad'), message('b')]);
+      expect(outcomes.map((o) => o.status)).toEqual(['processed', 'retry', 'processed']);
+      expect(await countEffects(t.db, t.schema, name)).toBe(2);
+      expect(await countEffects(t.db, t.schema, name, 'bad')).toBe(0);
+      // The optimistic pass ran 'a' and 'bad' before rolling back; the isolated pass ran all three.
+      expect(runs.get('a')).toBe(batchSavepoints === 'on-failure' ? 2 : 1);
+      expect(runs.get('b')).toBe(1);
+    },
+  );
+
   it('never returns a connection to the pool inside a transaction', async () => {
     const app = `inboxkit-idle-${randomBytes(3).toString('hex')}`;
     const pool = new pg.Pool({ connectionString: t.url, max: 3, application_name: app });

@@ -52,6 +52,14 @@ export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
    * does not exist" errors. Default is true.
    */
   readonly preparedStatements?: boolean;
+  /**
+   * How `handleBatch` isolates messages. `on-failure`: the batch first runs without savepoints (one round trip
+   * per handler statement, nothing more); if a handler fails, that transaction is rolled back and the batch runs
+   * again with a savepoint per message, so the failure is recorded and the others commit. Handlers of a failing
+   * batch may therefore run twice (their transaction effects once). `always`: a savepoint before every message.
+   * Default is `on-failure`.
+   */
+  readonly batchSavepoints?: 'on-failure' | 'always';
 }
 
 const DEFAULT_LIMIT = 100;
@@ -91,6 +99,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   /** Statements prepared on each connection (Kysely keeps one connection object per pg client). */
   readonly #preparedOn = new WeakMap<object, Set<string>>();
   #usePrepared: boolean;
+  readonly #batchSavepoints: 'on-failure' | 'always';
   #missingPrepared = 0;
   #runner: Promise<PipelineRunner | undefined> | undefined;
   /** The probe's answer once known (`null` before). */
@@ -107,6 +116,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     this.#sql = new InboxStatements(this.names);
     this.#pipelining = options.pipelining ?? 'auto';
     this.#usePrepared = options.preparedStatements ?? true;
+    this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';
     this.#claims = { completed: this.#sql.preparedClaim('completed'), processing: this.#sql.preparedClaim('processing') };
     const digest = createHash('sha256').update(`inboxkit:prune:${this.names.qualifiedTable}`).digest();
     this.#pruneKey = digest.readBigInt64BE(0);
@@ -156,12 +166,35 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   ): Promise<BatchRun[]> {
     if (requests.length === 0) return [];
     return this.#session(async (s) => {
-      const ids = requests.map((r) => r.messageId);
-      const answers = await this.#claim(s, settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed');
-      if (!(answers instanceof Map)) return requests.map(() => answers);
-      const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
-      const failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[] = [];
-      const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
+      if (this.#batchSavepoints === 'on-failure') {
+        const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false);
+        if (optimistic !== 'rerun') return optimistic;
+      }
+      const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
+      return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
+    });
+  }
+
+  /**
+   * One pass of a batch. Without savepoints (the optimistic pass), any handler failure rolls the whole
+   * transaction back and answers `rerun`; with a savepoint per message, a failure rolls back only that message,
+   * whose failure is then recorded in the same transaction.
+   */
+  async #runBatch(
+    s: SqlSession,
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    savepoints: boolean,
+  ): Promise<BatchRun[] | 'rerun'> {
+    const ids = requests.map((r) => r.messageId);
+    const answers = await this.#claim(s, settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed');
+    if (!(answers instanceof Map)) return requests.map(() => answers);
+    const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
+    const failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[] = [];
+    const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
+    try {
       for (let i = 0; i < requests.length; i++) {
         const answer = answers.get(ids[i]!);
         if (answer === undefined || !answer.claimed) {
@@ -173,51 +206,58 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
           continue;
         }
         const claimed = answer.claimed;
+        if (savepoints) {
+          try {
+            await s.query('SAVEPOINT inboxkit_message');
+          } catch (savepointError) {
+            // The previous handler resolved but left the transaction aborted (it swallowed a failed statement).
+            if (sqlState(savepointError) !== '25P02' || i === 0) throw savepointError;
+            await this.#failPrevious(s, i, results, failures, onFailure);
+            await s.query('SAVEPOINT inboxkit_message');
+          }
+        }
         let error: unknown;
         let failed = false;
-        try {
-          await s.query('SAVEPOINT inboxkit_message');
-        } catch (savepointError) {
-          // The previous handler resolved but left the transaction aborted (it swallowed a failed statement).
-          if (sqlState(savepointError) !== '25P02' || i === 0) throw savepointError;
-          await this.#failPrevious(s, i, results, failures, onFailure);
-          await s.query('SAVEPOINT inboxkit_message');
-        }
         try {
           await work(handlerTx.tx, claimed, i);
         } catch (e) {
           failed = true;
           error = e;
         }
+        if (failed && !savepoints) {
+          await s.rollbackQuietly();
+          return 'rerun';
+        }
         if (failed) {
           await s.query('ROLLBACK TO SAVEPOINT inboxkit_message');
           failures.push({ index: i, claimed, error, record: onFailure(claimed, error, i) });
         } else results[i] = { kind: 'completed', claimed };
       }
+    } finally {
       handlerTx.close();
-      try {
-        if (failures.length > 0) {
-          const written = await s.query(this.#sql.batchFailures(settings, failures.map((f) => f.record)));
-          const byId = new Map(written.map((r) => [String(r['message_id']), toRow(r)]));
-          for (const f of failures) {
-            const row = byId.get(f.claimed.messageId);
-            results[f.index] = {
-              kind: 'failed',
-              claimed: f.claimed,
-              error: f.error,
-              write: row === undefined ? { recorded: false, row: undefined } : { recorded: true, row },
-            };
-          }
+    }
+    try {
+      if (failures.length > 0) {
+        const written = await s.query(this.#sql.batchFailures(settings, failures.map((f) => f.record)));
+        const byId = new Map(written.map((r) => [String(r['message_id']), toRow(r)]));
+        for (const f of failures) {
+          const row = byId.get(f.claimed.messageId);
+          results[f.index] = {
+            kind: 'failed',
+            claimed: f.claimed,
+            error: f.error,
+            write: row === undefined ? { recorded: false, row: undefined } : { recorded: true, row },
+          };
         }
-      } catch (error) {
-        if (sqlState(error) !== '25P02') throw error;
-        await s.rollbackQuietly();
-        return requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const);
       }
-      // The last handler may have left the transaction aborted: then nothing commits, decide one by one.
-      if (!(await s.commit())) return requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const);
-      return results.map((r) => r ?? { kind: 'busy', reason: 'contended' });
-    });
+    } catch (error) {
+      if (sqlState(error) !== '25P02') throw error;
+      await s.rollbackQuietly();
+      return 'rerun';
+    }
+    // The last handler may have left the transaction aborted: then nothing committed.
+    if (!(await s.commit())) return 'rerun';
+    return results.map((r) => r ?? { kind: 'busy', reason: 'contended' });
   }
 
   /** Marks the message before `index` failed because its handler left the transaction aborted. */
