@@ -5,9 +5,10 @@
 //
 // Four consumers: plain eachMessage (autoCommit, one INSERT per message) vs kafkaConsumer `message` mode, and
 // plain eachBatch (one transaction per fetched batch, autoCommit after it) vs kafkaConsumer `batch` mode.
-// Throughput: N messages produced up front, timed from the first handled message to the last (group joins are
-// excluded). Latency: messages produced at a steady rate while the consumer runs, measured from the produce
-// call to the effect being committed. Connection settings come from .services/env or the environment.
+// Throughput: N messages produced up front, timed from the moment the consumer joined to the last effect.
+// Latency: both variants at the same steady rate (half the slower one's throughput), from the produce call to
+// the effect being committed. A reference line drives the idempotent consumer directly (no Kafka, same
+// concurrency), separating the transport's cost from the inbox's. Settings come from .services/env or the env.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +37,7 @@ const MESSAGES = Number(args.messages ?? (QUICK ? 4_000 : 20_000));
 const PARTITIONS = Number(args.partitions);
 const ROUNDS = Number(args.rounds ?? (QUICK ? 1 : 3));
 const LATENCY_MESSAGES = QUICK ? 500 : 2_000;
-const LATENCY_RATE = 500; // messages per second, well below every variant's throughput
+const LATENCY_RATE = 500; // messages per second at most; the latency runs use half the slower variant's throughput
 
 function setting(name: string): string {
   const fromEnv = process.env[name];
@@ -51,7 +52,11 @@ function setting(name: string): string {
   throw new Error(`${name} is not set: run \`npm run services:up\``);
 }
 
-const kafka = new Kafka({ clientId: 'inboxkit-bench', brokers: setting('KAFKA_BROKERS').split(','), logLevel: logLevel.NOTHING });
+const kafka = new Kafka({
+  clientId: 'inboxkit-bench',
+  brokers: setting('KAFKA_BROKERS').split(','),
+  logLevel: logLevel.NOTHING,
+});
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: PARTITIONS + 2 });
 const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
 const schema = `bench_kafka_${process.pid}`;
@@ -153,25 +158,38 @@ const plainBatch: Variant = {
   },
 };
 
+function inboxHandler(name: string, meter: Meter) {
+  return idempotentConsumer<Payload, Transaction<unknown>>({
+    name,
+    store: new PostgresInboxStore<unknown>({ db, schema }),
+    handler: async (message, context) => {
+      await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(
+        context.tx,
+      );
+    },
+    hooks: {
+      onOutcome: ({ outcome, message }) => {
+        if (outcome.status === 'processed') meter.hit(parse(message.body as Buffer));
+      },
+    },
+  });
+}
+
 function inbox(mode: 'message' | 'batch'): Variant {
   return {
     name: `kafkaConsumer ${mode}`,
     async start(topic, groupId, meter) {
-      const store = new PostgresInboxStore<unknown>({ db, schema });
-      const handler = idempotentConsumer<Payload, Transaction<unknown>>({
-        name: `bench-${groupId}`,
-        store,
-        handler: async (message, context) => {
-          await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(context.tx);
-        },
-        hooks: {
-          onOutcome: ({ outcome, message }) => {
-            if (outcome.status === 'processed') meter.hit(parse(message.body as Buffer));
-          },
-        },
-      });
+      const handler = inboxHandler(`bench-${groupId}`, meter);
       const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
-      const transport = kafkaConsumer({ consumer, kafka, topics: [topic], handler, mode, partitionConcurrency: PARTITIONS, fromBeginning: true });
+      const transport = kafkaConsumer({
+        consumer,
+        kafka,
+        topics: [topic],
+        handler,
+        mode,
+        partitionConcurrency: PARTITIONS,
+        fromBeginning: true,
+      });
       await transport.start();
       return async () => {
         await transport.stop();
@@ -184,7 +202,13 @@ function inbox(mode: 'message' | 'batch'): Variant {
 async function createTopic(topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [
+      { topic, numPartitions: PARTITIONS },
+      { topic: `${topic}.dlq`, numPartitions: 1 },
+    ],
+  });
   await admin.disconnect();
 }
 
@@ -195,7 +219,13 @@ async function deleteTopic(topic: string): Promise<void> {
   await admin.disconnect();
 }
 
-async function produce(producer: Producer, topic: string, from: number, count: number, sentAt: number): Promise<void> {
+async function produce(
+  producer: Producer,
+  topic: string,
+  from: number,
+  count: number,
+  sentAt: number,
+): Promise<void> {
   await producer.send({
     topic,
     acks: -1,
@@ -207,48 +237,98 @@ async function produce(producer: Producer, topic: string, from: number, count: n
   });
 }
 
-interface Result {
-  readonly perSecond: number;
-  readonly p50: number;
-  readonly p99: number;
-}
-
 function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-async function measure(variant: Variant, producer: Producer): Promise<Result> {
-  runId += 1;
-  const topic = `bench-${process.pid}-${runId}`;
-  await createTopic(topic);
-  const meter = new Meter();
-  try {
-    // Throughput over a backlog.
-    for (let from = 0; from < MESSAGES; from += 1_000) await produce(producer, topic, from, Math.min(1_000, MESSAGES - from), 0);
+/** Throughput over a backlog of MESSAGES, timed from the moment the consumer joined to the last effect. */
+async function throughput(variant: Variant, producer: Producer): Promise<number> {
+  return withTopic(async (topic) => {
+    for (let from = 0; from < MESSAGES; from += 1_000)
+      await produce(producer, topic, from, Math.min(1_000, MESSAGES - from), 0);
+    const meter = new Meter();
     const done = meter.expect(MESSAGES);
     const stop = await variant.start(topic, `${topic}-group`, meter);
     meter.begin();
     try {
       await done;
-        const perSecond = MESSAGES / ((meter.last - meter.first) / 1_000);
-      // Latency at a steady rate, 10 messages every 20 ms.
+      return MESSAGES / ((meter.last - meter.first) / 1_000);
+    } finally {
+      await stop();
+    }
+  });
+}
+
+/** End-to-end latency (produce call → effect committed) at a steady `rate`, 10 messages per tick. */
+async function latency(
+  variant: Variant,
+  producer: Producer,
+  rate: number,
+): Promise<{ p50: number; p99: number }> {
+  return withTopic(async (topic) => {
+    const meter = new Meter();
+    const stop = await variant.start(topic, `${topic}-group`, meter);
+    try {
       const paced = meter.expect(LATENCY_MESSAGES);
       for (let sent = 0; sent < LATENCY_MESSAGES; sent += 10) {
         const tick = performance.now();
-        await produce(producer, topic, MESSAGES + sent, 10, performance.now() + performance.timeOrigin);
-        const wait = 10_000 / LATENCY_RATE - (performance.now() - tick);
+        await produce(producer, topic, sent, 10, performance.now() + performance.timeOrigin);
+        const wait = 10_000 / rate - (performance.now() - tick);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
       await paced;
       const sorted = [...meter.latencies].sort((a, b) => a - b);
-      return { perSecond, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
     } finally {
       await stop();
     }
+  });
+}
+
+async function withTopic<T>(work: (topic: string) => Promise<T>): Promise<T> {
+  runId += 1;
+  const topic = `bench-${process.pid}-${runId}`;
+  await createTopic(topic);
+  await sql.raw(`TRUNCATE ${effects}`).execute(db);
+  try {
+    return await work(topic);
   } finally {
     await deleteTopic(topic);
   }
+}
+
+/**
+ * The idempotent consumer driven directly from memory with the same concurrency, no Kafka: what the inbox
+ * itself costs on this machine, so the transport's own share of any gap is visible.
+ */
+async function withoutKafka(mode: 'message' | 'batch'): Promise<number> {
+  await sql.raw(`TRUNCATE ${effects}`).execute(db);
+  runId += 1;
+  const meter = new Meter();
+  const handler = inboxHandler(`direct-${process.pid}-${runId}`, meter);
+  const perLane = Math.ceil(MESSAGES / PARTITIONS);
+  const message = (lane: number, i: number) => ({
+    id: `direct-${runId}-${lane}-${i}`,
+    body: Buffer.from(JSON.stringify({ n: i, sentAt: 0 })),
+    headers: {},
+    source: { transport: 'memory' },
+  });
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: PARTITIONS }, async (_, lane) => {
+      if (mode === 'message') {
+        for (let i = 0; i < perLane; i += 1) await handler.handle(message(lane, i));
+      } else {
+        for (let i = 0; i < perLane; i += 500) {
+          await handler.handleBatch(
+            Array.from({ length: Math.min(500, perLane - i) }, (_, k) => message(lane, i + k)),
+          );
+        }
+      }
+    }),
+  );
+  return (perLane * PARTITIONS) / ((performance.now() - started) / 1_000);
 }
 
 function median(values: readonly number[]): number {
@@ -256,46 +336,65 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-async function compare(plain: Variant, ours: Variant, producer: Producer, target: number): Promise<void> {
-  const results = new Map<Variant, Result[]>([
+async function compare(
+  plain: Variant,
+  ours: Variant,
+  mode: 'message' | 'batch',
+  producer: Producer,
+  target: number,
+): Promise<void> {
+  const rates = new Map<Variant, number[]>([
     [plain, []],
     [ours, []],
   ]);
+  const direct: number[] = [];
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const variant of round % 2 === 0 ? [plain, ours] : [ours, plain]) {
-      await sql.raw(`TRUNCATE ${effects}`).execute(db);
-      results.get(variant)!.push(await measure(variant, producer));
-    }
+    for (const variant of round % 2 === 0 ? [plain, ours] : [ours, plain])
+      rates.get(variant)!.push(await throughput(variant, producer));
+    direct.push(await withoutKafka(mode));
   }
-  const summary = (v: Variant): Result => {
-    const rs = results.get(v)!;
-    return { perSecond: median(rs.map((r) => r.perSecond)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)) };
-  };
-  const a = summary(plain);
-  const b = summary(ours);
-  for (const [v, r] of [
-    [plain, a],
-    [ours, b],
-  ] as const) {
-    console.log(`  ${v.name.padEnd(24)} ${r.perSecond.toFixed(0).padStart(7)} msg/s   p50 ${r.p50.toFixed(1).padStart(6)} ms   p99 ${r.p99.toFixed(1).padStart(6)} ms`);
-  }
-  const ratio = b.perSecond / a.perSecond;
-  console.log(`  ratio ${ratio.toFixed(2)}× (target ≥ ${target}×) ${ratio >= target ? 'ok' : 'BELOW TARGET'}\n`);
+  const a = median(rates.get(plain)!);
+  const b = median(rates.get(ours)!);
+  // Both at the same steady rate, half of the slower one's throughput: latency without queueing.
+  const rate = Math.max(20, Math.min(LATENCY_RATE, Math.floor(Math.min(a, b) / 2)));
+  const la = await latency(plain, producer, rate);
+  const lb = await latency(ours, producer, rate);
+  const line = (name: string, perSecond: number, l?: { p50: number; p99: number }) =>
+    console.log(
+      `  ${name.padEnd(36)} ${perSecond.toFixed(0).padStart(7)} msg/s` +
+        (l
+          ? `   p50 ${l.p50.toFixed(1).padStart(6)} ms   p99 ${l.p99.toFixed(1).padStart(6)} ms (at ${rate} msg/s)`
+          : ''),
+    );
+  line(plain.name, a, la);
+  line(ours.name, b, lb);
+  line(`(idempotent consumer alone, ${mode})`, median(direct));
+  const ratio = b / a;
+  console.log(
+    `  ratio ${ratio.toFixed(2)}× (target ≥ ${target}×) ${ratio >= target ? 'ok' : 'BELOW TARGET'}`,
+  );
+  console.log(
+    `  transport share: kafkaConsumer / idempotent consumer alone = ${(b / median(direct)).toFixed(2)}×\n`,
+  );
 }
 
 async function main(): Promise<void> {
   await migrateInbox(db, { schema });
   await sql.raw(`CREATE TABLE IF NOT EXISTS ${effects} (id text NOT NULL, n integer NOT NULL)`).execute(db);
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
   await producer.connect();
   console.log(
-    `kafka bench: ${MESSAGES} messages, ${PARTITIONS} partitions (concurrency ${PARTITIONS}), ${ROUNDS} round(s), latency at ${LATENCY_RATE} msg/s\n`,
+    `kafka bench: ${MESSAGES} messages, ${PARTITIONS} partitions (concurrency ${PARTITIONS}), ${ROUNDS} round(s), medians\n`,
   );
   try {
     console.log('single-message path');
-    await compare(plainMessage, inbox('message'), producer, 0.85);
+    await compare(plainMessage, inbox('message'), 'message', producer, 0.85);
     console.log('batch path');
-    await compare(plainBatch, inbox('batch'), producer, 0.9);
+    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9);
   } finally {
     await producer.disconnect();
     await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);

@@ -24,10 +24,19 @@ interface Progress {
   groupError: unknown;
 }
 
-const GROUP_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID', 'NOT_COORDINATOR_FOR_GROUP']);
+const GROUP_ERRORS = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'ILLEGAL_GENERATION',
+  'UNKNOWN_MEMBER_ID',
+  'NOT_COORDINATOR_FOR_GROUP',
+]);
 
 function isGroupError(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && GROUP_ERRORS.has(String((error as { type?: unknown }).type));
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    GROUP_ERRORS.has(String((error as { type?: unknown }).type))
+  );
 }
 
 function nextOffset(offset: string): string {
@@ -85,6 +94,7 @@ export class BatchProcessor {
     const options = this.#options;
     const messages = records.map((r) => toInboundMessage(p.topic, p.partition, r, this.#resolution));
     const count = records.length;
+    const everyBatch = options.countStartedAttempts === 'every-batch';
     let countedThrough = -1;
     let i = 0;
     while (i < count) {
@@ -104,13 +114,13 @@ export class BatchProcessor {
         i += 1;
       } else if (options.mode === 'batch') {
         const end = this.#chunkEnd(records, i);
-        if (!(await this.#countAttempts(p, records, messages, i, end))) return;
+        if (everyBatch && !(await this.#countAttempts(p, records, messages, i, end))) return;
         for (let k = i; k < end; k += 1) ledger.ran(p.topic, p.partition, records[k]!.offset);
         const outcomes = await this.#handleBatch(p, messages.slice(i, end));
         if (!(await this.#settleChunk(p, records, messages, outcomes, i, end))) return;
         i = end;
       } else {
-        if (countedThrough < i) {
+        if (everyBatch && countedThrough < i) {
           if (!(await this.#countAttempts(p, records, messages, i, count))) return;
           countedThrough = count - 1;
         }
@@ -124,7 +134,13 @@ export class BatchProcessor {
   }
 
   #mustYield(p: Progress): boolean {
-    return p.halted || p.groupError !== undefined || this.#deps.isStopping() || !p.payload.isRunning() || p.payload.isStale();
+    return (
+      p.halted ||
+      p.groupError !== undefined ||
+      this.#deps.isStopping() ||
+      !p.payload.isRunning() ||
+      p.payload.isStale()
+    );
   }
 
   #isSkippedTombstone(record: KafkaMessageLike): boolean {
@@ -171,7 +187,9 @@ export class BatchProcessor {
     if (indexes.length === 0) return true;
     const offsets = indexes.map((k) => records[k]!.offset);
     const uncounted = new Set(this.#deps.ledger.uncounted(p.topic, p.partition, offsets));
-    const starting = indexes.filter((k) => uncounted.has(records[k]!.offset) && messages[k]!.id !== undefined).map((k) => messages[k]!);
+    const starting = indexes
+      .filter((k) => uncounted.has(records[k]!.offset) && messages[k]!.id !== undefined)
+      .map((k) => messages[k]!);
     if (starting.length > 0) {
       try {
         await this.#options.handler.recordAttemptsStarted(starting);
@@ -213,7 +231,13 @@ export class BatchProcessor {
       { err: error, topic: p.topic, partition: p.partition, offset: message.source.offset },
       'inboxkit: the idempotent consumer failed unexpectedly; the record is retried',
     );
-    return { status: 'retry', messageId: message.id ?? '', delayMs: this.#options.pauseOnFailureMs, attempt: 0, reason: 'store-unavailable' };
+    return {
+      status: 'retry',
+      messageId: message.id ?? '',
+      delayMs: this.#options.pauseOnFailureMs,
+      attempt: 0,
+      reason: 'store-unavailable',
+    };
   }
 
   /** Runs `work` while heartbeating the group every `heartbeatIntervalMs`, so a long handler keeps its partition. */
@@ -239,11 +263,20 @@ export class BatchProcessor {
   /** A rebalance ends the batch (and is rethrown so kafkajs rejoins); anything else is retried by the next beat. */
   #heartbeatFailed(p: Progress, error: unknown): void {
     if (isGroupError(error)) p.groupError ??= error;
-    else this.#options.logger.warn({ err: error, topic: p.topic, partition: p.partition }, 'inboxkit: heartbeat failed');
+    else
+      this.#options.logger.warn(
+        { err: error, topic: p.topic, partition: p.partition },
+        'inboxkit: heartbeat failed',
+      );
   }
 
   /** Maps one outcome to Kafka's action. False when the rest of the batch must wait for a redelivery. */
-  async #settle(p: Progress, record: KafkaMessageLike, message: InboundMessage, outcome: Outcome): Promise<boolean> {
+  async #settle(
+    p: Progress,
+    record: KafkaMessageLike,
+    message: InboundMessage,
+    outcome: Outcome,
+  ): Promise<boolean> {
     switch (outcome.status) {
       case 'processed':
       case 'duplicate':
@@ -271,7 +304,8 @@ export class BatchProcessor {
     const deadLetters: DeadLetter[] = [];
     for (let j = 0; j < settled; j += 1) {
       const outcome = outcomes[j]!;
-      if (outcome.status === 'dead-letter') deadLetters.push({ record: records[from + j]!, message: messages[from + j]!, outcome });
+      if (outcome.status === 'dead-letter')
+        deadLetters.push({ record: records[from + j]!, message: messages[from + j]!, outcome });
     }
     if (deadLetters.length > 0 && !(await this.#produceDeadLetters(p, deadLetters))) {
       // Commit up to the first dead letter; it (and all after it) comes back after the pause.
@@ -289,11 +323,19 @@ export class BatchProcessor {
 
   async #settleTombstone(p: Progress, record: KafkaMessageLike, message: InboundMessage): Promise<boolean> {
     if (this.#options.tombstones === 'skip') {
-      this.#options.logger.debug({ topic: p.topic, partition: p.partition, offset: record.offset }, 'inboxkit: tombstone skipped');
+      this.#options.logger.debug(
+        { topic: p.topic, partition: p.partition, offset: record.offset },
+        'inboxkit: tombstone skipped',
+      );
       this.#done(p, record);
       return true;
     }
-    const outcome: DeadLetterOutcome = { status: 'dead-letter', messageId: message.id, reason: 'tombstone', attempts: 0 };
+    const outcome: DeadLetterOutcome = {
+      status: 'dead-letter',
+      messageId: message.id,
+      reason: 'tombstone',
+      attempts: 0,
+    };
     return this.#deadLetter(p, [{ record, message, outcome }]);
   }
 
@@ -337,13 +379,18 @@ export class BatchProcessor {
       this.#deps.scheduler.redeliver(p.topic, p.partition, offset, delayMs);
     } catch (error) {
       // Only when the consumer stopped under us: the uncommitted record is fetched again on the next start.
-      this.#options.logger.warn({ err: error, topic: p.topic, partition: p.partition, offset }, 'inboxkit: could not seek back');
+      this.#options.logger.warn(
+        { err: error, topic: p.topic, partition: p.partition, offset },
+        'inboxkit: could not seek back',
+      );
     }
   }
 
   async #commit(p: Progress): Promise<void> {
     if (p.committable === undefined) return;
-    const offsets = { topics: [{ topic: p.topic, partitions: [{ partition: p.partition, offset: p.committable }] }] };
+    const offsets = {
+      topics: [{ topic: p.topic, partitions: [{ partition: p.partition, offset: p.committable }] }],
+    };
     try {
       await p.payload.commitOffsetsIfNecessary(offsets);
     } catch (error) {

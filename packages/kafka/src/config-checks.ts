@@ -13,10 +13,17 @@ export function positiveInteger(name: string, value: number | undefined, fallbac
 }
 
 /** One of `allowed`, or `fallback` when unset. */
-export function oneOf<T extends string>(name: string, value: T | undefined, allowed: readonly T[], fallback: T): T {
+export function oneOf<T extends string>(
+  name: string,
+  value: T | undefined,
+  allowed: readonly T[],
+  fallback: T,
+): T {
   if (value === undefined) return fallback;
   if (!allowed.includes(value)) {
-    throw new ConfigurationError(`${name} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`);
+    throw new ConfigurationError(
+      `${name} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`,
+    );
   }
   return value;
 }

@@ -3,7 +3,12 @@
 
 import { deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
-import type { KafkaClientLike, KafkaHeaders, KafkaMessageLike, KafkaProducerLike } from './kafka-client-types.js';
+import type {
+  KafkaClientLike,
+  KafkaHeaders,
+  KafkaMessageLike,
+  KafkaProducerLike,
+} from './kafka-client-types.js';
 import { sendConfirmed } from './send-confirmed.js';
 import type { TopicRecords } from './send-confirmed.js';
 
@@ -21,7 +26,10 @@ const INBOXKIT_PREFIX = 'x-inboxkit-';
  * headers — a copy dead-lettered again after a replay must not keep the old error or replay marker — then the
  * fresh dead-letter headers, whose `message-id` is the original id.
  */
-export function deadLetterRecordHeaders(original: KafkaHeaders | undefined, fresh: Record<string, string>): KafkaHeaders {
+export function deadLetterRecordHeaders(
+  original: KafkaHeaders | undefined,
+  fresh: Record<string, string>,
+): KafkaHeaders {
   const headers: KafkaHeaders = {};
   for (const [name, value] of Object.entries(original ?? {})) {
     const lower = name.toLowerCase();
@@ -85,7 +93,11 @@ export class DeadLetterProducer {
     const batch: TopicRecords = { topic: this.#topicFor(topic), messages: [] };
     for (const { record, message, outcome } of deadLetters) {
       const fresh = deadLetterHeaders(deadLetterRecord(this.#consumerName, message, outcome, now));
-      batch.messages.push({ key: record.key, value: record.value, headers: deadLetterRecordHeaders(record.headers, fresh) });
+      batch.messages.push({
+        key: record.key,
+        value: record.value,
+        headers: deadLetterRecordHeaders(record.headers, fresh),
+      });
     }
     await sendConfirmed(producer, [batch], this.#timeoutMs);
   }

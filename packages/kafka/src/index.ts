@@ -2,7 +2,11 @@
 
 export { kafkaConsumer } from './kafka-consumer.js';
 export type { KafkaTransportConsumer } from './kafka-consumer.js';
-export type { KafkaConsumerOptions, ResolvedKafkaConsumerOptions, TombstonePolicy } from './kafka-consumer-options.js';
+export type {
+  KafkaConsumerOptions,
+  ResolvedKafkaConsumerOptions,
+  TombstonePolicy,
+} from './kafka-consumer-options.js';
 export { kafkaPublisher } from './kafka-publisher.js';
 export type { KafkaPublisherOptions } from './kafka-publisher.js';
 export { kafkaDeadLetterQueue } from './kafka-dead-letter-queue.js';

@@ -104,7 +104,9 @@ export interface KafkaProducerLike {
 export interface KafkaAdminLike {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
-  fetchTopicOffsets(topic: string): Promise<{ partition: number; offset: string; high: string; low: string }[]>;
+  fetchTopicOffsets(
+    topic: string,
+  ): Promise<{ partition: number; offset: string; high: string; low: string }[]>;
   fetchOffsets(options: {
     groupId: string;
     topics?: string[];

@@ -82,6 +82,15 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
    * Keep it at or below the consumer's `heartbeatInterval`. Default is 3,000 ms (kafkajs's default).
    */
   readonly heartbeatIntervalMs?: number;
+  /**
+   * When attempts are recorded as started (Kafka keeps no delivery count; see docs "Attempts and crash loops").
+   * `every-batch`: once per fetched batch, before its records run: a record that kills the process on every
+   * attempt is dead-lettered after exactly `maxAttempts` deaths. `after-join`: only in the first batch of a
+   * partition after a group join (where a crash-looping record always is, once its process died): no extra
+   * statement in steady state, and such a record is dead-lettered after at most `maxAttempts + 1` deaths.
+   * Default is `every-batch`.
+   */
+  readonly countStartedAttempts?: 'every-batch' | 'after-join';
   /** Default is the idempotent consumer's logger. */
   readonly logger?: Logger;
 }
@@ -105,6 +114,7 @@ export interface ResolvedKafkaConsumerOptions {
   readonly publishTimeoutMs: number;
   readonly pauseOnFailureMs: number;
   readonly heartbeatIntervalMs: number;
+  readonly countStartedAttempts: 'every-batch' | 'after-join';
   readonly logger: Logger;
 }
 
@@ -121,15 +131,23 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
 
 function optionalBoolean(name: string, value: boolean | undefined, fallback: boolean): boolean {
   if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') throw new ConfigurationError(`${name} must be true or false, got ${String(value)}`);
+  if (typeof value !== 'boolean')
+    throw new ConfigurationError(`${name} must be true or false, got ${String(value)}`);
   return value;
 }
 
 /** Validates once and fills defaults. Throws a ConfigurationError that says what to change. */
-export function resolveKafkaConsumerOptions<P, Tx>(options: KafkaConsumerOptions<P, Tx>): ResolvedKafkaConsumerOptions {
-  if (typeof options !== 'object' || options === null) throw new ConfigurationError('kafkaConsumer needs an options object');
-  if (!hasMethods(options.consumer, ['connect', 'subscribe', 'run', 'stop', 'seek', 'pause', 'resume', 'on'])) {
-    throw new ConfigurationError('kafkaConsumer `consumer` must be a kafkajs consumer: kafka.consumer({ groupId })');
+export function resolveKafkaConsumerOptions<P, Tx>(
+  options: KafkaConsumerOptions<P, Tx>,
+): ResolvedKafkaConsumerOptions {
+  if (typeof options !== 'object' || options === null)
+    throw new ConfigurationError('kafkaConsumer needs an options object');
+  if (
+    !hasMethods(options.consumer, ['connect', 'subscribe', 'run', 'stop', 'seek', 'pause', 'resume', 'on'])
+  ) {
+    throw new ConfigurationError(
+      'kafkaConsumer `consumer` must be a kafkajs consumer: kafka.consumer({ groupId })',
+    );
   }
   if (options.kafka !== undefined && options.producer !== undefined) {
     throw new ConfigurationError('kafkaConsumer takes `kafka` or `producer` for dead letters, not both');
@@ -143,27 +161,40 @@ export function resolveKafkaConsumerOptions<P, Tx>(options: KafkaConsumerOptions
     throw new ConfigurationError('kafkaConsumer `kafka` must be a kafkajs client: new Kafka({ brokers })');
   }
   if (options.producer !== undefined && !hasMethods(options.producer, ['sendBatch'])) {
-    throw new ConfigurationError('kafkaConsumer `producer` must be a kafkajs producer: kafka.producer({ idempotent: true })');
+    throw new ConfigurationError(
+      'kafkaConsumer `producer` must be a kafkajs producer: kafka.producer({ idempotent: true })',
+    );
   }
   if (!hasMethods(options.handler, ['handle', 'handleBatch', 'recordAttemptsStarted'])) {
-    throw new ConfigurationError('kafkaConsumer `handler` must be an idempotent consumer: idempotentConsumer({ name, store, handler })');
+    throw new ConfigurationError(
+      'kafkaConsumer `handler` must be an idempotent consumer: idempotentConsumer({ name, store, handler })',
+    );
   }
   const topics = options.topics;
-  if (!Array.isArray(topics) || topics.length === 0 || topics.some((t) => typeof t !== 'string' || t === '')) {
+  if (
+    !Array.isArray(topics) ||
+    topics.length === 0 ||
+    topics.some((t) => typeof t !== 'string' || t === '')
+  ) {
     throw new ConfigurationError('kafkaConsumer `topics` must be a non-empty array of topic names');
   }
-  if (new Set(topics).size !== topics.length) throw new ConfigurationError('kafkaConsumer `topics` lists a topic twice');
-  const deadLetterTopic = optionalFunction('kafkaConsumer deadLetterTopic', options.deadLetterTopic) ?? ((t: string) => `${t}.dlq`);
+  if (new Set(topics).size !== topics.length)
+    throw new ConfigurationError('kafkaConsumer `topics` lists a topic twice');
+  const deadLetterTopic =
+    optionalFunction('kafkaConsumer deadLetterTopic', options.deadLetterTopic) ?? ((t: string) => `${t}.dlq`);
   for (const topic of topics) {
     const dlq = deadLetterTopic(topic);
     if (typeof dlq !== 'string' || dlq === '') {
       throw new ConfigurationError(`kafkaConsumer deadLetterTopic('${topic}') must return a topic name`);
     }
     if (topics.includes(dlq)) {
-      throw new ConfigurationError(`kafkaConsumer deadLetterTopic('${topic}') is '${dlq}', a topic it consumes; dead letters would loop`);
+      throw new ConfigurationError(
+        `kafkaConsumer deadLetterTopic('${topic}') is '${dlq}', a topic it consumes; dead letters would loop`,
+      );
     }
   }
-  const logger = options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
+  const logger =
+    options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
   return Object.freeze({
     consumer: options.consumer,
     kafka: options.kafka,
@@ -171,17 +202,40 @@ export function resolveKafkaConsumerOptions<P, Tx>(options: KafkaConsumerOptions
     topics: Object.freeze([...topics]),
     handler: options.handler as unknown as IdempotentConsumer<unknown, unknown>,
     mode: oneOf('kafkaConsumer mode', options.mode, ['message', 'batch'], 'message'),
-    partitionConcurrency: positiveInteger('kafkaConsumer partitionConcurrency', options.partitionConcurrency, 1),
+    partitionConcurrency: positiveInteger(
+      'kafkaConsumer partitionConcurrency',
+      options.partitionConcurrency,
+      1,
+    ),
     batchSize: positiveInteger('kafkaConsumer batchSize', options.batchSize, 500),
     messageId: optionalFunction('kafkaConsumer messageId', options.messageId),
-    useCoordinatesAsId: optionalBoolean('kafkaConsumer useCoordinatesAsId', options.useCoordinatesAsId, false),
+    useCoordinatesAsId: optionalBoolean(
+      'kafkaConsumer useCoordinatesAsId',
+      options.useCoordinatesAsId,
+      false,
+    ),
     deadLetterTopic,
-    tombstones: oneOf('kafkaConsumer tombstones', options.tombstones, ['dead-letter', 'skip', 'handle'], 'dead-letter'),
+    tombstones: oneOf(
+      'kafkaConsumer tombstones',
+      options.tombstones,
+      ['dead-letter', 'skip', 'handle'],
+      'dead-letter',
+    ),
     fromBeginning: optionalBoolean('kafkaConsumer fromBeginning', options.fromBeginning, false),
     closeTimeoutMs: positiveInteger('kafkaConsumer closeTimeoutMs', options.closeTimeoutMs, 30_000),
     publishTimeoutMs: positiveInteger('kafkaConsumer publishTimeoutMs', options.publishTimeoutMs, 30_000),
     pauseOnFailureMs: positiveInteger('kafkaConsumer pauseOnFailureMs', options.pauseOnFailureMs, 1_000),
-    heartbeatIntervalMs: positiveInteger('kafkaConsumer heartbeatIntervalMs', options.heartbeatIntervalMs, 3_000),
+    heartbeatIntervalMs: positiveInteger(
+      'kafkaConsumer heartbeatIntervalMs',
+      options.heartbeatIntervalMs,
+      3_000,
+    ),
+    countStartedAttempts: oneOf(
+      'kafkaConsumer countStartedAttempts',
+      options.countStartedAttempts,
+      ['every-batch', 'after-join'],
+      'every-batch',
+    ),
     logger,
   });
 }

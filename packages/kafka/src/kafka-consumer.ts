@@ -77,7 +77,9 @@ class KafkaTransport implements KafkaTransportConsumer {
 
   async start(): Promise<void> {
     if (this.#state !== 'idle') {
-      throw new Error(`kafkaConsumer.start() was already called (state: ${this.#state}); create a new transport to start again`);
+      throw new Error(
+        `kafkaConsumer.start() was already called (state: ${this.#state}); create a new transport to start again`,
+      );
     }
     this.#state = 'starting';
     const { consumer, logger } = this.options;
@@ -88,10 +90,16 @@ class KafkaTransport implements KafkaTransportConsumer {
         // A join may change the assignment: attempt bookkeeping starts afresh (see AttemptLedger).
         consumer.on('consumer.group_join', () => this.#ledger.reset()),
         consumer.on('consumer.crash', (event) =>
-          logger.error({ err: event.payload.error, restart: event.payload.restart }, 'inboxkit: the kafkajs consumer crashed'),
+          logger.error(
+            { err: event.payload.error, restart: event.payload.restart },
+            'inboxkit: the kafkajs consumer crashed',
+          ),
         ),
       ];
-      await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: this.options.fromBeginning });
+      await consumer.subscribe({
+        topics: [...this.options.topics],
+        fromBeginning: this.options.fromBeginning,
+      });
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
@@ -146,7 +154,11 @@ class KafkaTransport implements KafkaTransportConsumer {
       );
     }
     this.#detach();
-    await this.#deadLetters.stop().catch((error: unknown) => logger.warn({ err: error }, 'inboxkit: dead-letter producer disconnect failed'));
+    await this.#deadLetters
+      .stop()
+      .catch((error: unknown) =>
+        logger.warn({ err: error }, 'inboxkit: dead-letter producer disconnect failed'),
+      );
     this.#state = 'stopped';
     logger.info({ consumer: this.options.handler.name }, 'inboxkit: kafka consumer stopped');
   }

@@ -98,12 +98,18 @@ class KafkaDeadLetterQueue implements KafkaDeadLetterQueueReader {
       throw new ConfigurationError('kafkaDeadLetterQueue `topic` must be the dead-letter topic name');
     }
     if (typeof options.kafka?.consumer !== 'function' || typeof options.kafka.admin !== 'function') {
-      throw new ConfigurationError('kafkaDeadLetterQueue `kafka` must be a kafkajs client: new Kafka({ brokers })');
+      throw new ConfigurationError(
+        'kafkaDeadLetterQueue `kafka` must be a kafkajs client: new Kafka({ brokers })',
+      );
     }
     this.#kafka = options.kafka;
     this.#topic = options.topic;
     this.#groupId = options.groupId ?? `inboxkit-dlq-replay.${options.topic}`;
-    this.#idleTimeoutMs = positiveInteger('kafkaDeadLetterQueue idleTimeoutMs', options.idleTimeoutMs, 10_000);
+    this.#idleTimeoutMs = positiveInteger(
+      'kafkaDeadLetterQueue idleTimeoutMs',
+      options.idleTimeoutMs,
+      10_000,
+    );
     this.#consumerConfig = Object.freeze({ ...options.consumerConfig });
   }
 

@@ -51,7 +51,9 @@ class KafkaPublisher implements Publisher {
 
   constructor(options: KafkaPublisherOptions) {
     if (options.producer === undefined && options.kafka === undefined) {
-      throw new ConfigurationError('kafkaPublisher needs `producer` (a connected kafkajs producer) or `kafka` (a kafkajs client)');
+      throw new ConfigurationError(
+        'kafkaPublisher needs `producer` (a connected kafkajs producer) or `kafka` (a kafkajs client)',
+      );
     }
     this.#timeoutMs = positiveInteger('kafkaPublisher timeoutMs', options.timeoutMs, 30_000);
     this.#producer = options.producer;
@@ -74,7 +76,10 @@ class KafkaPublisher implements Publisher {
       }
       group.messages.push({
         key: message.key ?? null,
-        value: typeof message.body === 'string' ? message.body : Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
+        value:
+          typeof message.body === 'string'
+            ? message.body
+            : Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
         headers: { ...message.headers, [HEADERS.messageId]: message.id },
         ...(message.timestamp !== undefined ? { timestamp: String(message.timestamp.getTime()) } : {}),
       });

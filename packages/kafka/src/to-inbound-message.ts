@@ -55,7 +55,8 @@ export function coordinatesId(topic: string, partition: number, offset: string):
  * core then dead-letters the record with reason `missing-id`.
  */
 export function resolveMessageId(record: KafkaRecord, resolution: MessageIdResolution): string | undefined {
-  const fromHeader = nonEmpty(record.headers[HEADERS.messageId]) ?? nonEmpty(record.headers[HEADERS.cloudEventsIdKafka]);
+  const fromHeader =
+    nonEmpty(record.headers[HEADERS.messageId]) ?? nonEmpty(record.headers[HEADERS.cloudEventsIdKafka]);
   if (fromHeader !== undefined) return fromHeader;
   if (resolution.messageId !== undefined) {
     try {
@@ -68,7 +69,9 @@ export function resolveMessageId(record: KafkaRecord, resolution: MessageIdResol
       );
     }
   }
-  return resolution.useCoordinatesAsId ? coordinatesId(record.topic, record.partition, record.offset) : undefined;
+  return resolution.useCoordinatesAsId
+    ? coordinatesId(record.topic, record.partition, record.offset)
+    : undefined;
 }
 
 function timestampOf(value: string): Date | undefined {

@@ -2,7 +2,13 @@
 // async iterable: what the DLQ reader's `browse` and `take` are built on. Nothing is committed unless the
 // caller calls `commit`.
 
-import type { KafkaAdminLike, KafkaClientLike, KafkaConsumerLike, KafkaEachBatchPayload, KafkaMessageLike } from './kafka-client-types.js';
+import type {
+  KafkaAdminLike,
+  KafkaClientLike,
+  KafkaConsumerLike,
+  KafkaEachBatchPayload,
+  KafkaMessageLike,
+} from './kafka-client-types.js';
 
 /** Consumer settings for the short-lived reading consumer (tests shorten the group timings). */
 export interface ReaderConsumerConfig {
@@ -42,7 +48,9 @@ export class TopicRead {
   /** Commits `offset` (the next offset to read) of `partition` for the group. Only while iterating. */
   async commit(partition: number, offset: string): Promise<void> {
     if (!this.#running || this.#consumer === undefined) {
-      throw new Error(`the read of ${this.#options.topic} has ended; offset ${offset} of partition ${partition} was not committed`);
+      throw new Error(
+        `the read of ${this.#options.topic} has ended; offset ${offset} of partition ${partition} was not committed`,
+      );
     }
     await this.#consumer.commitOffsets([{ topic: this.#options.topic, partition, offset }]);
   }
@@ -69,7 +77,8 @@ export class TopicRead {
       const { batch } = payload;
       const end = ends.get(batch.partition);
       if (closing || end === undefined) return;
-      for (const message of batch.messages) if (BigInt(message.offset) < end) queue.push({ partition: batch.partition, message });
+      for (const message of batch.messages)
+        if (BigInt(message.offset) < end) queue.push({ partition: batch.partition, message });
       if (BigInt(batch.lastOffset()) >= end - 1n) {
         ends.delete(batch.partition);
         consumer.pause([{ topic, partitions: [batch.partition] }]);
@@ -126,7 +135,8 @@ export class TopicRead {
       const watermarks = await admin.fetchTopicOffsets(topic);
       const committed = await admin.fetchOffsets({ groupId, topics: [topic] });
       const position = new Map<number, bigint>();
-      for (const p of committed.find((t) => t.topic === topic)?.partitions ?? []) position.set(p.partition, BigInt(p.offset));
+      for (const p of committed.find((t) => t.topic === topic)?.partitions ?? [])
+        position.set(p.partition, BigInt(p.offset));
       const ends = new Map<number, bigint>();
       for (const w of watermarks) {
         const low = BigInt(w.low);

@@ -12,9 +12,14 @@ beforeAll(async () => {
 });
 afterAll(() => releaseBroker?.());
 
-describeTransportConformance('kafka', { ordering: 'key', nativeDelay: false, deliveryCount: false }, () => kafkaHarness(), {
-  quietPeriodMs: 1_500,
-});
+describeTransportConformance(
+  'kafka',
+  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  () => kafkaHarness(),
+  {
+    quietPeriodMs: 1_500,
+  },
+);
 
 describeTransportConformance(
   'kafka, batch mode',

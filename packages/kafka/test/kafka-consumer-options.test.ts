@@ -9,8 +9,25 @@ import type { KafkaConsumerLike, KafkaConsumerOptions } from '../src/index.js';
 const fn = async (): Promise<never> => {
   throw new Error('not called');
 };
-const consumer = { connect: fn, disconnect: fn, subscribe: fn, run: fn, stop: fn, commitOffsets: fn, seek() {}, pause() {}, resume() {}, on: () => () => undefined } as unknown as KafkaConsumerLike;
-const handler = { name: 'c', config: {}, handle: fn, handleBatch: fn, recordAttemptsStarted: fn } as unknown as IdempotentConsumer;
+const consumer = {
+  connect: fn,
+  disconnect: fn,
+  subscribe: fn,
+  run: fn,
+  stop: fn,
+  commitOffsets: fn,
+  seek() {},
+  pause() {},
+  resume() {},
+  on: () => () => undefined,
+} as unknown as KafkaConsumerLike;
+const handler = {
+  name: 'c',
+  config: {},
+  handle: fn,
+  handleBatch: fn,
+  recordAttemptsStarted: fn,
+} as unknown as IdempotentConsumer;
 const producer = { connect: fn, disconnect: fn, sendBatch: fn };
 const base: KafkaConsumerOptions = { consumer, producer, topics: ['orders'], handler };
 

@@ -126,8 +126,10 @@ async function offsets(topic: string, groupId: string): Promise<{ committed: num
   try {
     const committed = (await admin.fetchOffsets({ groupId, topics: [topic] }))[0]!.partitions;
     const ends = await admin.fetchTopicOffsets(topic);
-    const byPartition = (list: { partition: number; offset?: string; high?: string }[], field: 'offset' | 'high') =>
-      [...list].sort((a, b) => a.partition - b.partition).map((p) => Number(p[field]));
+    const byPartition = (
+      list: { partition: number; offset?: string; high?: string }[],
+      field: 'offset' | 'high',
+    ) => [...list].sort((a, b) => a.partition - b.partition).map((p) => Number(p[field]));
     return { committed: byPartition(committed, 'offset'), end: byPartition(ends, 'high') };
   } finally {
     await admin.disconnect();
@@ -243,12 +245,17 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     });
     const running = await start(topic, groupId, consumer);
     try {
-      await produce(topic, ids.map((id) => ({ id, key: 'same' })));
+      await produce(
+        topic,
+        ids.map((id) => ({ id, key: 'same' })),
+      );
       await recorder.waitFor(ids[5], 'processed', { timeoutMs: 30_000 });
       expect(recorder.outcomes(ids[2]).map((o) => o.status)).toEqual(['retry', 'retry', 'dead-letter']);
       expect(applied).toEqual([ids[0], ids[1], ids[3], ids[4], ids[5]]);
       const letters = await readTopic(kafka, dlq, 1, 10_000);
-      expect(letters.map((l) => [l.id, header(l, HEADERS.reason), header(l, HEADERS.attempts)])).toEqual([[ids[2], 'max-attempts', '3']]);
+      expect(letters.map((l) => [l.id, header(l, HEADERS.reason), header(l, HEADERS.attempts)])).toEqual([
+        [ids[2], 'max-attempts', '3'],
+      ]);
     } finally {
       await running.stop();
     }
@@ -345,7 +352,10 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
       },
       hooks: { onOutcome: recorder.hook },
     });
-    await produce(topic, ids.map((id, i) => ({ id, key: keyOf(i) })));
+    await produce(
+      topic,
+      ids.map((id, i) => ({ id, key: keyOf(i) })),
+    );
     const running = await start(topic, groupId, observed, { mode: 'batch', batchSize: 100 });
     try {
       await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
@@ -370,12 +380,17 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         if (id === poison) throw new TypeError('permanent by default');
       },
     });
-    const running = await start(topic, groupId, consumer, { deadLetterTopic: () => 'not a valid topic!', publishTimeoutMs: 2_000 });
+    const running = await start(topic, groupId, consumer, {
+      deadLetterTopic: () => 'not a valid topic!',
+      publishTimeoutMs: 2_000,
+    });
     try {
       await produce(topic, [{ id: poison }, { id: uniqueName('behind') }]);
       await recorder.waitForCount(2, { id: poison, status: 'dead-letter', timeoutMs: 30_000 });
       const { committed } = await offsets(topic, groupId);
-      expect(committed[0], 'nothing committed past the record whose dead letter failed').toBeLessThanOrEqual(0);
+      expect(committed[0], 'nothing committed past the record whose dead letter failed').toBeLessThanOrEqual(
+        0,
+      );
       expect(recorder.count('processed')).toBe(0);
     } finally {
       await running.stop();
@@ -389,17 +404,29 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     const ids = Array.from({ length: 1_200 }, (_, i) => uniqueName(`r${i}`));
     const slow: Handler = async () => new Promise((r) => setTimeout(r, 1));
     const a = consumerOf(uniqueName('rebalance'), { handler: slow });
-    const b = idempotentConsumer<unknown, Transaction<unknown>>({ ...a.consumer.config, hooks: { onOutcome: a.recorder.hook } });
+    const b = idempotentConsumer<unknown, Transaction<unknown>>({
+      ...a.consumer.config,
+      hooks: { onOutcome: a.recorder.hook },
+    });
     const first = await start(topic, groupId, a.consumer, { partitionConcurrency: 2 });
     let second: Running | undefined;
     try {
-      await produce(topic, ids.slice(0, 400).map((id, i) => ({ id, key: `k${i}` })));
+      await produce(
+        topic,
+        ids.slice(0, 400).map((id, i) => ({ id, key: `k${i}` })),
+      );
       await a.recorder.waitForCount(100, { status: SETTLED, timeoutMs: 30_000 });
       second = await start(topic, groupId, b, { partitionConcurrency: 2 }); // rebalance: partitions split
-      await produce(topic, ids.slice(400, 800).map((id, i) => ({ id, key: `k${i}` })));
+      await produce(
+        topic,
+        ids.slice(400, 800).map((id, i) => ({ id, key: `k${i}` })),
+      );
       await a.recorder.waitForCount(600, { status: SETTLED, timeoutMs: 30_000 });
       await first.stop(); // rebalance: the second takes everything
-      await produce(topic, ids.slice(800).map((id, i) => ({ id, key: `k${i}` })));
+      await produce(
+        topic,
+        ids.slice(800).map((id, i) => ({ id, key: `k${i}` })),
+      );
       for (const id of ids) await a.recorder.waitFor(id, 'processed', { timeoutMs: 30_000 });
     } finally {
       await first.stop();

@@ -47,10 +47,14 @@ interface Child {
 }
 
 function startConsumer(settings: Record<string, unknown>): Child {
-  const child = spawn(process.execPath, ['--conditions=@inboxkit/source', '--import', 'tsx', FIXTURE, JSON.stringify(settings)], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@inboxkit/source', '--import', 'tsx', FIXTURE, JSON.stringify(settings)],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -61,28 +65,38 @@ function startConsumer(settings: Record<string, unknown>): Child {
     child.stdout.on('data', () => {
       if (output.includes('ready')) resolve();
     });
-    void exited.then(({ code, signal }) => reject(new Error(`consumer exited (${code ?? signal}) before ready:\n${output}`)));
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`consumer exited (${code ?? signal}) before ready:\n${output}`)),
+    );
   });
   ready.catch(() => undefined);
   return { process: child, ready, exited, output: () => output };
 }
 
-async function effectCount(): Promise<{ rows: number; distinct: number }> {
+/** Effects of one test's ids (`<topic>-<n>`): the tests of this file run at once on one effects table. */
+async function effectCount(topic: string): Promise<{ rows: number; distinct: number }> {
   const { rows } = await sql<{ rows: number; distinct: number }>`
-    SELECT count(*)::int AS rows, count(DISTINCT id)::int AS distinct FROM ${sql.raw(`"${database.schema}".effects`)}`.execute(database.db);
+    SELECT count(*)::int AS rows, count(DISTINCT id)::int AS distinct FROM ${sql.raw(`"${database.schema}".effects`)}
+    WHERE id LIKE ${`${topic}-%`}`.execute(database.db);
   return rows[0]!;
 }
 
 /** Polls the effects table (the consumer is another process: its outcomes cannot be awaited directly). */
-async function waitForEffects(atLeast: number, child: Child, timeoutMs = 60_000): Promise<void> {
+async function waitForEffects(
+  topic: string,
+  atLeast: number,
+  child: Child,
+  timeoutMs = 90_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let exited = false;
   void child.exited.then(() => (exited = true));
   for (;;) {
-    const { distinct } = await effectCount();
+    const { distinct } = await effectCount(topic);
     if (distinct >= atLeast) return;
-    if (exited || Date.now() > deadline) throw new Error(`only ${distinct} of ${atLeast} effects; consumer output:\n${child.output()}`);
-    await new Promise((r) => setTimeout(r, 25));
+    if (exited || Date.now() > deadline)
+      throw new Error(`only ${distinct} of ${atLeast} effects; consumer output:\n${child.output()}`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -91,94 +105,117 @@ async function produce(topic: string, ids: readonly string[]): Promise<void> {
     await producer.send({
       topic,
       acks: -1,
-      messages: ids.slice(i, i + 500).map((id, k) => ({ key: `k${(i + k) % 50}`, value: JSON.stringify({ n: i + k }), headers: { 'message-id': id } })),
+      messages: ids
+        .slice(i, i + 500)
+        .map((id, k) => ({
+          key: `k${(i + k) % 50}`,
+          value: JSON.stringify({ n: i + k }),
+          headers: { 'message-id': id },
+        })),
     });
   }
 }
 
-describe('kafkaConsumer in a process that dies', () => {
-  it('applies every id exactly once with nothing missing when SIGKILLed mid-stream three times', { timeout: 150_000 }, async () => {
-    const topic = uniqueName('crash');
-    const cleanup = await createTopics(kafka, [
-      { topic, partitions: 3 },
-      { topic: `${topic}.dlq`, partitions: 1 },
-    ]);
-    await sql.raw(`TRUNCATE "${database.schema}".effects`).execute(database.db);
-    const ids = Array.from({ length: 1_000 }, (_, i) => `${topic}-${i}`);
-    await produce(topic, ids);
-    const settings = {
-      brokers: kafkaBrokers(),
-      databaseUrl: databaseUrl(),
-      schema: database.schema,
-      topic,
-      groupId: uniqueName('crash-group'),
-      consumerName: uniqueName('crash-consumer'),
-      mode: 'message',
-      maxAttempts: 5,
-    };
-    for (const killAt of [200, 450, 700]) {
-      const child = startConsumer(settings);
-      await child.ready;
-      await waitForEffects(killAt, child);
-      child.process.kill('SIGKILL');
-      await child.exited;
-    }
-    const last = startConsumer(settings);
-    await last.ready;
-    await waitForEffects(ids.length, last);
-    last.process.kill('SIGTERM');
-    expect(await last.exited).toEqual({ code: 0, signal: null });
-
-    const counts = await database.effectCounts();
-    const missing = ids.filter((id) => !counts.has(id));
-    const doubled = [...counts].filter(([, n]) => n > 1);
-    expect(missing, 'ids never applied').toEqual([]);
-    expect(doubled, 'ids applied more than once').toEqual([]);
-    expect(await effectCount()).toEqual({ rows: ids.length, distinct: ids.length });
-    await cleanup();
-  });
-
-  it('dead-letters a message that kills its process on every attempt after maxAttempts, and only that one', { timeout: 150_000 }, async () => {
-    const topic = uniqueName('crashloop');
-    const dlq = `${topic}.dlq`;
-    const cleanup = await createTopics(kafka, [
-      { topic, partitions: 1 },
-      { topic: dlq, partitions: 1 },
-    ]);
-    await sql.raw(`TRUNCATE "${database.schema}".effects`).execute(database.db);
-    const ids = Array.from({ length: 8 }, (_, i) => `${topic}-${i}`);
-    const crasher = ids[2]!;
-    await produce(topic, ids);
-    const settings = {
-      brokers: kafkaBrokers(),
-      databaseUrl: databaseUrl(),
-      schema: database.schema,
-      topic,
-      groupId: uniqueName('crashloop-group'),
-      consumerName: uniqueName('crashloop-consumer'),
-      mode: 'message',
-      maxAttempts: 3,
-      crashOnId: crasher,
-    };
-    let deaths = 0;
-    for (;;) {
-      const child = startConsumer(settings);
-      const outcome = await Promise.race([child.exited, child.ready.then(() => waitForEffects(ids.length - 1, child)).then(() => 'done' as const)]);
-      if (outcome === 'done') {
-        child.process.kill('SIGTERM');
-        expect(await child.exited).toEqual({ code: 0, signal: null });
-        break;
+describe.concurrent('kafkaConsumer in a process that dies', () => {
+  it(
+    'applies every id exactly once with nothing missing when SIGKILLed mid-stream three times',
+    { timeout: 150_000 },
+    async () => {
+      const topic = uniqueName('crash');
+      const cleanup = await createTopics(kafka, [
+        { topic, partitions: 3 },
+        { topic: `${topic}.dlq`, partitions: 1 },
+      ]);
+      const ids = Array.from({ length: 1_000 }, (_, i) => `${topic}-${i}`);
+      await produce(topic, ids);
+      const settings = {
+        brokers: kafkaBrokers(),
+        databaseUrl: databaseUrl(),
+        schema: database.schema,
+        topic,
+        groupId: uniqueName('crash-group'),
+        consumerName: uniqueName('crash-consumer'),
+        mode: 'message',
+        maxAttempts: 5,
+      };
+      for (const killAt of [200, 450, 700]) {
+        const child = startConsumer(settings);
+        await child.ready;
+        await waitForEffects(topic, killAt, child);
+        child.process.kill('SIGKILL');
+        await child.exited;
       }
-      expect(outcome.signal, child.output()).toBe('SIGKILL');
-      deaths += 1;
-      expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(3);
-    }
-    expect(deaths).toBe(3);
-    const letters = await readTopic(kafka, dlq, 1, 10_000);
-    expect(letters.map((l) => [l.id, l.headers[HEADERS.reason], l.headers[HEADERS.attempts]])).toEqual([[crasher, 'max-attempts', '3']]);
-    const counts = await database.effectCounts();
-    expect(ids.filter((id) => id !== crasher).map((id) => counts.get(id))).toEqual(ids.slice(0, -1).map(() => 1));
-    expect(counts.has(crasher)).toBe(false);
-    await cleanup();
-  });
+      const last = startConsumer(settings);
+      await last.ready;
+      await waitForEffects(topic, ids.length, last);
+      last.process.kill('SIGTERM');
+      expect(await last.exited).toEqual({ code: 0, signal: null });
+
+      const counts = await database.effectCounts();
+      const missing = ids.filter((id) => !counts.has(id));
+      const doubled = [...counts].filter(([, n]) => n > 1);
+      expect(missing, 'ids never applied').toEqual([]);
+      expect(doubled, 'ids applied more than once').toEqual([]);
+      expect(await effectCount(topic)).toEqual({ rows: ids.length, distinct: ids.length });
+      await cleanup();
+    },
+  );
+
+  it.each([
+    { counting: 'every-batch', maxAttempts: 3, deaths: 3 },
+    { counting: 'after-join', maxAttempts: 2, deaths: 3 },
+  ] as const)(
+    'dead-letters a message that kills its process on every attempt after $deaths deaths (maxAttempts $maxAttempts, $counting), and only that one',
+    { timeout: 150_000 },
+    async ({ counting, maxAttempts, deaths: expectedDeaths }) => {
+      const topic = uniqueName('crashloop');
+      const dlq = `${topic}.dlq`;
+      const cleanup = await createTopics(kafka, [
+        { topic, partitions: 1 },
+        { topic: dlq, partitions: 1 },
+      ]);
+      const ids = Array.from({ length: 8 }, (_, i) => `${topic}-${i}`);
+      const crasher = ids[2]!;
+      await produce(topic, ids);
+      const settings = {
+        brokers: kafkaBrokers(),
+        databaseUrl: databaseUrl(),
+        schema: database.schema,
+        topic,
+        groupId: uniqueName('crashloop-group'),
+        consumerName: uniqueName('crashloop-consumer'),
+        mode: 'message',
+        maxAttempts,
+        crashOnId: crasher,
+        countStartedAttempts: counting,
+      };
+      let deaths = 0;
+      for (;;) {
+        const child = startConsumer(settings);
+        const outcome = await Promise.race([
+          child.exited,
+          child.ready.then(() => waitForEffects(topic, ids.length - 1, child)).then(() => 'done' as const),
+        ]);
+        if (outcome === 'done') {
+          child.process.kill('SIGTERM');
+          expect(await child.exited).toEqual({ code: 0, signal: null });
+          break;
+        }
+        expect(outcome.signal, child.output()).toBe('SIGKILL');
+        deaths += 1;
+        expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(expectedDeaths);
+      }
+      expect(deaths).toBe(expectedDeaths);
+      const letters = await readTopic(kafka, dlq, 1, 10_000);
+      expect(letters.map((l) => [l.id, l.headers[HEADERS.reason], l.headers[HEADERS.attempts]])).toEqual([
+        [crasher, 'max-attempts', String(maxAttempts)],
+      ]);
+      const counts = await database.effectCounts();
+      expect(ids.filter((id) => id !== crasher).map((id) => counts.get(id))).toEqual(
+        ids.slice(0, -1).map(() => 1),
+      );
+      expect(counts.has(crasher)).toBe(false);
+      await cleanup();
+    },
+  );
 });

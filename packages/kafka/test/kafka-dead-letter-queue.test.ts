@@ -26,7 +26,9 @@ afterAll(async () => {
   releaseBroker?.();
 });
 
-async function dlqWith(count: number): Promise<{ topic: string; ids: string[]; cleanup: () => Promise<void> }> {
+async function dlqWith(
+  count: number,
+): Promise<{ topic: string; ids: string[]; cleanup: () => Promise<void> }> {
   const topic = uniqueName('orders.dlq');
   const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
   const ids = Array.from({ length: count }, (_, i) => uniqueName(`dead${i}`));
@@ -53,7 +55,13 @@ async function dlqWith(count: number): Promise<{ topic: string; ids: string[]; c
 }
 
 function reader(topic: string): KafkaDeadLetterQueueReader {
-  return kafkaDeadLetterQueue({ kafka, topic, groupId: uniqueName('replay'), idleTimeoutMs: 3_000, consumerConfig: FAST_GROUP });
+  return kafkaDeadLetterQueue({
+    kafka,
+    topic,
+    groupId: uniqueName('replay'),
+    idleTimeoutMs: 3_000,
+    consumerConfig: FAST_GROUP,
+  });
 }
 
 async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {

@@ -13,11 +13,18 @@ import type { KafkaConsumerLike, KafkaConsumerOptions, KafkaRunConfig } from '..
 import { kafkaBrokers } from './support/kafka-services.js';
 
 /** Group timings that keep joins and rebalances short against the local broker. */
-export const FAST_GROUP = Object.freeze({ sessionTimeout: 6_000, heartbeatInterval: 500, rebalanceTimeout: 4_000, maxWaitTimeInMs: 100 });
+export const FAST_GROUP = Object.freeze({
+  sessionTimeout: 6_000,
+  heartbeatInterval: 500,
+  rebalanceTimeout: 4_000,
+  maxWaitTimeInMs: 100,
+});
 
 /** A kafkajs client for tests: quiet unless KAFKA_TEST_LOG=debug|info|warn|error. */
 export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
-  const level = { debug: logLevel.DEBUG, info: logLevel.INFO, warn: logLevel.WARN, error: logLevel.ERROR }[process.env.KAFKA_TEST_LOG ?? ''];
+  const level = { debug: logLevel.DEBUG, info: logLevel.INFO, warn: logLevel.WARN, error: logLevel.ERROR }[
+    process.env.KAFKA_TEST_LOG ?? ''
+  ];
   return new Kafka({
     clientId,
     brokers: kafkaBrokers(),
@@ -27,11 +34,17 @@ export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
 }
 
 /** Creates topics (and waits for their leaders); returns a function that deletes them. */
-export async function createTopics(kafka: Kafka, topics: readonly { topic: string; partitions: number }[]): Promise<() => Promise<void>> {
+export async function createTopics(
+  kafka: Kafka,
+  topics: readonly { topic: string; partitions: number }[],
+): Promise<() => Promise<void>> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({ waitForLeaders: true, topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })) });
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
+    });
   } finally {
     await admin.disconnect();
   }
@@ -45,13 +58,21 @@ export async function createTopics(kafka: Kafka, topics: readonly { topic: strin
 
 /** An idempotent test producer, connected. */
 export async function connectedProducer(kafka: Kafka): Promise<Producer> {
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
   await producer.connect();
   return producer;
 }
 
 /** Publishes harness messages with acks from all replicas: `id` as the `message-id` header, `key` as the key. */
-export async function publish(producer: Producer, topic: string, messages: readonly HarnessMessage[]): Promise<void> {
+export async function publish(
+  producer: Producer,
+  topic: string,
+  messages: readonly HarnessMessage[],
+): Promise<void> {
   await producer.send({
     topic,
     acks: -1,
@@ -76,9 +97,15 @@ export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
 }
 
 /** Waits until `topic` holds `count` records (or the timeout), then reads them all from the start. */
-export async function readTopic(kafka: Kafka, topic: string, count: number, timeoutMs: number): Promise<DeadLetterEntry[]> {
+export async function readTopic(
+  kafka: Kafka,
+  topic: string,
+  count: number,
+  timeoutMs: number,
+): Promise<DeadLetterEntry[]> {
   const deadline = Date.now() + timeoutMs;
-  while ((await topicSize(kafka, topic)) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while ((await topicSize(kafka, topic)) < count && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 100));
   const reader = kafkaDeadLetterQueue({ kafka, topic, idleTimeoutMs: 3_000, consumerConfig: FAST_GROUP });
   const entries: DeadLetterEntry[] = [];
   for await (const entry of reader.browse({ limit: 100_000 })) entries.push(entry);
@@ -103,7 +130,8 @@ export function crashable(consumer: Consumer): CrashableConsumer {
     seek: (p) => consumer.seek(p),
     pause: (t) => consumer.pause(t),
     resume: (t) => consumer.resume(t),
-    on: ((event: string, listener: (e: unknown) => void) => consumer.on(event as never, listener)) as KafkaConsumerLike['on'],
+    on: ((event: string, listener: (e: unknown) => void) =>
+      consumer.on(event as never, listener)) as KafkaConsumerLike['on'],
     run: (config?: KafkaRunConfig) => {
       const eachBatch = config?.eachBatch;
       return consumer.run({
@@ -114,7 +142,9 @@ export function crashable(consumer: Consumer): CrashableConsumer {
                 eachBatch({
                   ...payload,
                   commitOffsetsIfNecessary: (offsets) =>
-                    crashed ? Promise.reject(new Error('crashed: not committing')) : payload.commitOffsetsIfNecessary(offsets),
+                    crashed
+                      ? Promise.reject(new Error('crashed: not committing'))
+                      : payload.commitOffsetsIfNecessary(offsets),
                   isRunning: () => !crashed && payload.isRunning(),
                 }),
             }
@@ -163,7 +193,10 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
     topic,
     deadLetterTopic,
     groupId,
-    async startConsumer(handler: IdempotentConsumer<unknown, unknown>, consumerOptions: HarnessConsumerOptions = {}) {
+    async startConsumer(
+      handler: IdempotentConsumer<unknown, unknown>,
+      consumerOptions: HarnessConsumerOptions = {},
+    ) {
       const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
       const wrapper = crashable(consumer);
       const transport = kafkaConsumer({
@@ -174,8 +207,12 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
         fromBeginning: true,
         heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
         pauseOnFailureMs: 200,
-        ...(consumerOptions.concurrency !== undefined ? { partitionConcurrency: consumerOptions.concurrency } : {}),
-        ...(consumerOptions.closeTimeoutMs !== undefined ? { closeTimeoutMs: consumerOptions.closeTimeoutMs } : {}),
+        ...(consumerOptions.concurrency !== undefined
+          ? { partitionConcurrency: consumerOptions.concurrency }
+          : {}),
+        ...(consumerOptions.closeTimeoutMs !== undefined
+          ? { closeTimeoutMs: consumerOptions.closeTimeoutMs }
+          : {}),
         ...options.transport,
       });
       await transport.start();
@@ -201,10 +238,12 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
       running.clear();
     },
     async dispose() {
-      await Promise.allSettled([...running].map(async (e) => {
-        await e.transport.stop();
-        await e.consumer.disconnect();
-      }));
+      await Promise.allSettled(
+        [...running].map(async (e) => {
+          await e.transport.stop();
+          await e.consumer.disconnect();
+        }),
+      );
       running.clear();
       await producer.disconnect();
       await deleteTopics();

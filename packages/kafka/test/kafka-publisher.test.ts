@@ -37,7 +37,13 @@ describe('kafkaPublisher', () => {
     await publisher.publish([
       { destination: a, id: 'pay-1', key: 'acct-7', body: '{"amount":5}', headers: { traceparent: '00-1' } },
       { destination: b, id: 'pay-2', body: new Uint8Array([1, 2, 3]) },
-      { destination: a, id: 'pay-3', key: 'acct-7', body: '{"amount":6}', timestamp: new Date(1_700_000_000_000) },
+      {
+        destination: a,
+        id: 'pay-3',
+        key: 'acct-7',
+        body: '{"amount":6}',
+        timestamp: new Date(1_700_000_000_000),
+      },
     ]);
     await publisher.close();
     const inA = await readTopic(kafka, a, 2, 10_000);
@@ -58,14 +64,20 @@ describe('kafkaPublisher', () => {
     const publisher = kafkaPublisher({ kafka });
     await publisher.publish([{ destination: topic, id: 'x-1', body: 'x' }]);
     await publisher.close();
-    await expect(publisher.publish([{ destination: topic, id: 'x-2', body: 'x' }])).rejects.toThrow(PublishError);
+    await expect(publisher.publish([{ destination: topic, id: 'x-2', body: 'x' }])).rejects.toThrow(
+      PublishError,
+    );
     expect((await readTopic(kafka, topic, 1, 10_000)).map((e) => e.id)).toEqual(['x-1']);
     await cleanup();
   });
 
   it('rejects a delay (Kafka has none) and reports an unconfirmed produce as PublishError', async () => {
     const publisher = kafkaPublisher({ producer, timeoutMs: 2_000 });
-    await expect(publisher.publish([{ destination: 'anywhere', id: 'd-1', body: 'x', delayMs: 1_000 }])).rejects.toThrow(ConfigurationError);
-    await expect(publisher.publish([{ destination: 'not a topic!', id: 'e-1', body: 'x' }])).rejects.toThrow(PublishError);
+    await expect(
+      publisher.publish([{ destination: 'anywhere', id: 'd-1', body: 'x', delayMs: 1_000 }]),
+    ).rejects.toThrow(ConfigurationError);
+    await expect(publisher.publish([{ destination: 'not a topic!', id: 'e-1', body: 'x' }])).rejects.toThrow(
+      PublishError,
+    );
   });
 });

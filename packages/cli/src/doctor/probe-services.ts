@@ -1,16 +1,12 @@
 // Connectivity checks of `inboxkit doctor`: one per configured service, each with a time limit, none
 // printing a secret. A service that is not configured is skipped, not failed.
 
-import { GetQueueAttributesCommand, ListQueuesCommand } from '@aws-sdk/client-sqs';
 import { sql } from 'kysely';
 
 import type { CliServices } from '../cli-services.js';
 import type { TransportName } from '../command-line.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
 import { maskSecretsIn, maskUrl } from '../settings/mask-url.js';
-import { connectAmqp } from '../transports/open-rabbitmq.js';
-import { kafkaClientFor } from '../transports/open-kafka.js';
-import { sqsClientFor, sqsQueueUrl } from '../transports/open-sqs.js';
 import type { DoctorCheck } from './config-invariants.js';
 
 /** What the probes look at besides the connection settings. */
@@ -128,6 +124,7 @@ async function probeKafka(
       },
     ];
   }
+  const { kafkaClientFor } = await import('../transports/open-kafka.js');
   const admin = kafkaClientFor(settings).admin();
   try {
     const checks: DoctorCheck[] = [];
@@ -185,6 +182,7 @@ async function probeRabbitmq(
     ];
   }
   const where = maskUrl(settings.amqpUrl);
+  const { connectAmqp } = await import('../transports/open-rabbitmq.js');
   let connection;
   try {
     connection = await within(ms, where, () => connectAmqp(settings));
@@ -244,6 +242,8 @@ async function probeSqs(
       },
     ];
   }
+  const { GetQueueAttributesCommand, ListQueuesCommand } = await import('@aws-sdk/client-sqs');
+  const { sqsClientFor, sqsQueueUrl } = await import('../transports/open-sqs.js');
   const client = sqsClientFor(settings, options.env);
   const where = settings.sqsEndpoint === undefined ? `AWS ${settings.region}` : maskUrl(settings.sqsEndpoint);
   try {

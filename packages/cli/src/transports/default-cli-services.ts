@@ -3,12 +3,10 @@
 
 import type { CliServices } from '../cli-services.js';
 import { openDatabase } from '../inbox/open-database.js';
-import { openKafka } from './open-kafka.js';
-import { openRabbitmq } from './open-rabbitmq.js';
-import { openSqs } from './open-sqs.js';
 
 /**
- * The real services. `env` supplies AWS credentials' presence; `consumer` names the consumer of dead letters a
+ * The real services. Each transport's client library is loaded only when that transport is used, so
+ * `status` or `migrate` do not pay for kafkajs, amqplib and the AWS SDK. `env` supplies AWS credentials' presence; `consumer` names the consumer of dead letters a
  * broker made itself (RabbitMQ delivery limit).
  */
 export function defaultCliServices(
@@ -20,11 +18,11 @@ export function defaultCliServices(
     async openTransport(transport, settings, options) {
       switch (transport) {
         case 'kafka':
-          return openKafka(settings, options);
+          return (await import('./open-kafka.js')).openKafka(settings, options);
         case 'rabbitmq':
-          return openRabbitmq(settings, options, consumer);
+          return (await import('./open-rabbitmq.js')).openRabbitmq(settings, options, consumer);
         case 'sqs':
-          return openSqs(settings, options, env);
+          return (await import('./open-sqs.js')).openSqs(settings, options, env);
       }
     },
   };

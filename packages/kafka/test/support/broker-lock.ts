@@ -61,7 +61,9 @@ export async function holdBrokerExclusive(timeoutMs: number): Promise<() => void
   while (holders('shared').length > 0) {
     if (Date.now() > deadline) {
       release();
-      throw new Error(`other Kafka test files kept the broker for ${timeoutMs} ms: ${holders('shared').join(', ')}`);
+      throw new Error(
+        `other Kafka test files kept the broker for ${timeoutMs} ms: ${holders('shared').join(', ')}`,
+      );
     }
     await pause(200);
   }

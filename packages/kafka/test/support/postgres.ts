@@ -25,7 +25,9 @@ export async function testDatabase(schema: string): Promise<TestDatabase> {
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);
   await migrateInbox(db, { schema });
-  await sql.raw(`CREATE TABLE "${schema}".effects (id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`).execute(db);
+  await sql
+    .raw(`CREATE TABLE "${schema}".effects (id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+    .execute(db);
   const effects = sql.raw(`"${schema}".effects`);
   return {
     schema,
@@ -35,7 +37,10 @@ export async function testDatabase(schema: string): Promise<TestDatabase> {
       await sql`INSERT INTO ${effects} (id) VALUES (${id})`.execute(tx);
     },
     async effectCounts() {
-      const { rows } = await sql<{ id: string; n: number }>`SELECT id, count(*)::int AS n FROM ${effects} GROUP BY id`.execute(db);
+      const { rows } = await sql<{
+        id: string;
+        n: number;
+      }>`SELECT id, count(*)::int AS n FROM ${effects} GROUP BY id`.execute(db);
       return new Map(rows.map((r) => [r.id, r.n]));
     },
     async dispose() {
@@ -47,5 +52,8 @@ export async function testDatabase(schema: string): Promise<TestDatabase> {
 
 /** Schema names Postgres accepts, from a test-unique name. */
 export function schemaName(name: string): string {
-  return name.toLowerCase().replace(/[^a-z0-9_]/g, '_').slice(0, 50);
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, '_')
+    .slice(0, 50);
 }
