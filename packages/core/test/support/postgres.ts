@@ -1,11 +1,11 @@
-// Real Postgres for core's tests: the services' server (`npm run services:up`, DATABASE_URL in .services/env),
-// one fresh schema per test file. A test that needs Postgres and cannot reach it fails, saying how to start it.
+// Real Postgres for core's tests: the server the test run discovered (test/support/services.ts: DATABASE_URL,
+// testcontainers, or `npm run services:up`), one fresh schema per test file. A test that needs Postgres and
+// cannot reach it fails, saying how to start it.
 
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
 import pg from 'pg';
+import { requireService } from '../../../../test/support/services.js';
 import { migrateInbox } from '../../src/postgres/index.js';
 
 /** The tables tests write through handlers: effects without a unique key, so a double effect is counted. */
@@ -16,18 +16,9 @@ export interface TestDB {
 /** The handler transaction of tests on Postgres. */
 export type TestTx = Transaction<TestDB>;
 
-const ENV_FILE = fileURLToPath(new URL('../../../../.services/env', import.meta.url));
-
-/** The connection string: DATABASE_URL, else the one `npm run services:up` wrote. */
+/** The connection string of the test run's Postgres (found by test/support/global-setup.ts). */
 export function databaseUrl(): string {
-  if (process.env['DATABASE_URL']) return process.env['DATABASE_URL'];
-  if (existsSync(ENV_FILE)) {
-    const line = readFileSync(ENV_FILE, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('DATABASE_URL='));
-    if (line !== undefined) return line.slice('DATABASE_URL='.length).trim();
-  }
-  throw new Error('Postgres is not configured: start it with `npm run services:up` (or set DATABASE_URL)');
+  return requireService('postgres').url;
 }
 
 /** A database handle on a schema of its own. */
