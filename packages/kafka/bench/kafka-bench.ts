@@ -175,9 +175,15 @@ function inboxHandler(name: string, meter: Meter) {
   });
 }
 
-function inbox(mode: 'message' | 'batch'): Variant {
+function inbox(
+  mode: 'message' | 'batch',
+  countStartedAttempts: 'every-batch' | 'after-join' = 'every-batch',
+): Variant {
   return {
-    name: `kafkaConsumer ${mode}`,
+    name:
+      countStartedAttempts === 'every-batch'
+        ? `kafkaConsumer ${mode}`
+        : `kafkaConsumer ${mode}, ${countStartedAttempts}`,
     async start(topic, groupId, meter) {
       const handler = inboxHandler(`bench-${groupId}`, meter);
       const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
@@ -189,6 +195,7 @@ function inbox(mode: 'message' | 'batch'): Variant {
         mode,
         partitionConcurrency: PARTITIONS,
         fromBeginning: true,
+        countStartedAttempts,
       });
       await transport.start();
       return async () => {
@@ -342,14 +349,13 @@ async function compare(
   mode: 'message' | 'batch',
   producer: Producer,
   target: number,
+  extra?: Variant,
 ): Promise<void> {
-  const rates = new Map<Variant, number[]>([
-    [plain, []],
-    [ours, []],
-  ]);
+  const variants = extra ? [plain, ours, extra] : [plain, ours];
+  const rates = new Map<Variant, number[]>(variants.map((v) => [v, []]));
   const direct: number[] = [];
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const variant of round % 2 === 0 ? [plain, ours] : [ours, plain])
+    for (const variant of round % 2 === 0 ? variants : [...variants].reverse())
       rates.get(variant)!.push(await throughput(variant, producer));
     direct.push(await withoutKafka(mode));
   }
@@ -368,6 +374,8 @@ async function compare(
     );
   line(plain.name, a, la);
   line(ours.name, b, lb);
+  if (extra)
+    line(`${extra.name} (ratio ${(median(rates.get(extra)!) / a).toFixed(2)}×)`, median(rates.get(extra)!));
   line(`(idempotent consumer alone, ${mode})`, median(direct));
   const ratio = b / a;
   console.log(
@@ -392,7 +400,7 @@ async function main(): Promise<void> {
   );
   try {
     console.log('single-message path');
-    await compare(plainMessage, inbox('message'), 'message', producer, 0.85);
+    await compare(plainMessage, inbox('message'), 'message', producer, 0.85, inbox('message', 'after-join'));
     console.log('batch path');
     await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9);
   } finally {
