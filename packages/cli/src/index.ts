@@ -32,6 +32,7 @@ export type {
 export { predictReplay, describePrediction, REPLAY_PREDICTIONS } from './replay/predict-replay.js';
 export type { ReplayPrediction } from './replay/predict-replay.js';
 export { matchesFilter } from './replay/dead-letter-filter.js';
+export { recordedConsumer } from './replay/recorded-consumer.js';
 export type { DeadLetterFilter } from './replay/dead-letter-filter.js';
 export { replayDestination, replayMessage } from './replay/replay-message.js';
 export type { ReplayDestination } from './replay/replay-message.js';

@@ -3,6 +3,8 @@
 
 import type { DeadLetterRecord } from '@inboxkit/core';
 
+import { recordedConsumer } from './recorded-consumer.js';
+
 /** Selects dead letters; every given criterion must match. An empty filter selects everything. */
 export interface DeadLetterFilter {
   /** Only dead letters of this consumer (`x-inboxkit-consumer`). */
@@ -27,7 +29,8 @@ export function isFilterActive(filter: DeadLetterFilter): boolean {
 
 /**
  * Whether a dead letter (its id and its parsed headers, `undefined` when they were not written by inboxkit)
- * matches. A dead letter without inboxkit headers matches only a filter that asks for nothing but ids.
+ * matches. A dead letter without inboxkit headers (a broker's own redrive) has no reason or time, so it
+ * matches no `reasons` or `since` criterion; it is attributed to `consumer`, so that criterion passes (so does one a reader marked `unknown`).
  */
 export function matchesFilter(
   id: string | undefined,
@@ -37,7 +40,8 @@ export function matchesFilter(
   if (filter.ids !== undefined && filter.ids.length > 0 && (id === undefined || !filter.ids.includes(id))) {
     return false;
   }
-  if (filter.consumer !== undefined && record?.consumer !== filter.consumer) return false;
+  const consumer = recordedConsumer(record);
+  if (filter.consumer !== undefined && consumer !== undefined && consumer !== filter.consumer) return false;
   if (filter.reasons !== undefined && filter.reasons.length > 0) {
     if (record === undefined || !filter.reasons.includes(record.reason)) return false;
   }

@@ -8,6 +8,7 @@ import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { matchesFilter } from './dead-letter-filter.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { predictReplay } from './predict-replay.js';
+import { recordedConsumer } from './recorded-consumer.js';
 import { replayFingerprint } from './replay-fingerprint.js';
 import type { ReplayPrediction } from './predict-replay.js';
 
@@ -124,7 +125,7 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
       entry: {
         position: entry.position,
         id: entry.id,
-        consumer: record?.consumer ?? filter.consumer,
+        consumer: recordedConsumer(record) ?? filter.consumer,
         reason: record?.reason,
         error,
         attempts: record?.attempts,

@@ -21,6 +21,7 @@ import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { predictReplay, REPLAY_PREDICTIONS } from './predict-replay.js';
 import type { ReplayPrediction } from './predict-replay.js';
 import { RateLimiter } from './rate-limiter.js';
+import { recordedConsumer } from './recorded-consumer.js';
 import { replayFingerprint } from './replay-fingerprint.js';
 import { replayDestination, replayMessage } from './replay-message.js';
 import type { ReplayDestination } from './replay-message.js';
@@ -202,7 +203,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
 
   const inspect = (entry: DeadLetterEntry): Inspected => {
     const record = parseDeadLetterHeaders(entry.headers);
-    return { record, consumer: record?.consumer ?? filter.consumer };
+    return { record, consumer: recordedConsumer(record) ?? filter.consumer };
   };
 
   const lookup = async (

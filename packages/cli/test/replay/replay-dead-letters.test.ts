@@ -478,6 +478,29 @@ describe('replayDeadLetters', () => {
     expect(dlq.entries).toHaveLength(5);
   });
 
+  it('attributes dead letters the broker made itself (no inboxkit headers, or consumer `unknown`) to --consumer', async () => {
+    const inbox = new MemoryInbox();
+    inbox.set('orders', 'raw', 'dead_lettered');
+    inbox.set('orders', 'limit', 'processing');
+    const raw = { id: 'raw', body: '{}', headers: { 'message-id': 'raw' }, position: 'dlq:raw' };
+    const limit = deadLetter('limit', { consumer: 'unknown', reason: 'delivery-limit' });
+    const other = deadLetter('other', { consumer: 'billing' });
+    const summary = await replayDeadLetters({
+      transport: 'kafka',
+      reader: new MemoryDeadLetterQueue([raw, limit, other]),
+      inbox,
+      filter: { consumer: 'orders' },
+      to: 'orders-topic',
+      dryRun: true,
+      requestedBy: 't',
+    });
+    expect(summary.entries.map((e) => [e.id, e.consumer, e.prediction])).toEqual([
+      ['raw', 'orders', 'reopen'],
+      ['limit', 'orders', 'in-flight'],
+    ]);
+    expect(summary.notSelected).toBe(1);
+  });
+
   it('leaves dead letters without an id or a destination in the DLQ and says why', async () => {
     const noId = deadLetter(undefined);
     const foreign = { id: 'x', body: 'raw', headers: { 'message-id': 'x' }, position: 'dlq:x' };
