@@ -3,12 +3,14 @@
 //   node probe.mjs kafka 127.0.0.1:19092   exit 0 when the broker answers a Metadata request and lists at
 //                                           least one live broker (in KRaft a broker is listed only once it
 //                                           is registered and unfenced, i.e. ready for clients)
+//   node probe.mjs amqp 127.0.0.1:5679      exit 0 when the server answers the AMQP 0-9-1 protocol header with
+//                                           connection.start (RabbitMQ opens its listener only once booted)
 //   node probe.mjs tcp 127.0.0.1:5679       exit 0 when a TCP connection opens
 import net from 'node:net';
 
 const [kind, address] = process.argv.slice(2);
 if (!kind || !address) {
-  console.error('usage: probe.mjs kafka|tcp HOST:PORT');
+  console.error('usage: probe.mjs kafka|amqp|tcp HOST:PORT');
   process.exit(2);
 }
 const [host, portText] = address.split(':');
@@ -69,8 +71,37 @@ async function kafkaBrokers() {
   }
 }
 
+// AMQP 0-9-1: after the protocol header the server sends connection.start, a method frame (type 1, channel 0,
+// class 10, method 10).
+async function amqpAnswers() {
+  const socket = await connect(3000);
+  try {
+    socket.write(Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 0, 9, 1]));
+    const head = await new Promise((resolve, reject) => {
+      let buffered = Buffer.alloc(0);
+      const timer = setTimeout(() => reject(new Error('no connection.start')), 5000);
+      socket.on('data', (chunk) => {
+        buffered = Buffer.concat([buffered, chunk]);
+        if (buffered.length >= 11) {
+          clearTimeout(timer);
+          resolve(buffered);
+        }
+      });
+      socket.once('error', reject);
+      socket.once('close', () => reject(new Error('connection closed')));
+    });
+    if (head[0] !== 1 || head.readUInt16BE(7) !== 10 || head.readUInt16BE(9) !== 10) {
+      throw new Error('not an AMQP 0-9-1 connection.start');
+    }
+  } finally {
+    socket.destroy();
+  }
+}
+
 try {
-  if (kind === 'kafka') {
+  if (kind === 'amqp') {
+    await amqpAnswers();
+  } else if (kind === 'kafka') {
     const brokers = await kafkaBrokers();
     if (brokers < 1) throw new Error('no live broker yet');
   } else if (kind === 'tcp') {

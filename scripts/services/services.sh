@@ -425,7 +425,8 @@ rabbit_running() {
   return 1
 }
 
-rabbit_ready() { rabbit_ctl -q await_startup --timeout 5 && port_open "$INBOXKIT_AMQP_PORT"; }
+# Cheap check (no Erlang CLI, which takes seconds to boot on a busy machine): the AMQP listener answers.
+rabbit_answers() { port_open "$INBOXKIT_AMQP_PORT" && node "$SCRIPT_DIR/probe.mjs" amqp "127.0.0.1:$INBOXKIT_AMQP_PORT"; }
 
 rabbitmq_up() {
   rabbit_paths
@@ -433,7 +434,7 @@ rabbitmq_up() {
   rabbit_env
   if rabbit_running; then
     write_rabbit_files
-    if wait_for rabbitmq 30 rabbit_ready; then
+    if wait_for rabbitmq 30 rabbit_answers; then
       log "rabbitmq: already running on 127.0.0.1:$INBOXKIT_AMQP_PORT (node $RABBITMQ_NODE)"
       return 0
     fi
@@ -447,11 +448,13 @@ rabbitmq_up() {
   rm -f "$RMQ_PIDFILE"
   (cd "$RMQ_DIR" && "$RMQ_SBIN/rabbitmq-server" -detached >"$STATE/logs/rabbitmq-startup.log" 2>&1 9>&-) ||
     die "rabbitmq: rabbitmq-server -detached failed (log: $STATE/logs/rabbitmq-startup.log)"
-  # -detached returns at once; the node registers with epmd a moment later, then boots.
-  wait_for rabbitmq "$READY_TIMEOUT" rabbit_ready || {
+  # -detached returns at once; the node registers with epmd a moment later, boots, and opens the AMQP
+  # listener last. Then the CLI confirms the boot is complete.
+  if ! wait_for rabbitmq "$READY_TIMEOUT" rabbit_answers ||
+    ! rabbit_ctl -q await_startup --timeout "$READY_TIMEOUT" >/dev/null 2>&1; then
     tail -20 "$STATE/logs/rabbitmq/$RABBITMQ_NODE.log" >&2 2>/dev/null || true
     die "rabbitmq: not ready after ${READY_TIMEOUT}s (logs: $STATE/logs/rabbitmq)"
-  }
+  fi
   rabbit_ctl -q eval 'os:getpid().' | tr -dc '0-9' >"$RMQ_PIDFILE"
   # Quorum queues, streams etc. need the stable feature flags on.
   rabbit_ctl -q enable_feature_flag all >/dev/null
