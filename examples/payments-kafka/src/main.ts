@@ -94,5 +94,5 @@ for (const p of payments) {
 }
 const rows = await db.selectFrom('payments').select('payment_id').where('payment_id', 'like', `pay-${run}-%`).execute();
 console.log(`\npayments table: ${rows.length} rows for this run; provider: ${provider.charges().filter((c) => c.paymentId.includes(run)).length} charges`);
-console.log(`dead letters are in ${TOPIC}.dlq: npx inboxkit dlq list --transport kafka --from ${TOPIC}.dlq`);
+console.log(`dead letters are in ${TOPIC}.dlq: npx inboxkit dlq list --transport kafka --from ${TOPIC}.dlq --schema ${SCHEMA}`);
 await shutdown();
