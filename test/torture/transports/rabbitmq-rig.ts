@@ -4,9 +4,6 @@
 // files running at the same moment are not pulled from under).
 
 import { execFile } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 import { HEADERS } from '@inboxkit/core';
@@ -17,6 +14,7 @@ import amqp from 'amqplib';
 
 import { requireService, restartService } from '../../support/services.js';
 import type { PlannedMessage } from '../message-plan.js';
+import { exclusiveOrSharedLockHolder } from './rabbitmq-broker-lock.js';
 import type { DeadLetterCopy, TransportRig } from './transport-rig.js';
 import { retrying } from './transport-rig.js';
 
@@ -31,6 +29,7 @@ export function rabbitmqRig(options: { readonly log: (line: string) => void }): 
   let connection: amqp.ChannelModel | undefined;
   let channel: amqp.ConfirmChannel | undefined;
   let resent = 0;
+  let releaseShared: (() => void) | undefined;
 
   async function confirmChannel(): Promise<amqp.ConfirmChannel> {
     if (channel === undefined) {
@@ -69,6 +68,8 @@ export function rabbitmqRig(options: { readonly log: (line: string) => void }): 
       return resent;
     },
     async setup() {
+      // The package's broker-restart test must not restart RabbitMQ in the middle of this run.
+      releaseShared = await exclusiveOrSharedLockHolder('shared');
       const ch = await confirmChannel();
       topology = await declareTopology(ch, { queue, delayBucketsMs: DELAY_BUCKETS_MS });
     },
@@ -146,13 +147,17 @@ export function rabbitmqRig(options: { readonly log: (line: string) => void }): 
       return copies;
     },
     async restartBroker() {
-      const release = await exclusiveBrokerLock();
-      onLocked?.();
+      // Let go of the shared lock first: a test file waiting for the exclusive one would otherwise wait for us
+      // while we wait for it.
+      releaseShared?.();
+      const release = await exclusiveOrSharedLockHolder('exclusive');
+      onLocked();
       try {
         drop();
         await restartService('rabbitmq', { timeoutMs: 240_000 });
       } finally {
         release();
+        releaseShared = await exclusiveOrSharedLockHolder('shared');
       }
       return 'rabbitmq restarted (services.sh restart rabbitmq)';
     },
@@ -169,48 +174,7 @@ export function rabbitmqRig(options: { readonly log: (line: string) => void }): 
         // The broker is gone: nothing to clean.
       }
       drop();
+      releaseShared?.();
     },
   };
-}
-
-// The protocol of packages/rabbitmq/test/broker-lock.ts (a directory lock plus shared-lock files of live
-// pids), repeated here because that module registers vitest hooks when imported.
-const LOCK_DIR = join(tmpdir(), 'inboxkit-rabbitmq-test-locks');
-const EXCLUSIVE = join(LOCK_DIR, 'exclusive');
-
-function ownerAlive(file: string): boolean {
-  try {
-    process.kill(Number(readFileSync(file, 'utf8')), 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function exclusiveBrokerLock(timeoutMs = 300_000): Promise<() => void> {
-  mkdirSync(LOCK_DIR, { recursive: true });
-  const deadline = Date.now() + timeoutMs;
-  const pause = () => new Promise((r) => setTimeout(r, 100));
-  for (;;) {
-    try {
-      mkdirSync(EXCLUSIVE);
-      writeFileSync(join(EXCLUSIVE, 'owner'), String(process.pid));
-      break;
-    } catch {
-      if (!ownerAlive(join(EXCLUSIVE, 'owner'))) rmSync(EXCLUSIVE, { recursive: true, force: true });
-      else if (Date.now() > deadline) throw new Error('timed out waiting for the RabbitMQ broker lock');
-      else await pause();
-    }
-  }
-  const release = () => rmSync(EXCLUSIVE, { recursive: true, force: true });
-  const others = () =>
-    readdirSync(LOCK_DIR).filter((f) => f.startsWith('shared-') && ownerAlive(join(LOCK_DIR, f)));
-  while (others().length > 0) {
-    if (Date.now() > deadline) {
-      release();
-      throw new Error('timed out waiting for RabbitMQ test files to release the broker');
-    }
-    await pause();
-  }
-  return release;
 }

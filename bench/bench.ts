@@ -1,0 +1,490 @@
+// `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
+//
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,pgbench,claim,kafka,rabbitmq,sqs,memory]
+//
+// Sections run one after another, each in its own process with a time limit: the core bench of
+// packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the pgbench commit ceiling,
+// claim latency at 10k and 10M rows, the transports' own bench scripts (packages/<transport>/bench), and the
+// consumer's memory over a long run. The full run writes docs/benchmarks.md; --quick writes
+// bench-results/benchmarks-quick.md unless --out says otherwise. Ratios measured in the same run are the
+// headline: this machine is shared and noisy, absolute figures are not comparable across runs.
+
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+import pg from 'pg';
+
+import { exclusiveOrSharedLockHolder } from '../test/torture/transports/rabbitmq-broker-lock.js';
+import type { RateRow, RatioLine } from './parse-output.js';
+import { numberAfter, rateRows, ratioLines } from './parse-output.js';
+import type { ChildRun } from './run-child.js';
+import { runScript } from './run-child.js';
+import { REPO_ROOT, setting } from './settings.js';
+
+const SECTIONS = ['core', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'memory'] as const;
+type Section = (typeof SECTIONS)[number];
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    only: { type: 'string' },
+  },
+});
+const quick = values.quick;
+const only = new Set((values.only?.split(',') ?? SECTIONS) as Section[]);
+for (const s of only)
+  if (!SECTIONS.includes(s)) throw new Error(`--only takes ${SECTIONS.join(',')}, got ${s}`);
+const out = values.out ?? (quick ? 'bench-results/benchmarks-quick.md' : 'docs/benchmarks.md');
+const command = `npm run ${quick ? 'bench:quick' : 'bench'}${values.out ? ` -- --out ${values.out}` : ''}${values.only ? ` --only ${values.only}` : ''}`;
+const started = new Date();
+const log = (line: string): void =>
+  void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+/** What each section runs, full and quick. */
+const PLAN: Record<Section, { script: string; args: string[]; timeout: number; nodeArgs?: string[] }> = {
+  core: {
+    script: 'packages/core/bench/core-bench.ts',
+    args: quick ? ['--quick'] : ['--deliveries', '20000', '--rounds', '1'],
+    timeout: quick ? 180 : 480,
+  },
+  pgbench: {
+    script: 'bench/pgbench-ceiling.ts',
+    args: quick
+      ? ['--clients', '16', '--seconds', '5', '--runs', '1']
+      : ['--clients', '16', '--seconds', '15', '--runs', '2'],
+    timeout: quick ? 60 : 120,
+  },
+  claim: {
+    script: 'bench/claim-latency.ts',
+    args: quick
+      ? ['--small', '10000', '--large', '200000', '--samples', '300']
+      : ['--small', '10000', '--large', '10000000', '--samples', '2000', '--fill-budget', '300'],
+    timeout: quick ? 120 : 720,
+  },
+  kafka: {
+    script: 'packages/kafka/bench/kafka-bench.ts',
+    args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '8000', '--rounds', '1'],
+    timeout: quick ? 180 : 420,
+  },
+  rabbitmq: {
+    script: 'packages/rabbitmq/bench/rabbitmq-bench.ts',
+    args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '8000', '--rounds', '1'],
+    timeout: quick ? 180 : 420,
+  },
+  sqs: {
+    script: 'packages/sqs/bench/sqs-bench.ts',
+    args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '4000', '--rounds', '1'],
+    timeout: quick ? 180 : 420,
+  },
+  memory: {
+    script: 'bench/memory-run.ts',
+    args: quick ? ['--messages', '200000'] : ['--messages', '1000000'],
+    nodeArgs: ['--expose-gc'],
+    timeout: quick ? 120 : 360,
+  },
+};
+
+// ── the machine ──────────────────────────────────────────────────────────────────────────────────────────────
+
+function sh(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', timeout: 10_000 }).trim();
+  } catch {
+    return '?';
+  }
+}
+
+async function machine(): Promise<Record<string, string>> {
+  let postgres = '?';
+  try {
+    const client = new pg.Client({ connectionString: setting('DATABASE_URL') });
+    await client.connect();
+    const r = await client.query<{ v: string; sb: string; sc: string }>(
+      "SELECT current_setting('server_version') AS v, current_setting('shared_buffers') AS sb, current_setting('synchronous_commit') AS sc",
+    );
+    postgres = `${r.rows[0]!.v} (shared_buffers ${r.rows[0]!.sb}, synchronous_commit ${r.rows[0]!.sc})`;
+    await client.end();
+  } catch {
+    // reported as '?'
+  }
+  return {
+    nproc: sh('nproc', []),
+    memory: `${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
+    cpu: cpus()[0]?.model ?? '?',
+    kernel: sh('uname', ['-sr']),
+    node: process.version,
+    postgres,
+    'load average at start (1/5/15 min)': loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' / '),
+  };
+}
+
+// ── formatting ───────────────────────────────────────────────────────────────────────────────────────────────
+
+const fmt = (n: number | undefined, digits = 0): string =>
+  n === undefined || Number.isNaN(n)
+    ? '—'
+    : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const x = (n: number | undefined): string => (n === undefined || Number.isNaN(n) ? '—' : `${n.toFixed(2)}×`);
+
+interface Target {
+  readonly figure: string;
+  readonly measured: string;
+  readonly target: string;
+  readonly ok: boolean | undefined;
+}
+
+function status(t: Target): string {
+  return t.ok === undefined ? 'n/a' : t.ok ? 'met' : '**missed**';
+}
+
+function rawBlock(title: string, run: ChildRun | undefined): string {
+  if (run === undefined) return '';
+  const how = run.missing
+    ? 'missing'
+    : run.timedOut
+      ? `timed out after ${fmt(run.seconds)} s`
+      : `exit ${run.code}, ${fmt(run.seconds)} s`;
+  return `<details><summary>${title}: <code>${run.command}</code> (${how})</summary>\n\n\`\`\`\n${run.output}\n\`\`\`\n\n</details>\n`;
+}
+
+function rateTable(rows: readonly RateRow[]): string {
+  if (rows.length === 0) return '_(no figures could be read from the output; see the raw output below)_\n';
+  const lines = ['| variant | msg/s | p50 ms | p99 ms |', '|---|---:|---:|---:|'];
+  for (const r of rows)
+    lines.push(`| ${r.label} | ${fmt(r.perSecond)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} |`);
+  return `${lines.join('\n')}\n`;
+}
+
+function ratioTargets(transport: string, ratios: readonly RatioLine[]): Target[] {
+  return ratios
+    .filter((r) => r.target !== undefined)
+    .map((r) => ({
+      figure: `${transport}: ${r.label.replace(/\s+/g, ' ')}`,
+      measured: x(r.value),
+      target: `≥ ${r.target}×`,
+      ok: r.value >= r.target!,
+    }));
+}
+
+// ── the run ──────────────────────────────────────────────────────────────────────────────────────────────────
+
+const info = await machine();
+log(`${quick ? 'quick' : 'full'} run → ${out}; sections: ${[...only].join(', ')}`);
+const runs: Partial<Record<Section, ChildRun>> = {};
+for (const section of SECTIONS) {
+  if (!only.has(section)) continue;
+  const p = PLAN[section];
+  log(`${section}: ${p.script} ${p.args.join(' ')} (limit ${p.timeout} s)`);
+  // The RabbitMQ tests restart their broker under an exclusive lock; hold the shared one meanwhile.
+  const release = section === 'rabbitmq' ? await exclusiveOrSharedLockHolder('shared') : undefined;
+  try {
+    runs[section] = await runScript(p.script, p.args, {
+      timeoutSeconds: p.timeout,
+      ...(p.nodeArgs ? { nodeArgs: p.nodeArgs } : {}),
+      echo: true,
+    });
+  } finally {
+    release?.();
+  }
+  const r = runs[section];
+  log(
+    `${section}: ${r.missing ? 'script missing' : r.timedOut ? 'TIMED OUT' : `exit ${r.code}`} after ${fmt(r.seconds)} s`,
+  );
+}
+const finished = new Date();
+
+const targets: Target[] = [];
+const md: string[] = [];
+
+// Core.
+const core = runs.core;
+let inboxRate: number | undefined;
+let firstRate: number | undefined;
+if (core !== undefined) {
+  const rows = rateRows(core.output);
+  const find = (re: RegExp): RateRow | undefined => rows.find((r) => re.test(r.label));
+  const bare = find(/^bare/i);
+  const inbox = find(/handle\(\).*30%/i);
+  const first = find(/first deliver/i);
+  const dup = find(/duplicates only/i);
+  const batch = find(/handleBatch/i);
+  inboxRate = inbox?.perSecond;
+  firstRate = first?.perSecond;
+  const dupVsFirst =
+    numberAfter(core.output, /duplicate vs first delivery:?/i) ??
+    (dup && first ? dup.perSecond / first.perSecond : undefined);
+  const batchVsSingle =
+    numberAfter(core.output, /handleBatch vs handle:?/i) ??
+    (batch && inbox ? batch.perSecond / inbox.perSecond : undefined);
+  const naive = /naive applied ([\d,]+) twice \((\d+)%\)/.exec(core.output);
+  const pairs = /concurrent duplicates \(([\d,]+) ids/.exec(core.output);
+  const inboxDoubles = /inboxkit ([\d,]+) \(/.exec(
+    core.output.slice(core.output.indexOf('concurrent duplicates')),
+  );
+  targets.push(
+    {
+      figure: 'core: inbox transactional path / same transaction without inbox (30% duplicates, c=16)',
+      measured: x(inbox && bare ? inbox.perSecond / bare.perSecond : undefined),
+      target: '≥ 0.90×',
+      ok: inbox && bare ? inbox.perSecond / bare.perSecond >= 0.9 : undefined,
+    },
+    {
+      figure: 'core: duplicate delivery / first delivery (throughput)',
+      measured: x(dupVsFirst),
+      target: '≥ 3×',
+      ok: dupVsFirst === undefined ? undefined : dupVsFirst >= 3,
+    },
+    {
+      figure: 'core: handleBatch (50) / handle',
+      measured: x(batchVsSingle),
+      target: '≥ 3×',
+      ok: batchVsSingle === undefined ? undefined : batchVsSingle >= 3,
+    },
+    {
+      figure: 'core: double effects under concurrent duplicates (naive select-then-insert vs inboxkit)',
+      measured: naive
+        ? `naive ${naive[1]} of ${pairs?.[1] ?? '?'} ids (${naive[2]}%); inboxkit ${inboxDoubles?.[1] ?? '?'}`
+        : '—',
+      target: 'inboxkit 0',
+      ok: inboxDoubles ? Number(inboxDoubles[1]) === 0 : undefined,
+    },
+  );
+  md.push(
+    '## Core: the inbox on Postgres',
+    '',
+    'Concurrency 16, a one-row effect, deliveries with 30% duplicates unless the row says otherwise (the core bench of `packages/core/bench/core-bench.ts`). ' +
+      '“bare” is the same transaction without the inbox (BEGIN; INSERT effect; COMMIT on node-postgres); “naive” checks a processed table before its transaction (select-then-insert).',
+    '',
+    // The core bench prints a Markdown table already (run, deliveries/s, × bare, notes): keep it as it is.
+    core.output
+      .split('\n')
+      .filter((l) => l.startsWith('|'))
+      .join('\n'),
+    '',
+    ...core.output
+      .split('\n')
+      .filter(
+        (l) =>
+          /vs first delivery|vs handle|concurrent duplicates|double effects/i.test(l) && !l.startsWith('|'),
+      )
+      .map((l) => `- ${l.trim()}`),
+    '',
+  );
+}
+
+// pgbench.
+const pgb = runs.pgbench?.result as { clients: number; best: number; runs: number[] } | undefined;
+if (runs.pgbench !== undefined) {
+  md.push(
+    '## Postgres commit ceiling (pgbench)',
+    '',
+    pgb
+      ? `pgbench, ${pgb.clients} clients, a one-row INSERT per transaction (autocommit, prepared): **${fmt(pgb.best)} tps** (best of ${pgb.runs.map((r) => fmt(r)).join(', ')}).`
+      : '_pgbench gave no figure; see the raw output._',
+    '',
+  );
+  if (pgb) {
+    const lines = ['| inbox path | deliveries/s | fraction of the pgbench ceiling |', '|---|---:|---:|'];
+    if (inboxRate !== undefined)
+      lines.push(`| handle(), 30% duplicates | ${fmt(inboxRate)} | ${fmt((inboxRate / pgb.best) * 100)}% |`);
+    if (firstRate !== undefined)
+      lines.push(
+        `| handle(), first deliveries only (one commit each, like pgbench) | ${fmt(firstRate)} | ${fmt((firstRate / pgb.best) * 100)}% |`,
+      );
+    if (lines.length > 2) md.push(lines.join('\n'), '');
+    if (firstRate !== undefined) {
+      targets.push({
+        figure:
+          'core: first deliveries as a fraction of the pgbench one-row-insert ceiling (same client count)',
+        measured: `${fmt((firstRate / pgb.best) * 100)}%`,
+        target: '(reported)',
+        ok: undefined,
+      });
+    }
+  }
+}
+
+// Claim latency.
+interface Latency {
+  p50: number;
+  p99: number;
+  mean: number;
+}
+interface ClaimSide {
+  rows: number;
+  first: Latency;
+  duplicate: Latency;
+  tableMb: number;
+  indexMb: number;
+}
+const claim = runs.claim?.result as
+  { small?: ClaimSide; large?: ClaimSide; note: string; samples: number; fillSeconds?: number } | undefined;
+if (runs.claim !== undefined) {
+  md.push('## Claim latency as the inbox grows', '');
+  if (claim?.small && claim.large) {
+    const s = claim.small;
+    const l = claim.large;
+    md.push(
+      `One delivery at a time through \`handle()\` (no queueing in the figures), ${fmt(claim.samples)} samples per kind and size, alternating between a table of ${fmt(s.rows)} completed rows and one of ${fmt(l.rows)} so both see the same noise. ` +
+        `“first”: a new id (claim + one-row effect + commit). “duplicate”: an id already completed, picked at random (the claim's single round trip).` +
+        (claim.note ? ` **Note:** ${claim.note}.` : ''),
+      '',
+      '| rows in the inbox | table + indexes | first p50 | first p99 | duplicate p50 | duplicate p99 |',
+      '|---:|---:|---:|---:|---:|---:|',
+      ...[s, l].map(
+        (c) =>
+          `| ${fmt(c.rows)} | ${fmt(c.tableMb + c.indexMb)} MB | ${fmt(c.first.p50, 2)} ms | ${fmt(c.first.p99, 2)} ms | ${fmt(c.duplicate.p50, 2)} ms | ${fmt(c.duplicate.p99, 2)} ms |`,
+      ),
+      '',
+    );
+    const label =
+      l.rows >= 10_000_000
+        ? '10M'
+        : `${fmt(l.rows)} (${claim.note ? '10M did not fit the time budget' : 'quick run: 10M skipped'})`;
+    targets.push(
+      {
+        figure: `claim latency: first-delivery p99 at ${label} rows / at ${fmt(s.rows)}`,
+        measured: x(l.first.p99 / s.first.p99),
+        target: '≤ 1.5×',
+        ok: l.first.p99 / s.first.p99 <= 1.5,
+      },
+      {
+        figure: `claim latency: duplicate p99 at ${label} rows / at ${fmt(s.rows)}`,
+        measured: x(l.duplicate.p99 / s.duplicate.p99),
+        target: '≤ 1.5×',
+        ok: l.duplicate.p99 / s.duplicate.p99 <= 1.5,
+      },
+    );
+  } else {
+    md.push('_No figures: see the raw output._', '');
+  }
+}
+
+// Transports.
+const TRANSPORT_NOTES: Record<string, string> = {
+  kafka:
+    'kafkaConsumer (message and batch mode) vs plain kafkajs `eachMessage` / `eachBatch` consumers doing the same insert, same topic partitions and concurrency.',
+  rabbitmq: 'rabbitmqConsumer vs a plain amqplib consumer doing the same insert at the same prefetch.',
+  sqs: 'sqsConsumer vs a plain receive / insert / delete consumer at the same concurrency.',
+};
+for (const transport of ['kafka', 'rabbitmq', 'sqs'] as const) {
+  const run = runs[transport];
+  if (run === undefined) continue;
+  md.push(
+    `## ${transport === 'sqs' ? 'SQS (ElasticMQ)' : transport === 'kafka' ? 'Kafka' : 'RabbitMQ'}`,
+    '',
+    `${TRANSPORT_NOTES[transport]} Figures from \`${PLAN[transport].script}\`; end-to-end latency is from the send to the committed effect, at a steady rate below capacity.`,
+    '',
+  );
+  if (run.missing) {
+    md.push(`_\`${PLAN[transport].script}\` is not in this checkout: no figures._`, '');
+    continue;
+  }
+  md.push(rateTable(rateRows(run.output)));
+  const ratios = ratioLines(run.output);
+  if (ratios.length > 0)
+    md.push(
+      ...ratios.map(
+        (r) => `- ${r.label}: **${x(r.value)}**${r.target !== undefined ? ` (target ≥ ${r.target}×)` : ''}`,
+      ),
+      '',
+    );
+  targets.push(...ratioTargets(transport, ratios));
+  if (run.timedOut || run.code !== 0)
+    md.push(
+      `_The script ${run.timedOut ? 'timed out' : `exited with ${run.code}`}: figures may be partial._`,
+      '',
+    );
+}
+
+// Memory.
+const mem = runs.memory?.result as
+  | {
+      messages: number;
+      seconds: number;
+      perSecond: number;
+      rssStartMb: number;
+      rssEndMb: number;
+      rssMaxMb: number;
+      rssSlopeMbPerMillion: number;
+      heapAfterGcStartMb: number;
+      heapAfterGcEndMb: number;
+      heapAfterGcSlopeMbPerMillion: number;
+      warmUp: number;
+      storeRowsAtEnd?: number;
+      series: [number, number][];
+    }
+  | undefined;
+if (runs.memory !== undefined) {
+  md.push('## Consumer memory over a long run', '');
+  if (mem) {
+    md.push(
+      `${fmt(mem.messages)} deliveries (30% duplicates) through \`idempotentConsumer().handle()\` at concurrency 16 in one process, with core's in-memory store pruned to a one-second dedupe window (so the store stays bounded and what could grow is the consumer path), ${fmt(mem.perSecond)} deliveries/s. RSS sampled every 500 ms; start is after ${fmt(mem.warmUp)} warm-up deliveries.`,
+      '',
+      '| RSS start | RSS end | RSS max | RSS slope | heap after GC, start → end | heap slope |',
+      '|---:|---:|---:|---:|---:|---:|',
+      `| ${fmt(mem.rssStartMb)} MB | ${fmt(mem.rssEndMb)} MB | ${fmt(mem.rssMaxMb)} MB | ${fmt(mem.rssSlopeMbPerMillion, 1)} MB per million | ${fmt(mem.heapAfterGcStartMb, 1)} → ${fmt(mem.heapAfterGcEndMb, 1)} MB | ${fmt(mem.heapAfterGcSlopeMbPerMillion, 1)} MB per million |`,
+      '',
+      `RSS by deliveries handled: ${mem.series.map(([n, mb]) => `${fmt(n / 1000)}k→${mb}`).join(', ')} (MB).`,
+      '',
+    );
+    targets.push({
+      figure: `memory: over ${fmt(mem.messages / 1_000_000, 1)}M deliveries, RSS end − start (slope); heap after GC slope`,
+      measured: `${fmt(mem.rssEndMb - mem.rssStartMb)} MB (${fmt(mem.rssSlopeMbPerMillion, 1)} MB/M); ${fmt(mem.heapAfterGcSlopeMbPerMillion, 1)} MB/M`,
+      target: 'flat (slopes < 25 MB/M RSS, < 10 MB/M heap)',
+      // RSS saws with every major GC; the live heap after a forced GC is what a leak would raise. A short
+      // (quick) run is all sawtooth: no verdict.
+      ok:
+        mem.messages < 1_000_000
+          ? undefined
+          : mem.heapAfterGcSlopeMbPerMillion < 10 && mem.rssSlopeMbPerMillion < 25,
+    });
+  } else {
+    md.push('_No figures: see the raw output._', '');
+  }
+}
+
+// The document.
+const analysisFile = join(REPO_ROOT, 'bench/analysis.md');
+const analysis = !quick && existsSync(analysisFile) ? readFileSync(analysisFile, 'utf8').trim() : '';
+const doc = [
+  '# Benchmarks',
+  '',
+  `Generated by \`${command}\` on ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC (${fmt((finished.getTime() - started.getTime()) / 60_000, 1)} minutes). ` +
+    'Every figure on this page comes from that one run; the sections ran one after another on the machine below.',
+  '',
+  '> This machine is shared with other engineers’ test runs and was busy while this ran: absolute figures are noisy and not comparable across runs. ' +
+    'The headline is each **ratio**, measured side by side in the same run (alternating where the script does). Re-run `npm run bench` on a quiet machine for cleaner absolutes.',
+  '',
+  '## Machine',
+  '',
+  '| | |',
+  '|---|---|',
+  ...Object.entries(info).map(([k, v]) => `| ${k} | ${v} |`),
+  '',
+  '## Targets',
+  '',
+  '| figure | measured | target | status |',
+  '|---|---:|---:|---|',
+  ...targets.map((t) => `| ${t.figure} | ${t.measured} | ${t.target} | ${status(t)} |`),
+  '',
+  ...(analysis ? [analysis, ''] : []),
+  ...md,
+  '## Raw output of every section',
+  '',
+  ...SECTIONS.map((s) => rawBlock(s, runs[s])).filter((b) => b !== ''),
+].join('\n');
+mkdirSync(dirname(join(REPO_ROOT, out)), { recursive: true });
+writeFileSync(join(REPO_ROOT, out), `${doc.trimEnd()}\n`);
+log(`wrote ${out}`);
+const failed = SECTIONS.filter(
+  (s) => runs[s] !== undefined && (runs[s].timedOut || (runs[s].code !== 0 && !runs[s].missing)),
+);
+if (failed.length > 0) log(`sections that failed or timed out: ${failed.join(', ')}`);
+process.exit(failed.length > 0 ? 1 : 0);

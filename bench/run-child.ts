@@ -1,0 +1,93 @@
+// Runs one bench script as a child process (its own Node, so one section's heap and connections never weigh
+// on the next), with a time limit, keeping everything it prints for the report.
+
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+import { REPO_ROOT, RESULT_PREFIX } from './settings.js';
+
+export interface ChildRun {
+  readonly command: string;
+  readonly output: string;
+  readonly code: number | null;
+  readonly timedOut: boolean;
+  readonly seconds: number;
+  /** The JSON after `BENCH_RESULT ` on the last such line, if any. */
+  readonly result: unknown;
+  readonly missing: boolean;
+}
+
+/** `node --conditions=@inboxkit/source --import tsx <script> ...args`, from the repository root. */
+export async function runScript(
+  script: string,
+  args: readonly string[],
+  options: {
+    readonly timeoutSeconds: number;
+    readonly nodeArgs?: readonly string[];
+    readonly echo?: boolean;
+  },
+): Promise<ChildRun> {
+  const command = `node --conditions=@inboxkit/source --import tsx ${script} ${args.join(' ')}`.trim();
+  if (!existsSync(`${REPO_ROOT}${script}`)) {
+    return {
+      command,
+      output: `${script} is not in this checkout`,
+      code: null,
+      timedOut: false,
+      seconds: 0,
+      result: undefined,
+      missing: true,
+    };
+  }
+  const started = Date.now();
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), '--conditions=@inboxkit/source', '--import', 'tsx', script, ...args],
+    {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    },
+  );
+  let output = '';
+  const take = (d: Buffer): void => {
+    output += d.toString();
+    if (options.echo) process.stderr.write(d);
+  };
+  child.stdout.on('data', take);
+  child.stderr.on('data', take);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+  }, options.timeoutSeconds * 1_000);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  const resultLine = output
+    .split('\n')
+    .filter((l) => l.startsWith(RESULT_PREFIX))
+    .at(-1);
+  let result: unknown;
+  if (resultLine !== undefined) {
+    try {
+      result = JSON.parse(resultLine.slice(RESULT_PREFIX.length));
+    } catch {
+      result = undefined;
+    }
+  }
+  const shown = output
+    .split('\n')
+    .filter((l) => !l.startsWith(RESULT_PREFIX))
+    .join('\n')
+    .trimEnd();
+  return {
+    command,
+    output: shown,
+    code,
+    timedOut,
+    seconds: (Date.now() - started) / 1000,
+    result,
+    missing: false,
+  };
+}
