@@ -20,7 +20,17 @@ export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
    * policy to this queue as a crash-loop backstop: see `redrivePolicyFor`.
    */
   readonly deadLetterQueueUrl: string;
-  /** Handlers running at once. In a FIFO queue each message group runs one message at a time. Default is 10. */
+  /**
+   * `message`: one `handle()` call (one transaction) per message. `batch`: each received batch goes to
+   * `handleBatch()`, claimed and applied in one transaction with a savepoint per message — fewer round trips
+   * to Postgres, at the price of a batch waiting for its slowest message. FIFO queues always use `message`.
+   * Default is `message`.
+   */
+  readonly mode?: 'message' | 'batch';
+  /**
+   * Messages being handled at once (in batch mode a batch takes one per message). In a FIFO queue each
+   * message group runs one message at a time. Default is 10.
+   */
   readonly concurrency?: number;
   /** Most messages one ReceiveMessage asks for, 1–10. Default is 10. */
   readonly batchSize?: number;
@@ -76,6 +86,7 @@ export interface SqsConsumerConfig {
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
   readonly fifo: boolean;
+  readonly mode: 'message' | 'batch';
   readonly concurrency: number;
   readonly batchSize: number;
   readonly prefetch: number;
@@ -124,6 +135,12 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
   }
   if (deadLetterQueueUrl === queueUrl) {
     throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl must name another queue than queueUrl');
+  }
+  const mode = options.mode ?? 'message';
+  if (mode !== 'message' && mode !== 'batch') {
+    throw new ConfigurationError(
+      `sqsConsumer: mode must be 'message' or 'batch', got ${JSON.stringify(mode)}`,
+    );
   }
   const concurrency = integerIn('concurrency', options.concurrency ?? 10, 1, 10_000);
   const batchSize = integerIn(
@@ -188,6 +205,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     queueUrl,
     deadLetterQueueUrl,
     fifo: isFifoQueue(queueUrl),
+    mode,
     concurrency,
     batchSize,
     prefetch,

@@ -52,7 +52,8 @@ function isClientFault(error: unknown): boolean {
  *   fails nothing is deleted and the message returns after its visibility timeout.
  *
  * Messages are long-polled in batches of up to 10 and handled by up to `concurrency` handlers at once; up to
- * `prefetch` more wait for a free handler, and every held message is kept invisible by a heartbeat. In a FIFO queue (`.fifo`) the messages of one MessageGroupId are handled one
+ * `prefetch` more wait for a free handler, and every held message is kept invisible by a heartbeat. With
+ * `mode: 'batch'` (standard queues) each received batch is handled by `handleBatch()` in one transaction. In a FIFO queue (`.fifo`) the messages of one MessageGroupId are handled one
  * at a time in order, groups in parallel; a retried message returns the rest of its group to the queue behind
  * it, so nothing overtakes it.
  *
@@ -290,6 +291,19 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   }
 
   #dispatch(config: SqsConsumerConfig, messages: readonly Message[], receivedAt: number): void {
+    if (config.mode === 'batch' && !config.fifo) {
+      const held: Held[] = [];
+      for (const raw of messages) {
+        const h = this.#hold(config, raw, receivedAt, true);
+        if (h === undefined) this.#buffer.release();
+        else held.push(h);
+      }
+      // A chunk never needs more handlers than there are.
+      for (let i = 0; i < held.length; i += config.concurrency) {
+        this.#track(this.#handleChunk(config, held.slice(i, i + config.concurrency)));
+      }
+      return;
+    }
     const headsSeen = new Set<string>();
     for (const raw of messages) {
       const groupId = config.fifo ? raw.Attributes?.MessageGroupId : undefined;
@@ -363,6 +377,40 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       await this.#heartbeat.untrack(held);
       return 'returned';
     }
+    return this.#apply(config, held, outcome);
+  }
+
+  /**
+   * Batch mode: waits for handlers for the whole chunk, hands it to `handleBatch` (one transaction), then
+   * applies each outcome. Returns the chunk to the queue unhandled when the consumer stops first. Frees the
+   * chunk's buffer slots either way. Never rejects.
+   */
+  async #handleChunk(config: SqsConsumerConfig, chunk: readonly Held[]): Promise<void> {
+    if (!this.#running || !(await this.#handlers.acquire(chunk.length))) {
+      await this.#returnAndFree(config, chunk);
+      return;
+    }
+    try {
+      let outcomes: Outcome[];
+      try {
+        outcomes = await this.#options.handler.handleBatch(chunk.map((h) => h.inbound));
+      } catch (error) {
+        config.logger.error(
+          { error, count: chunk.length },
+          'sqsConsumer: handleBatch() rejected; the messages will be redelivered',
+        );
+        for (const h of chunk) await this.#heartbeat.untrack(h);
+        return;
+      }
+      await Promise.all(chunk.map((h, i) => this.#apply(config, h, outcomes[i]!)));
+    } finally {
+      this.#handlers.release(chunk.length);
+      this.#buffer.release(chunk.length);
+    }
+  }
+
+  /** Maps one outcome to SQS. Never rejects. */
+  async #apply(config: SqsConsumerConfig, held: Held, outcome: Outcome): Promise<Settlement> {
     if (this.#closed) {
       await this.#heartbeat.untrack(held);
       return 'returned';

@@ -102,29 +102,32 @@ async function start(
 }
 
 describe('sqsConsumer', () => {
-  it('applies each message once when every message arrives three times, concurrently', async () => {
-    const q = await queues('dups');
-    const { consumer, recorder } = consumerOf({
-      handler: async (message, { tx }) =>
-        insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id }),
-    });
-    await start(q, consumer, { concurrency: 10 });
-    const ids = Array.from({ length: 60 }, (_, n) => `dup-${n}`);
-    const copies = [...ids, ...ids, ...ids].sort(() => Math.random() - 0.5);
-    await sqsPublisher({ client }).publish(
-      copies.map((id) => ({ destination: q.queueUrl, id, body: JSON.stringify({ id }) })),
-    );
+  it.each(['message', 'batch'] as const)(
+    'applies each message once when every message arrives three times, concurrently (%s mode)',
+    async (mode) => {
+      const q = await queues(`dups-${mode}`);
+      const { consumer, recorder } = consumerOf({
+        handler: async (message, { tx }) =>
+          insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id }),
+      });
+      await start(q, consumer, { concurrency: 10, mode });
+      const ids = Array.from({ length: 60 }, (_, n) => `dup-${n}`);
+      const copies = [...ids, ...ids, ...ids].sort(() => Math.random() - 0.5);
+      await sqsPublisher({ client }).publish(
+        copies.map((id) => ({ destination: q.queueUrl, id, body: JSON.stringify({ id }) })),
+      );
 
-    await recorder.waitForCount(copies.length, { status: ['processed', 'duplicate'], timeoutMs: 30_000 });
-    const counts = await effectCounts(t.db, t.schema, consumer.name);
-    expect(
-      ids.filter((id) => counts.get(id) !== 1),
-      'ids not applied exactly once',
-    ).toEqual([]);
-    expect(recorder.counts()).toMatchObject({ processed: 60, duplicate: 120, 'dead-letter': 0 });
-    await running.pop()!.stop();
-    expect(await depth(q.queueUrl), 'every copy is deleted').toEqual({ visible: 0, inFlight: 0 });
-  });
+      await recorder.waitForCount(copies.length, { status: ['processed', 'duplicate'], timeoutMs: 30_000 });
+      const counts = await effectCounts(t.db, t.schema, consumer.name);
+      expect(
+        ids.filter((id) => counts.get(id) !== 1),
+        'ids not applied exactly once',
+      ).toEqual([]);
+      expect(recorder.counts()).toMatchObject({ processed: 60, duplicate: 120, 'dead-letter': 0 });
+      await running.pop()!.stop();
+      expect(await depth(q.queueUrl), 'every copy is deleted').toEqual({ visible: 0, inFlight: 0 });
+    },
+  );
 
   it('dead-letters a poison message after maxAttempts, with headers core reads back, and deletes it', async () => {
     const q = await queues('poison');
