@@ -55,14 +55,20 @@ export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
   readonly heartbeatIntervalSeconds?: number;
   /** Message attribute holding the producer's id (matched case-insensitively). Default is `message-id`. */
   readonly messageIdAttribute?: string;
-  /** Dot path of a JSON body field holding the id, tried after the attributes (e.g. `meta.id`). Default: none. */
+  /** Dot path of a JSON body field holding the id, tried after the attributes (e.g. `meta.id`). Default is none. */
   readonly messageIdBodyField?: string;
   /**
    * Falls back to SQS's own `MessageId` when no producer id is found. Off by default: SQS assigns a new
    * MessageId to every send (a producer's retry is not caught) and to every redrive. Default is false.
    */
   readonly useSqsMessageIdAsId?: boolean;
-  /** Replaces the whole id resolution; return `undefined` for "no id" (dead-lettered as `missing-id`). */
+  /**
+   * Replaces the whole id resolution; return `undefined` for "no id" (dead-lettered as `missing-id`). Default is
+   * the built-in order: attribute, CloudEvents attribute, body field, CloudEvents body, opt-in MessageId.
+   *
+   * @example
+   * resolveMessageId: (m) => m.MessageAttributes?.['Idempotency-Key']?.StringValue,
+   */
   readonly resolveMessageId?: (message: Message) => string | undefined;
   /**
    * How long `stop()` waits for handlers in flight before leaving their messages to reappear after the
