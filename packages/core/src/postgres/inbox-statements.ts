@@ -37,6 +37,18 @@ const COLUMNS = [
   'claimed_from',
 ] as const;
 
+const TIMESTAMP_COLUMNS: ReadonlySet<string> = new Set([
+  'locked_until',
+  'available_at',
+  'received_at',
+  'message_timestamp',
+  'completed_at',
+  'expires_at',
+  'dead_lettered_at',
+  'first_failure_at',
+  'last_failure_at',
+]);
+
 /** The columns of a row (optionally qualified by `alias`), and the two waits computed on the database clock. */
 function rowColumns(alias?: string): string {
   const p = alias === undefined ? '' : `${alias}.`;
@@ -54,13 +66,26 @@ const ROW = rowColumns();
  * A row as one json value (one column to parse instead of two dozen): what a claim reports about a row it did
  * not take, or dead-lettered.
  */
-function stateJson(a: string): string {
-  const pairs = [...COLUMNS.map((c) => `'${c}', ${a}.${c}`), `'lease_token', ${a}.lease_token`];
+function stateJson(a: 't' | 'x'): string {
+  return a === 't' ? STATE_JSON_T : STATE_JSON_X;
+}
+
+function buildStateJson(a: string): string {
+  // Timestamps as epoch milliseconds: cheaper to format here and to parse in JS than timestamptz text.
+  const pairs = [
+    ...COLUMNS.map((c) =>
+      TIMESTAMP_COLUMNS.has(c) ? `'${c}', (extract(epoch FROM ${a}.${c}) * 1000)::float8` : `'${c}', ${a}.${c}`,
+    ),
+    `'lease_token', ${a}.lease_token`,
+  ];
   return `json_build_object(${pairs.join(', ')},
     'available_in_ms', greatest(0, extract(epoch FROM (${a}.available_at - now())) * 1000)::float8,
     'lease_remaining_ms', CASE WHEN ${a}.locked_until IS NULL THEN 0
       ELSE greatest(0, extract(epoch FROM (${a}.locked_until - now())) * 1000)::float8 END)`;
 }
+
+const STATE_JSON_T = buildStateJson('t');
+const STATE_JSON_X = buildStateJson('x');
 
 /**
  * True when `row` may be claimed by a delivery with fingerprint `fp` and replay id `replay`: a failed row whose
@@ -104,10 +129,6 @@ export class InboxStatements {
     this.#r = names.qualifiedReplayTable;
   }
 
-  /** Bounds the wait of a claim on a concurrent delivery's uncommitted row (transaction-local). */
-  lockTimeout(ms: number): string {
-    return `SET LOCAL lock_timeout = ${sqlInt(Math.max(1, Math.round(ms)))}`;
-  }
 
   /**
    * Claims `rows` in one statement, which answers one row per id that exists afterwards: `claimed` true for the
@@ -128,6 +149,7 @@ export class InboxStatements {
       .join(',\n  ');
     return this.#claimText(target, {
       values,
+      lockTimeout: `'${sqlInt(Math.max(1, Math.round(settings.lockTimeoutMs)))}'`,
       consumer: sqlText(settings.consumer),
       ids: sqlTextArray(rows.map((r) => r.messageId)),
       max: sqlInt(settings.maxAttempts),
@@ -144,6 +166,7 @@ export class InboxStatements {
   preparedClaim(target: 'completed' | 'processing'): PreparedClaim {
     const claim = this.#claimText(target, {
       values: '($1::text, $2::text, $3::text, $4::timestamptz, $5::int, $6::text, $7::uuid)',
+      lockTimeout: `$${target === 'processing' ? 11 : 10}::text`,
       consumer: '$1::text',
       ids: 'ARRAY[$2::text]',
       max: '$8::int',
@@ -151,7 +174,7 @@ export class InboxStatements {
       lockedUntil: target === 'processing' ? 'now() + make_interval(secs => $10::float8 / 1000)' : 'NULL::timestamptz',
     });
     const name = `inboxkit_claim_${digest(claim)}`;
-    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${target === 'processing' ? ', float8' : ''}`;
+    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${target === 'processing' ? ', float8' : ''}, text`;
     return {
       name,
       prepare: `PREPARE ${name} (${types}) AS ${claim}`,
@@ -160,7 +183,9 @@ export class InboxStatements {
           r.messageTimestamp,
         )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)}, ${sqlInt(
           settings.maxAttempts,
-        )}, ${sqlInt(settings.dedupeWindowMs)}${target === 'processing' ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''})`,
+        )}, ${sqlInt(settings.dedupeWindowMs)}${target === 'processing' ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''}, '${sqlInt(
+          Math.max(1, Math.round(settings.lockTimeoutMs)),
+        )}')`,
     };
   }
 
@@ -168,6 +193,8 @@ export class InboxStatements {
     target: 'completed' | 'processing',
     p: {
       readonly values: string;
+      /** A text expression of the lock timeout in ms, applied (transaction-local) before the insert can wait. */
+      readonly lockTimeout: string;
       readonly consumer: string;
       readonly ids: string;
       readonly max: string;
@@ -201,6 +228,9 @@ SELECT v.consumer, v.message_id,
 FROM (VALUES
   ${values}
 ) AS v(consumer, message_id, fingerprint, message_timestamp, attempt, replay_id, lease_token)
+  -- SET LOCAL lock_timeout without a statement of its own: evaluated before the first row reaches the insert,
+  -- so a wait on a concurrent delivery's uncommitted row is bounded.
+  CROSS JOIN (SELECT set_config('lock_timeout', ${p.lockTimeout}, true)) AS lock_timeout
 WHERE NOT EXISTS (
   SELECT 1 FROM ${this.#t} x
   WHERE x.consumer = v.consumer AND x.message_id = v.message_id AND NOT ${claimable('x', 'v.fingerprint', 'v.replay_id')})

@@ -440,7 +440,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   // ── claims ──────────────────────────────────────────────────────────────────────────────────────────────
 
   /**
-   * Sends BEGIN, the lock timeout and the claim — one round trip on node-postgres, the claim prepared on the
+   * Sends BEGIN and the claim (which sets the lock timeout itself) — one round trip on node-postgres, the claim prepared on the
    * connection — and leaves the transaction open. Answers per id; an id whose row only became visible after the
    * claim's snapshot (a concurrent delivery committed it while we waited) is read again. On a lock timeout or a
    * lost race, rolls back and answers `busy`.
@@ -457,7 +457,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       const statement = this.#claimStatement(s, settings, rows, target, leaseMs);
       const claim = typeof statement === 'string' ? statement : await statement;
       try {
-        result = await s.all(['BEGIN', this.#sql.lockTimeout(settings.lockTimeoutMs), claim]);
+        result = await s.all(['BEGIN', claim]);
         break;
       } catch (error) {
         await s.rollbackQuietly();
@@ -473,7 +473,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       }
     }
     const answers = new Map<string, ClaimAnswer>();
-    for (const r of result[2] ?? []) {
+    for (const r of result[1] ?? []) {
       const state = r['state'] === null || r['state'] === undefined ? undefined : toRowState(parseJson(r['state']));
       if (r['claimed'] === true) {
         answers.set(String(r['message_id']), {
