@@ -56,7 +56,9 @@ function pgliteCacheFile(): string {
   // <root>/node_modules/@electric-sql/pglite → <root>/node_modules/.cache
   const nodeModules = pkg === undefined ? undefined : dirname(dirname(pkg.dir));
   const base =
-    nodeModules !== undefined && existsSync(nodeModules) ? join(nodeModules, '.cache', 'inboxkit-demo') : join(tmpdir(), 'inboxkit-demo');
+    nodeModules !== undefined && existsSync(nodeModules)
+      ? join(nodeModules, '.cache', 'inboxkit-demo')
+      : join(tmpdir(), 'inboxkit-demo');
   return join(base, `pglite-${pkg?.version ?? 'unknown'}-datadir.tar`);
 }
 
@@ -106,7 +108,9 @@ export async function openEmbeddedDatabase(): Promise<DemoDb> {
   return {
     db,
     store: new PostgresInboxStore<DemoDatabase>({ db }),
-    label: [`PGlite ${pglitePackage()?.version ?? ''}: Postgres ${server} in this process${cached ? '' : ' (first run: initdb)'}`],
+    label: [
+      `PGlite ${pglitePackage()?.version ?? ''}: Postgres ${server} in this process${cached ? '' : ' (first run: initdb)'}`,
+    ],
     schema: 'inboxkit',
     startMs: performance.now() - started,
     paymentRows: () => paymentRows(db),
@@ -126,7 +130,9 @@ export async function openServerDatabase(url: string): Promise<DemoDb> {
   let server: string;
   try {
     await admin.query(`CREATE SCHEMA "${schema}"`);
-    server = String((await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? '?').split(' ')[0]!;
+    server = String(
+      (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? '?',
+    ).split(' ')[0]!;
   } finally {
     await admin.end();
   }
@@ -144,7 +150,10 @@ export async function openServerDatabase(url: string): Promise<DemoDb> {
     startMs: performance.now() - started,
     paymentRows: () => paymentRows(db),
     close: async () => {
-      await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db).catch(() => undefined);
+      await sql
+        .raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+        .execute(db)
+        .catch(() => undefined);
       await db.destroy();
     },
   };

@@ -22,7 +22,10 @@ interface Waiter {
 
 export class FaultInjector {
   readonly #armed: { seam: DemoCrashSeam; id: string }[] = [];
-  readonly #crashes: Record<DemoCrashSeam, number> = { 'after-handler-before-commit': 0, 'after-commit-before-ack': 0 };
+  readonly #crashes: Record<DemoCrashSeam, number> = {
+    'after-handler-before-commit': 0,
+    'after-commit-before-ack': 0,
+  };
   readonly #extraCopies = new Set<number>();
   readonly #sentIds = new Set<string>();
   readonly #sentCopies: number[] = [];
@@ -65,7 +68,9 @@ export class FaultInjector {
       const timer = setTimeout(() => {
         this.#waiters.delete(waiter);
         const open = this.#sentCopies.filter((copy) => !this.#finalOfCopy.has(copy));
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for copies ${open.join(', ')} to be settled`));
+        reject(
+          new Error(`timed out after ${timeoutMs} ms waiting for copies ${open.join(', ')} to be settled`),
+        );
       }, timeoutMs);
       const waiter: Waiter = {
         done,
@@ -108,7 +113,10 @@ export class FaultInjector {
             delayMs: 0,
             attempt: outcome.attempt,
             reason: 'handler-error',
-            error: { name: 'SimulatedCrash', message: 'simulated crash after the commit: the ack was never sent' },
+            error: {
+              name: 'SimulatedCrash',
+              message: 'simulated crash after the commit: the ack was never sent',
+            },
           };
         }
         this.#settled(message, outcome);
@@ -145,7 +153,8 @@ export class FaultInjector {
   #settled(message: InboundMessage, outcome: Outcome): void {
     if (outcome.status === 'retry') return;
     const copy = Number(message.headers[COPY_HEADER]);
-    if (Number.isSafeInteger(copy) && message.replay === undefined) this.#finalOfCopy.set(copy, outcome.status);
+    if (Number.isSafeInteger(copy) && message.replay === undefined)
+      this.#finalOfCopy.set(copy, outcome.status);
     for (const waiter of [...this.#waiters]) {
       if (!waiter.done()) continue;
       this.#waiters.delete(waiter);

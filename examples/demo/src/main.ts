@@ -34,7 +34,8 @@ async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     if (values.transport !== undefined) {
-      if (!(TRANSPORT_NAMES as readonly string[]).includes(values.transport)) throw new Error(`unknown transport ${JSON.stringify(values.transport)}`);
+      if (!(TRANSPORT_NAMES as readonly string[]).includes(values.transport))
+        throw new Error(`unknown transport ${JSON.stringify(values.transport)}`);
       transport = values.transport as TransportName;
     }
   } catch (error) {
@@ -58,7 +59,9 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`${p.paint('✗ cannot run the demo', 'red')}\n${error.message}\n`);
       return 1;
     }
-    process.stderr.write(`${p.paint('✗ the demo failed', 'red')}\n${(error as Error).stack ?? String(error)}\n`);
+    process.stderr.write(
+      `${p.paint('✗ the demo failed', 'red')}\n${(error as Error).stack ?? String(error)}\n`,
+    );
     return 1;
   }
 }

@@ -66,7 +66,10 @@ export class FakePaymentProvider {
     const known = this.#byKey.get(request.idempotencyKey);
     if (known !== undefined) {
       // Real providers refuse a known key with other parameters: it is a bug in the caller, not a retry.
-      if (known.request.amountCents !== request.amountCents || known.request.paymentId !== request.paymentId) {
+      if (
+        known.request.amountCents !== request.amountCents ||
+        known.request.paymentId !== request.paymentId
+      ) {
         throw new Error(`idempotency key ${request.idempotencyKey} was used with other parameters`);
       }
       this.#log(request, 'replayed');

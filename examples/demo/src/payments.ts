@@ -88,7 +88,9 @@ export const CONSUMER_NAME = 'payments';
  * call sits outside that transaction (a crash after it repeats it), so it carries `downstreamKey`, the same on
  * every attempt, and the provider answers a repeated key with the first charge.
  */
-export function paymentsConsumer(options: PaymentsConsumerOptions): IdempotentConsumer<Payment, Transaction<DemoDatabase>> {
+export function paymentsConsumer(
+  options: PaymentsConsumerOptions,
+): IdempotentConsumer<Payment, Transaction<DemoDatabase>> {
   const { provider } = options;
   return idempotentConsumer<Payment, Transaction<DemoDatabase>>({
     name: CONSUMER_NAME,
@@ -110,7 +112,8 @@ export function paymentsConsumer(options: PaymentsConsumerOptions): IdempotentCo
         });
       } catch (error) {
         if (error instanceof CardDeclinedError) throw new PermanentError(error.message, { cause: error });
-        if (error instanceof ProviderUnavailableError) throw new RetryableError(error.message, { cause: error });
+        if (error instanceof ProviderUnavailableError)
+          throw new RetryableError(error.message, { cause: error });
         throw error;
       }
       await tx

@@ -5,7 +5,10 @@
 import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
 
 /** Wraps `reader`; every entry taken through it is copied into `taken`. */
-export function recordingReader(reader: DeadLetterQueueReader, taken: DeadLetterEntry[]): DeadLetterQueueReader {
+export function recordingReader(
+  reader: DeadLetterQueueReader,
+  taken: DeadLetterEntry[],
+): DeadLetterQueueReader {
   return {
     nonDestructiveBrowse: reader.nonDestructiveBrowse,
     browse: (options) => reader.browse(options),
@@ -31,7 +34,8 @@ export function batchReader(entries: readonly DeadLetterEntry[]): DeadLetterQueu
       yield* entries.slice(0, limit);
     },
     async *take({ limit }): AsyncIterable<TakenDeadLetter> {
-      for (const entry of entries.slice(0, limit)) yield { ...entry, remove: async () => {}, release: async () => {} };
+      for (const entry of entries.slice(0, limit))
+        yield { ...entry, remove: async () => {}, release: async () => {} };
     },
     async close() {},
   };

@@ -17,13 +17,21 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
-export function headerSection(p: Painter, transport: readonly string[], database: readonly string[], databaseMs: number): string[] {
+export function headerSection(
+  p: Painter,
+  transport: readonly string[],
+  database: readonly string[],
+  databaseMs: number,
+): string[] {
   const block = (title: string, lines: readonly string[]): string[] =>
     lines.map((line, i) => `  ${i === 0 ? title.padEnd(9) : ' '.repeat(9)}  ${line}`);
   return [
     p.paint('inboxkit demo: a payments consumer, exactly-once effect from at-least-once delivery', 'bold'),
     ...block('transport', transport),
-    ...block('database', [...database.slice(0, -1), `${database[database.length - 1] ?? ''}, ready in ${seconds(databaseMs)}`]),
+    ...block('database', [
+      ...database.slice(0, -1),
+      `${database[database.length - 1] ?? ''}, ready in ${seconds(databaseMs)}`,
+    ]),
     '  consumer   "payments": charge the card (provider call with context.downstreamKey), then insert',
     '             the payment row through context.tx; the row and the inbox row commit together',
     '',
@@ -46,7 +54,11 @@ export function streamIntro(p: Painter, story: readonly StoryPayment[], publishe
   ];
 }
 
-export function arrivedSection(p: Painter, counts: DeliveryCounts & { published: number }, story: readonly StoryPayment[]): string[] {
+export function arrivedSection(
+  p: Painter,
+  counts: DeliveryCounts & { published: number },
+  story: readonly StoryPayment[],
+): string[] {
   const crashes = counts.crashes['after-handler-before-commit'] + counts.crashes['after-commit-before-ack'];
   return [
     ...renderTable(
@@ -55,7 +67,11 @@ export function arrivedSection(p: Painter, counts: DeliveryCounts & { published:
         ['messages published', counts.published, 'each payment once, double clicks twice'],
         ['deliveries to the consumer', counts.deliveries, 'the broker delivers at least once'],
         ['distinct message ids', counts.distinctIds, ''],
-        ['duplicates delivered', counts.duplicateCopies, `second copies of ${withTrouble('double-click', story).join(', ')}`],
+        [
+          'duplicates delivered',
+          counts.duplicateCopies,
+          `second copies of ${withTrouble('double-click', story).join(', ')}`,
+        ],
         ['redeliveries', counts.redeliveries, 'after the crashes and the retry'],
         [
           'crashes injected',
@@ -111,7 +127,12 @@ export function deadLetterSection(p: Painter, deadLetters: readonly DeadLetterRo
   return [
     `  ${p.paint(`The DLQ holds ${plural(deadLetters.length, 'message')}`, 'bold')}, each with its reason in the headers:`,
     ...renderTable(
-      [{ header: 'id' }, { header: 'reason' }, { header: 'attempts', align: 'right' }, { header: 'error', maxWidth: 60 }],
+      [
+        { header: 'id' },
+        { header: 'reason' },
+        { header: 'attempts', align: 'right' },
+        { header: 'error', maxWidth: 60 },
+      ],
       deadLetters.map((d) => [d.id ?? '(none)', { text: d.reason, colour: 'red' }, d.attempts, d.error]),
       p,
     ),
@@ -150,7 +171,10 @@ export function replaySection(p: Painter, run: ReplayRun, title: string): string
       [{ header: 'id' }, { header: 'outcome' }, { header: 'what the inbox did', maxWidth: 70 }],
       run.outcomes.map((o) => [
         o.id,
-        { text: o.status, colour: o.status === 'processed' ? 'green' : o.status === 'duplicate' ? 'cyan' : 'red' },
+        {
+          text: o.status,
+          colour: o.status === 'processed' ? 'green' : o.status === 'duplicate' ? 'cyan' : 'red',
+        },
         explain(o),
       ]),
       p,
@@ -168,7 +192,10 @@ function checkCell(check: PaymentCheck): { text: string; colour: 'green' | 'red'
   return { text: `✗ ${problems.join('; ')}`, colour: 'red' };
 }
 
-export function checkSection(p: Painter, result: Pick<DemoResult, 'payments' | 'ok' | 'inbox' | 'deadLettersLeft'>): string[] {
+export function checkSection(
+  p: Painter,
+  result: Pick<DemoResult, 'payments' | 'ok' | 'inbox' | 'deadLettersLeft'>,
+): string[] {
   const charged = result.payments.filter((c) => c.expected === 1 && c.ok).length;
   const declined = result.payments.filter((c) => c.expected === 0 && c.ok).length;
   const twice = result.payments.filter((c) => c.rows > 1 || c.charges > 1).length;
@@ -176,12 +203,18 @@ export function checkSection(p: Painter, result: Pick<DemoResult, 'payments' | '
     .map(([status, n]) => `${n} ${status}`)
     .join(', ');
   const verdict = result.ok
-    ? p.paint(`✓ exactly once: ${charged} payments charged once, ${declined} declined and never charged, 0 charged twice`, 'green')
-    : p.paint(`✗ exactly-once violated: ${result.payments.filter((c) => !c.ok).length} payments wrong, ${twice} charged twice`, 'red');
+    ? p.paint(
+        `✓ exactly once: ${charged} payments charged once, ${declined} declined and never charged, 0 charged twice`,
+        'green',
+      )
+    : p.paint(
+        `✗ exactly-once violated: ${result.payments.filter((c) => !c.ok).length} payments wrong, ${twice} charged twice`,
+        'red',
+      );
   return [
     p.paint('3 · Check: each payment charged exactly once', 'bold'),
     '  rows: the payments table (no unique key on payment_id: a second charge would show); calls, keys',
-    '  and charges: the provider\'s request log',
+    "  and charges: the provider's request log",
     ...renderTable(
       [
         { header: 'payment' },
@@ -203,5 +236,10 @@ export function checkSection(p: Painter, result: Pick<DemoResult, 'payments' | '
 
 export function footer(p: Painter, totalMs: number): string[] {
   // performance.now() counts from the start of the process: Node's start-up and the imports included.
-  return [p.paint(`finished in ${seconds(totalMs)} (${seconds(performance.now())} since the process started)`, 'dim')];
+  return [
+    p.paint(
+      `finished in ${seconds(totalMs)} (${seconds(performance.now())} since the process started)`,
+      'dim',
+    ),
+  ];
 }

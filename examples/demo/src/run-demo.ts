@@ -91,10 +91,16 @@ export async function runDemo(options: RunDemoOptions = {}): Promise<DemoResult>
   await checkServices(transportName, services);
   let database: DemoDb;
   try {
-    database = transportName === 'learning' ? await openEmbeddedDatabase() : await openServerDatabase(services.databaseUrl!);
+    database =
+      transportName === 'learning'
+        ? await openEmbeddedDatabase()
+        : await openServerDatabase(services.databaseUrl!);
   } catch (error) {
     if (transportName === 'learning') throw error;
-    throw new ServiceUnavailableError(`cannot open Postgres at ${services.databaseUrl}: ${(error as Error).message}`, { cause: error });
+    throw new ServiceUnavailableError(
+      `cannot open Postgres at ${services.databaseUrl}: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   let transport: DemoTransport | undefined;
   try {
@@ -129,7 +135,8 @@ async function tellTheStory(transport: DemoTransport, database: DemoDb, stage: S
   const messages = storyMessages(STORY);
   for (const id of withTrouble('provider-503')) provider.failNextCalls(id, 1);
   for (const id of withTrouble('crash-after-commit')) transport.injectCrash('after-commit-before-ack', id);
-  for (const id of withTrouble('crash-before-commit')) transport.injectCrash('after-handler-before-commit', id);
+  for (const id of withTrouble('crash-before-commit'))
+    transport.injectCrash('after-handler-before-commit', id);
   await deploy('v1');
   await transport.publish(messages);
   await transport.settle(EXPECTED_DEAD_LETTERS, timeoutMs);
@@ -154,11 +161,27 @@ async function tellTheStory(transport: DemoTransport, database: DemoDb, stage: S
   // ── 2. fix, replay, replay the same batch again ─────────────────────────────────────────────────────────
   await transport.stopConsumer();
   await deploy('v2');
-  print(report.replayIntro(p, deadLetters.filter((d) => !REPLAYED_REASONS.includes(d.reason))));
+  print(
+    report.replayIntro(
+      p,
+      deadLetters.filter((d) => !REPLAYED_REASONS.includes(d.reason)),
+    ),
+  );
   const filter: DeadLetterFilter = { consumer: CONSUMER_NAME, reasons: REPLAYED_REASONS };
   const taken: DeadLetterEntry[] = [];
-  const first = await replay(transport, recordingReader(transport.deadLetterReader(), taken), 'replay-1', filter);
-  print(report.replaySection(p, first, `${first.replayed} dead letters replayed, ${first.notSelected} left in the DLQ`));
+  const first = await replay(
+    transport,
+    recordingReader(transport.deadLetterReader(), taken),
+    'replay-1',
+    filter,
+  );
+  print(
+    report.replaySection(
+      p,
+      first,
+      `${first.replayed} dead letters replayed, ${first.notSelected} left in the DLQ`,
+    ),
+  );
   const second = await replay(transport, batchReader(taken), 'replay-2', filter);
   print(
     report.replaySection(
@@ -188,7 +211,8 @@ async function tellTheStory(transport: DemoTransport, database: DemoDb, stage: S
   });
   const strangers = [...rows.keys()].filter((id) => !STORY.some((s) => s.paymentId === id));
   const inbox: Record<string, number> = {};
-  for (const row of await database.store.countByStatus({ consumer: CONSUMER_NAME })) inbox[row.status] = row.count;
+  for (const row of await database.store.countByStatus({ consumer: CONSUMER_NAME }))
+    inbox[row.status] = row.count;
   const deadLettersLeft = await transport.deadLetterCount();
   const ok = payments.every((c) => c.ok) && strangers.length === 0;
   print(report.checkSection(p, { payments, ok, inbox, deadLettersLeft }));
@@ -211,7 +235,12 @@ async function tellTheStory(transport: DemoTransport, database: DemoDb, stage: S
   };
 
   /** One run of the replay engine, then the outcomes of every delivery it caused. */
-  async function replay(target: DemoTransport, reader: DeadLetterQueueReader, replayId: string, selection: DeadLetterFilter): Promise<ReplayRun> {
+  async function replay(
+    target: DemoTransport,
+    reader: DeadLetterQueueReader,
+    replayId: string,
+    selection: DeadLetterFilter,
+  ): Promise<ReplayRun> {
     recorder = new OutcomeRecorder();
     let summary;
     try {

@@ -37,12 +37,16 @@ function readServicesEnv(): Record<string, string> {
 /** Reads the settings from the environment, then from `.services/env`. */
 export function serviceSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): ServiceSettings {
   const file = readServicesEnv();
-  const get = (name: string): string | undefined => (env[name] !== undefined && env[name] !== '' ? env[name] : file[name]);
+  const get = (name: string): string | undefined =>
+    env[name] !== undefined && env[name] !== '' ? env[name] : file[name];
   const brokers = get('KAFKA_BROKERS');
   const endpoint = get('SQS_ENDPOINT');
   return {
     databaseUrl: get('DATABASE_URL'),
-    kafkaBrokers: brokers?.split(',').map((b) => b.trim()).filter((b) => b !== ''),
+    kafkaBrokers: brokers
+      ?.split(',')
+      .map((b) => b.trim())
+      .filter((b) => b !== ''),
     amqpUrl: get('AMQP_URL'),
     sqs:
       endpoint === undefined
@@ -85,7 +89,8 @@ function probe(host: string, port: number, timeoutMs = 2_000): Promise<string | 
   });
 }
 
-const START_HINT = 'start the services with `npm run services:up` (or set DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT)';
+const START_HINT =
+  'start the services with `npm run services:up` (or set DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT)';
 
 /**
  * Checks that Postgres and the transport's broker are configured and accept connections. Throws a
@@ -96,9 +101,17 @@ export async function checkServices(transport: TransportName, settings: ServiceS
   const needed: { name: string; variable: string; address: string | undefined; port: number }[] = [
     { name: 'Postgres', variable: 'DATABASE_URL', address: settings.databaseUrl, port: 5432 },
   ];
-  if (transport === 'kafka') needed.push({ name: 'Kafka', variable: 'KAFKA_BROKERS', address: settings.kafkaBrokers?.[0], port: 9092 });
-  if (transport === 'rabbitmq') needed.push({ name: 'RabbitMQ', variable: 'AMQP_URL', address: settings.amqpUrl, port: 5672 });
-  if (transport === 'sqs') needed.push({ name: 'SQS', variable: 'SQS_ENDPOINT', address: settings.sqs?.endpoint, port: 9324 });
+  if (transport === 'kafka')
+    needed.push({
+      name: 'Kafka',
+      variable: 'KAFKA_BROKERS',
+      address: settings.kafkaBrokers?.[0],
+      port: 9092,
+    });
+  if (transport === 'rabbitmq')
+    needed.push({ name: 'RabbitMQ', variable: 'AMQP_URL', address: settings.amqpUrl, port: 5672 });
+  if (transport === 'sqs')
+    needed.push({ name: 'SQS', variable: 'SQS_ENDPOINT', address: settings.sqs?.endpoint, port: 9324 });
   const problems: string[] = [];
   await Promise.all(
     needed.map(async (service) => {
@@ -108,10 +121,13 @@ export async function checkServices(transport: TransportName, settings: ServiceS
       }
       const { host, port } = hostPort(service.address, service.port);
       const problem = await probe(host, port);
-      if (problem !== undefined) problems.push(`${service.name} is not reachable at ${host}:${port} (${problem})`);
+      if (problem !== undefined)
+        problems.push(`${service.name} is not reachable at ${host}:${port} (${problem})`);
     }),
   );
   if (problems.length > 0) {
-    throw new ServiceUnavailableError(`${problems.join('\n')}\n\nThe ${transport} demo needs real services: ${START_HINT}.`);
+    throw new ServiceUnavailableError(
+      `${problems.join('\n')}\n\nThe ${transport} demo needs real services: ${START_HINT}.`,
+    );
   }
 }

@@ -37,7 +37,14 @@ function payment(
   overrides: Record<string, unknown> = {},
 ): StoryPayment {
   const paymentId = `pay-${String(n).padStart(3, '0')}`;
-  const body: Record<string, unknown> = { paymentId, customer, amountCents, currency: 'EUR', card: 'tok_visa', ...overrides };
+  const body: Record<string, unknown> = {
+    paymentId,
+    customer,
+    amountCents,
+    currency: 'EUR',
+    card: 'tok_visa',
+    ...overrides,
+  };
   for (const [key, value] of Object.entries(overrides)) if (value === undefined) delete body[key];
   return { paymentId, customer, body, troubles, chargedInTheEnd: !troubles.includes('card-declined'), note };
 }
@@ -51,11 +58,20 @@ export const STORY: readonly StoryPayment[] = [
   payment(5, 'c-dan', 15_000, ['double-click'], 'double click: second copy suppressed'),
   payment(6, 'c-bob', 3_300, ['crash-before-commit'], 'crash before COMMIT: provider saw the key again'),
   payment(7, 'c-eve', 640),
-  payment(8, 'c-cyd', 1_999, ['old-app-format', 'double-click'], 'old app format: fixed, replayed, charged once', {
-    amountCents: undefined,
-    amount: '19.99',
+  payment(
+    8,
+    'c-cyd',
+    1_999,
+    ['old-app-format', 'double-click'],
+    'old app format: fixed, replayed, charged once',
+    {
+      amountCents: undefined,
+      amount: '19.99',
+    },
+  ),
+  payment(9, 'c-dan', 12_000, ['card-declined'], 'declined: never charged, left in the DLQ', {
+    card: DECLINED_CARD,
   }),
-  payment(9, 'c-dan', 12_000, ['card-declined'], 'declined: never charged, left in the DLQ', { card: DECLINED_CARD }),
   payment(10, 'c-eve', 2_500),
 ];
 
@@ -77,7 +93,12 @@ export function storyMessages(story: readonly StoryPayment[] = STORY): StoryMess
   for (const p of story) {
     const copies = p.troubles.includes('double-click') ? 2 : 1;
     for (let i = 0; i < copies; i++) {
-      messages.push({ id: p.paymentId, key: p.customer, body: JSON.stringify(p.body), copy: messages.length + 1 });
+      messages.push({
+        id: p.paymentId,
+        key: p.customer,
+        body: JSON.stringify(p.body),
+        copy: messages.length + 1,
+      });
     }
   }
   return messages;

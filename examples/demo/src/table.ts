@@ -23,7 +23,10 @@ export interface Painter {
 export function painter(enabled: boolean): Painter {
   return {
     enabled,
-    paint: (text, colour) => (enabled && colour !== undefined && text.trim() !== '' ? `\u001b[${CODES[colour][0]}m${text}\u001b[${CODES[colour][1]}m` : text),
+    paint: (text, colour) =>
+      enabled && colour !== undefined && text.trim() !== ''
+        ? `\u001b[${CODES[colour][0]}m${text}\u001b[${CODES[colour][1]}m`
+        : text,
   };
 }
 
@@ -57,7 +60,12 @@ function clip(text: string, width: number): string {
 }
 
 /** Renders rows under a header and a rule, indented by `indent` spaces, columns three spaces apart. */
-export function renderTable(columns: readonly Column[], rows: readonly (readonly Cell[])[], p: Painter, indent = 2): string[] {
+export function renderTable(
+  columns: readonly Column[],
+  rows: readonly (readonly Cell[])[],
+  p: Painter,
+  indent = 2,
+): string[] {
   const widths = columns.map((column, i) => {
     const widest = Math.max(column.header.length, ...rows.map((row) => textOf(row[i] ?? '').length));
     return Math.min(widest, column.maxWidth ?? Number.MAX_SAFE_INTEGER);
@@ -70,11 +78,19 @@ export function renderTable(columns: readonly Column[], rows: readonly (readonly
         const cell = cells[i] ?? '';
         const text = clip(textOf(cell), widths[i]!);
         const last = i === columns.length - 1;
-        const padded = column.align === 'right' ? text.padStart(widths[i]!) : last ? text : text.padEnd(widths[i]!);
+        const padded =
+          column.align === 'right' ? text.padStart(widths[i]!) : last ? text : text.padEnd(widths[i]!);
         return header ? p.paint(padded, 'dim') : p.paint(padded, colourOf(cell));
       })
       .join('   ')
       .trimEnd();
   const ruleWidth = widths.reduce((sum, w) => sum + w, 0) + 3 * (columns.length - 1);
-  return [line(columns.map((c) => c.header), true), pad + p.paint('─'.repeat(ruleWidth), 'dim'), ...rows.map((row) => line(row, false))];
+  return [
+    line(
+      columns.map((c) => c.header),
+      true,
+    ),
+    pad + p.paint('─'.repeat(ruleWidth), 'dim'),
+    ...rows.map((row) => line(row, false)),
+  ];
 }

@@ -21,7 +21,10 @@ function servicesFor(transport: TransportName): ServiceSettings {
       return { databaseUrl: postgres.url, amqpUrl: requireService('rabbitmq').url };
     case 'sqs': {
       const sqs = requireService('sqs');
-      return { databaseUrl: postgres.url, sqs: { endpoint: sqs.endpoint, region: sqs.region, credentials: sqs.credentials } };
+      return {
+        databaseUrl: postgres.url,
+        sqs: { endpoint: sqs.endpoint, region: sqs.region, credentials: sqs.credentials },
+      };
     }
   }
 }
@@ -57,7 +60,9 @@ function expectTheStory(result: DemoResult): void {
   // Replay 1 after the fix: one copy reopened and charged once (attempt 1), the other skipped as completed.
   const [first, second] = result.replays;
   expect(first).toMatchObject({ replayId: 'replay-1', replayed: 2, failed: 0, notSelected: 1 });
-  expect(first!.outcomes.map((o) => [o.id, o.status, o.status === 'processed' ? o.attempt : o.reason]).sort()).toEqual([
+  expect(
+    first!.outcomes.map((o) => [o.id, o.status, o.status === 'processed' ? o.attempt : o.reason]).sort(),
+  ).toEqual([
     ['pay-008', 'duplicate', 'replay-of-completed'],
     ['pay-008', 'processed', 1],
   ]);
@@ -84,7 +89,9 @@ describe('npm run demo', () => {
     // The report fits a 100-column terminal and is plain text when not on a TTY.
     expect(lines.filter((line) => line.length > 100)).toEqual([]);
     expect(lines.join('\n')).not.toContain('\u001b[');
-    expect(lines.join('\n')).toContain('✓ exactly once: 9 payments charged once, 1 declined and never charged, 0 charged twice');
+    expect(lines.join('\n')).toContain(
+      '✓ exactly once: 9 payments charged once, 1 declined and never charged, 0 charged twice',
+    );
   });
 
   for (const transport of ['kafka', 'rabbitmq', 'sqs'] as const) {

@@ -33,7 +33,11 @@ export function billingConsumer(options: {
       // Every write goes through `tx`: it commits with the inbox row, or not at all.
       await tx
         .insertInto('invoices')
-        .values({ order_id: message.payload.orderId, amount_cents: message.payload.amountCents, message_id: message.id })
+        .values({
+          order_id: message.payload.orderId,
+          amount_cents: message.payload.amountCents,
+          message_id: message.id,
+        })
         .execute();
     },
   });

@@ -24,12 +24,16 @@ const store = new PostgresInboxStore<Database>({ db });
 const consumer = billingConsumer({
   store,
   onOutcome: ({ outcome }) => {
-    if (outcome.status === 'dead-letter') console.warn(`dead-lettered ${outcome.messageId}: ${outcome.reason}`);
+    if (outcome.status === 'dead-letter')
+      console.warn(`dead-lettered ${outcome.messageId}: ${outcome.reason}`);
   },
 });
 
 // 4. The transport: offsets are committed only after the outcome is durable.
-const kafka = new Kafka({ clientId: 'billing', brokers: (process.env.KAFKA_BROKERS ?? 'localhost:9092').split(',') });
+const kafka = new Kafka({
+  clientId: 'billing',
+  brokers: (process.env.KAFKA_BROKERS ?? 'localhost:9092').split(','),
+});
 const kafkaClientConsumer = kafka.consumer({ groupId: process.env.KAFKA_GROUP ?? 'billing' });
 const transport = kafkaConsumer({
   consumer: kafkaClientConsumer,

@@ -22,7 +22,11 @@ const topic = uniqueName('orders');
 const group = uniqueName('billing');
 
 beforeAll(async () => {
-  kafka = new Kafka({ clientId: 'getting-started-test', brokers: requireService('kafka').brokers, logLevel: logLevel.NOTHING });
+  kafka = new Kafka({
+    clientId: 'getting-started-test',
+    brokers: requireService('kafka').brokers,
+    logLevel: logLevel.NOTHING,
+  });
   database = await createTestDatabase('getting_started');
   await database.pool.query('CREATE TABLE invoices (order_id text, amount_cents integer, message_id text)');
   const admin = kafka.admin();
@@ -54,7 +58,13 @@ function exited(child: ChildProcess): Promise<number | null> {
 
 it('bills a double-published order once, dead-letters a bad one, and stops on SIGTERM', async () => {
   const child = spawn(process.execPath, ['--conditions=@inboxkit/source', '--import', 'tsx', MAIN], {
-    env: { ...process.env, DATABASE_URL: database.url, KAFKA_BROKERS: requireService('kafka').brokers.join(','), ORDERS_TOPIC: topic, KAFKA_GROUP: group },
+    env: {
+      ...process.env,
+      DATABASE_URL: database.url,
+      KAFKA_BROKERS: requireService('kafka').brokers.join(','),
+      ORDERS_TOPIC: topic,
+      KAFKA_GROUP: group,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -76,18 +86,30 @@ it('bills a double-published order once, dead-letters a bad one, and stops on SI
     await publisher.publish([
       { destination: topic, id: 'order-placed-o-1', key: 'o-1', body: JSON.stringify(order) },
       { destination: topic, id: 'order-placed-o-1', key: 'o-1', body: JSON.stringify(order) }, // the producer retried
-      { destination: topic, id: 'order-placed-o-2', key: 'o-2', body: JSON.stringify({ orderId: 'o-2', amountCents: 0 }) },
+      {
+        destination: topic,
+        id: 'order-placed-o-2',
+        key: 'o-2',
+        body: JSON.stringify({ orderId: 'o-2', amountCents: 0 }),
+      },
     ]);
     await publisher.close();
-    await eventually('the bad order to be dead-lettered', async () => output.includes('dead-lettered order-placed-o-2: permanent-error'));
-    await eventually('the invoice', async () => (await database.pool.query('SELECT 1 FROM invoices')).rowCount === 1);
+    await eventually('the bad order to be dead-lettered', async () =>
+      output.includes('dead-lettered order-placed-o-2: permanent-error'),
+    );
+    await eventually(
+      'the invoice',
+      async () => (await database.pool.query('SELECT 1 FROM invoices')).rowCount === 1,
+    );
 
     child.kill('SIGTERM');
     expect(await exit).toBe(0);
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
   }
-  const { rows } = await database.pool.query<{ order_id: string; message_id: string }>('SELECT order_id, message_id FROM invoices');
+  const { rows } = await database.pool.query<{ order_id: string; message_id: string }>(
+    'SELECT order_id, message_id FROM invoices',
+  );
   expect(rows).toEqual([{ order_id: 'o-1', message_id: 'order-placed-o-1' }]);
   const { rows: inbox } = await database.pool.query<{ message_id: string; status: string }>(
     'SELECT message_id, status FROM inboxkit.inbox ORDER BY message_id',

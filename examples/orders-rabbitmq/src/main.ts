@@ -65,7 +65,13 @@ process.once('SIGINT', () => void shutdown());
 // This run's products and orders.
 const run = randomBytes(3).toString('hex');
 const sku = (name: string): string => `${name}-${run}`;
-await db.insertInto('products').values([{ sku: sku('mug'), available: 10 }, { sku: sku('poster'), available: 1 }]).execute();
+await db
+  .insertInto('products')
+  .values([
+    { sku: sku('mug'), available: 10 },
+    { sku: sku('poster'), available: 1 },
+  ])
+  .execute();
 const order = (n: number, lines: { sku: string; quantity: number }[]) => ({
   orderNo: `ORD-${run}-${n}`,
   customer: `customer-${n}`,
@@ -74,7 +80,10 @@ const order = (n: number, lines: { sku: string; quantity: number }[]) => ({
 });
 const orders = [
   order(1, [{ sku: sku('mug'), quantity: 2 }]),
-  order(2, [{ sku: sku('mug'), quantity: 1 }, { sku: sku('poster'), quantity: 1 }]),
+  order(2, [
+    { sku: sku('mug'), quantity: 1 },
+    { sku: sku('poster'), quantity: 1 },
+  ]),
   order(3, [{ sku: sku('poster'), quantity: 1 }]), // the last poster went to order 2: out of stock
   order(4, [{ sku: sku('mug'), quantity: 3 }]),
 ];
@@ -83,8 +92,13 @@ const messages = [
   { id: `msg-${orders[0]!.orderNo}`, body: orders[0]! }, // the same message again: the inbox suppresses it
   { id: `msg-${orders[3]!.orderNo}-retry`, body: orders[3]! }, // the same order under a new id: the order number stops it
 ];
-await publisher.publish(messages.map((m) => ({ destination: '', routingKey: QUEUE, id: m.id, body: JSON.stringify(m.body) })));
-await recorder.waitForCount(messages.length, { status: ['processed', 'duplicate', 'dead-letter'], timeoutMs: 30_000 });
+await publisher.publish(
+  messages.map((m) => ({ destination: '', routingKey: QUEUE, id: m.id, body: JSON.stringify(m.body) })),
+);
+await recorder.waitForCount(messages.length, {
+  status: ['processed', 'duplicate', 'dead-letter'],
+  timeoutMs: 30_000,
+});
 
 console.log(`published ${messages.length} messages for ${orders.length} orders (run ${run})\n`);
 for (const id of new Set(messages.map((m) => m.id))) {
@@ -94,10 +108,27 @@ for (const id of new Set(messages.map((m) => m.id))) {
     .map((o) => (o.status === 'dead-letter' ? `dead-letter (${o.reason}: ${o.error?.message})` : o.status));
   console.log(`${id.padEnd(26)} ${outcomes.join(', ')}${copies > 1 ? `   (published ${copies} times)` : ''}`);
 }
-const rows = await db.selectFrom('orders').select('order_no').where('order_no', 'like', `ORD-${run}-%`).orderBy('order_no').execute();
-const stock = await db.selectFrom('products').selectAll().where('sku', 'like', `%-${run}`).orderBy('sku').execute();
+const rows = await db
+  .selectFrom('orders')
+  .select('order_no')
+  .where('order_no', 'like', `ORD-${run}-%`)
+  .orderBy('order_no')
+  .execute();
+const stock = await db
+  .selectFrom('products')
+  .selectAll()
+  .where('sku', 'like', `%-${run}`)
+  .orderBy('sku')
+  .execute();
 console.log(`\norders applied: ${rows.map((r) => r.order_no).join(', ')}`);
-console.log(`stock left:     ${stock.map((s) => `${s.sku} ${s.available}`).join(', ')} (mugs: 10, posters: 1 at the start)`);
-for (const g of guarded) console.log(`second guard:   ${g.orderNo} arrived again as ${g.messageId}; applied once, as ${g.firstMessageId}`);
-console.log(`dead letters: npx inboxkit dlq list --transport rabbitmq --from ${QUEUE}.dlq --schema ${SCHEMA}`);
+console.log(
+  `stock left:     ${stock.map((s) => `${s.sku} ${s.available}`).join(', ')} (mugs: 10, posters: 1 at the start)`,
+);
+for (const g of guarded)
+  console.log(
+    `second guard:   ${g.orderNo} arrived again as ${g.messageId}; applied once, as ${g.firstMessageId}`,
+  );
+console.log(
+  `dead letters: npx inboxkit dlq list --transport rabbitmq --from ${QUEUE}.dlq --schema ${SCHEMA}`,
+);
 await shutdown();

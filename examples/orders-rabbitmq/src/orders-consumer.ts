@@ -47,7 +47,13 @@ export const orderPlaced = z.object({
   customer: z.string().min(1),
   placedAt: z.iso.datetime(),
   lines: z
-    .array(z.object({ sku: z.string().min(1), quantity: z.number().int().positive(), priceCents: z.number().int().nonnegative() }))
+    .array(
+      z.object({
+        sku: z.string().min(1),
+        quantity: z.number().int().positive(),
+        priceCents: z.number().int().nonnegative(),
+      }),
+    )
     .min(1),
 });
 export type OrderPlaced = z.output<typeof orderPlaced>;
@@ -71,7 +77,9 @@ export interface OrdersConsumerOptions {
 }
 
 /** Builds the consumer. Its name, `orders`, scopes deduplication: never rename it. */
-export function ordersConsumer(options: OrdersConsumerOptions): IdempotentConsumer<OrderPlaced, Transaction<OrdersDatabase>> {
+export function ordersConsumer(
+  options: OrdersConsumerOptions,
+): IdempotentConsumer<OrderPlaced, Transaction<OrdersDatabase>> {
   return idempotentConsumer<OrderPlaced, Transaction<OrdersDatabase>>({
     name: 'orders',
     store: options.store,
@@ -97,9 +105,20 @@ export function ordersConsumer(options: OrdersConsumerOptions): IdempotentConsum
       if (inserted === undefined) {
         // The inbox saw a new message id, the order number says it is an order we have. Apply nothing, and
         // make it visible: a producer minting a new id per publish attempt is a bug to fix at the source.
-        const first = await tx.selectFrom('orders').select('message_id').where('order_no', '=', order.orderNo).executeTakeFirstOrThrow();
-        logger.warn({ orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id }, 'orders: order already applied under another message id');
-        options.onSecondGuard?.({ orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id });
+        const first = await tx
+          .selectFrom('orders')
+          .select('message_id')
+          .where('order_no', '=', order.orderNo)
+          .executeTakeFirstOrThrow();
+        logger.warn(
+          { orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id },
+          'orders: order already applied under another message id',
+        );
+        options.onSecondGuard?.({
+          orderNo: order.orderNo,
+          messageId: message.id,
+          firstMessageId: first.message_id,
+        });
         return;
       }
       for (const line of order.lines) {
@@ -111,8 +130,17 @@ export function ordersConsumer(options: OrdersConsumerOptions): IdempotentConsum
           .returning('sku')
           .executeTakeFirst();
         // Thrown inside the transaction: the order row above rolls back with it.
-        if (reserved === undefined) throw new PermanentError(`out of stock: ${line.sku} × ${line.quantity}`, { code: 'OUT_OF_STOCK' });
-        await tx.insertInto('order_lines').values({ order_no: order.orderNo, sku: line.sku, quantity: line.quantity, price_cents: line.priceCents }).execute();
+        if (reserved === undefined)
+          throw new PermanentError(`out of stock: ${line.sku} × ${line.quantity}`, { code: 'OUT_OF_STOCK' });
+        await tx
+          .insertInto('order_lines')
+          .values({
+            order_no: order.orderNo,
+            sku: line.sku,
+            quantity: line.quantity,
+            price_cents: line.priceCents,
+          })
+          .execute();
       }
     },
   });

@@ -41,7 +41,9 @@ afterAll(async () => {
 });
 
 /** The service on a fresh queue; `hook` sees every outcome before the transport acks it. */
-async function serviceOnFreshQueue(hook?: (event: OutcomeEvent, connections: readonly amqp.ChannelModel[]) => Promise<void>) {
+async function serviceOnFreshQueue(
+  hook?: (event: OutcomeEvent, connections: readonly amqp.ChannelModel[]) => Promise<void>,
+) {
   const queue = uniqueName('orders');
   const recorder = new OutcomeRecorder();
   const guarded: SecondGuardEvent[] = [];
@@ -58,7 +60,10 @@ async function serviceOnFreshQueue(hook?: (event: OutcomeEvent, connections: rea
     concurrency: 8,
     topology: TOPOLOGY,
     reconnect: { initialDelayMs: 100, maxDelayMs: 500 },
-    consumer: { onSecondGuard: (event) => guarded.push(event), backoff: { initialDelayMs: 50, jitter: 'none' } },
+    consumer: {
+      onSecondGuard: (event) => guarded.push(event),
+      backoff: { initialDelayMs: 50, jitter: 'none' },
+    },
     onOutcome: async (event) => {
       recorder.hook(event);
       await hook?.(event, connections);
@@ -72,7 +77,9 @@ async function serviceOnFreshQueue(hook?: (event: OutcomeEvent, connections: rea
     recorder,
     guarded,
     publish: (messages: readonly { id: string; body: unknown }[]) =>
-      publisher.publish(messages.map((m) => ({ destination: '', routingKey: queue, id: m.id, body: JSON.stringify(m.body) }))),
+      publisher.publish(
+        messages.map((m) => ({ destination: '', routingKey: queue, id: m.id, body: JSON.stringify(m.body) })),
+      ),
     stop: async () => {
       await service.stop();
       await channel.close().catch(() => undefined);
@@ -87,7 +94,12 @@ async function serviceOnFreshQueue(hook?: (event: OutcomeEvent, connections: rea
     cleanup: async () => {
       const ch = await admin.createChannel();
       const names = topologyNames(queue);
-      for (const q of [queue, names.deadLetterQueue, ...TOPOLOGY.delayBucketsMs!.map((b) => names.delayQueue(b))]) await ch.deleteQueue(q).catch(() => undefined);
+      for (const q of [
+        queue,
+        names.deadLetterQueue,
+        ...TOPOLOGY.delayBucketsMs!.map((b) => names.delayQueue(b)),
+      ])
+        await ch.deleteQueue(q).catch(() => undefined);
       await ch.deleteExchange(names.deadLetterExchange).catch(() => undefined);
       await ch.close().catch(() => undefined);
     },
@@ -95,11 +107,16 @@ async function serviceOnFreshQueue(hook?: (event: OutcomeEvent, connections: rea
 }
 
 async function seed(skus: Record<string, number>): Promise<void> {
-  await db.insertInto('products').values(Object.entries(skus).map(([sku, available]) => ({ sku, available }))).execute();
+  await db
+    .insertInto('products')
+    .values(Object.entries(skus).map(([sku, available]) => ({ sku, available })))
+    .execute();
 }
 
 async function available(sku: string): Promise<number> {
-  return (await db.selectFrom('products').select('available').where('sku', '=', sku).executeTakeFirstOrThrow()).available;
+  return (
+    await db.selectFrom('products').select('available').where('sku', '=', sku).executeTakeFirstOrThrow()
+  ).available;
 }
 
 // A fixed placedAt: every delivery of one message must carry the same payload, or the inbox dead-letters the
@@ -107,14 +124,21 @@ async function available(sku: string): Promise<number> {
 const PLACED_AT = '2026-06-01T12:00:00.000Z';
 
 function order(orderNo: string, lines: readonly { sku: string; quantity: number }[]) {
-  return { orderNo, customer: 'c-1', placedAt: PLACED_AT, lines: lines.map((l) => ({ ...l, priceCents: 500 })) };
+  return {
+    orderNo,
+    customer: 'c-1',
+    placedAt: PLACED_AT,
+    lines: lines.map((l) => ({ ...l, priceCents: 500 })),
+  };
 }
 
 describe('orders over RabbitMQ, transactional mode', () => {
   it('applies each order once when every message arrives twice and an ack is lost after the commit', async () => {
     const mug = uniqueName('mug');
     await seed({ [mug]: 1_000 });
-    const orders = Array.from({ length: 20 }, (_, i) => order(uniqueName(`ORD-${i}`), [{ sku: mug, quantity: i + 1 }]));
+    const orders = Array.from({ length: 20 }, (_, i) =>
+      order(uniqueName(`ORD-${i}`), [{ sku: mug, quantity: i + 1 }]),
+    );
     const lostAck = `msg-${orders[6]!.orderNo}`;
     let crashed = false;
     const service = await serviceOnFreshQueue(async (event, connections) => {
@@ -128,7 +152,8 @@ describe('orders over RabbitMQ, transactional mode', () => {
       const messages = orders.map((o) => ({ id: `msg-${o.orderNo}`, body: o }));
       await service.publish([...messages, ...messages]);
       // Each id ends processed once; every other delivery of it (the second copy, the redelivery) is a duplicate.
-      for (const m of messages) await service.recorder.waitForCount(2, { id: m.id, status: [...FINAL], timeoutMs: 60_000 });
+      for (const m of messages)
+        await service.recorder.waitForCount(2, { id: m.id, status: [...FINAL], timeoutMs: 60_000 });
       await service.recorder.waitForCount(3, { id: lostAck, status: [...FINAL], timeoutMs: 60_000 });
     } finally {
       await service.stop();
@@ -143,7 +168,15 @@ describe('orders over RabbitMQ, transactional mode', () => {
     expect(first).toBe('processed');
     expect(rest.length).toBeGreaterThanOrEqual(2);
     expect(new Set(rest)).toEqual(new Set(['duplicate']));
-    const rows = await db.selectFrom('orders').select(['order_no']).where('order_no', 'in', orders.map((o) => o.orderNo)).execute();
+    const rows = await db
+      .selectFrom('orders')
+      .select(['order_no'])
+      .where(
+        'order_no',
+        'in',
+        orders.map((o) => o.orderNo),
+      )
+      .execute();
     expect(rows).toHaveLength(20);
     const lines = await db.selectFrom('order_lines').select(['order_no']).where('sku', '=', mug).execute();
     expect(lines).toHaveLength(20);
@@ -166,8 +199,12 @@ describe('orders over RabbitMQ, transactional mode', () => {
       await service.stop();
       await service.cleanup();
     }
-    expect(service.guarded).toEqual([{ orderNo: placed.orderNo, messageId: 'attempt-2', firstMessageId: 'attempt-1' }]);
-    expect(await db.selectFrom('orders').select('order_no').where('order_no', '=', placed.orderNo).execute()).toHaveLength(1);
+    expect(service.guarded).toEqual([
+      { orderNo: placed.orderNo, messageId: 'attempt-2', firstMessageId: 'attempt-1' },
+    ]);
+    expect(
+      await db.selectFrom('orders').select('order_no').where('order_no', '=', placed.orderNo).execute(),
+    ).toHaveLength(1);
     expect(await available(poster)).toBe(7);
   }, 60_000);
 
@@ -186,20 +223,29 @@ describe('orders over RabbitMQ, transactional mode', () => {
       await service.stop();
       await service.cleanup();
     }
-    expect(letters.map((l) => [l.id, l.headers['x-inboxkit-reason'], l.headers['x-inboxkit-error-code']])).toEqual([
-      ['too-many-lamps', 'permanent-error', 'OUT_OF_STOCK'],
-    ]);
-    expect(await db.selectFrom('orders').select('order_no').where('order_no', '=', placed.orderNo).execute()).toHaveLength(0);
+    expect(
+      letters.map((l) => [l.id, l.headers['x-inboxkit-reason'], l.headers['x-inboxkit-error-code']]),
+    ).toEqual([['too-many-lamps', 'permanent-error', 'OUT_OF_STOCK']]);
+    expect(
+      await db.selectFrom('orders').select('order_no').where('order_no', '=', placed.orderNo).execute(),
+    ).toHaveLength(0);
     expect(await available(lamp)).toBe(1);
   }, 60_000);
 
   it('passes assertIdempotentHandler: one order per message, however it is delivered', async () => {
     const cup = uniqueName('cup');
     await seed({ [cup]: 1_000 });
-    const consumer = ordersConsumer({ store: new PostgresInboxStore<OrdersDatabase>({ db, schema: schema.schema }) });
-    const report = await assertIdempotentHandler(consumer, ({ id }) => ({ id, body: JSON.stringify(order(id, [{ sku: cup, quantity: 1 }])) }), {
-      countEffects: async ({ id }) => (await db.selectFrom('order_lines').select('order_no').where('order_no', '=', id).execute()).length,
+    const consumer = ordersConsumer({
+      store: new PostgresInboxStore<OrdersDatabase>({ db, schema: schema.schema }),
     });
+    const report = await assertIdempotentHandler(
+      consumer,
+      ({ id }) => ({ id, body: JSON.stringify(order(id, [{ sku: cup, quantity: 1 }])) }),
+      {
+        countEffects: async ({ id }) =>
+          (await db.selectFrom('order_lines').select('order_no').where('order_no', '=', id).execute()).length,
+      },
+    );
     expect(report.passed).toBe(true);
     expect(await available(cup)).toBe(1_000 - 4); // four scenarios, one order each
   }, 60_000);

@@ -38,7 +38,11 @@ const TOPIC = 'payments-example';
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), options: `-c search_path=${SCHEMA}` });
 await pool.query(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
 const db = new Kysely<PaymentsDatabase>({ dialect: new PostgresDialect({ pool }) });
-const kafka = new Kafka({ clientId: 'payments-example', brokers: setting('KAFKA_BROKERS').split(','), logLevel: logLevel.NOTHING });
+const kafka = new Kafka({
+  clientId: 'payments-example',
+  brokers: setting('KAFKA_BROKERS').split(','),
+  logLevel: logLevel.NOTHING,
+});
 const admin = kafka.admin();
 await admin.connect();
 await admin.createTopics({ waitForLeaders: true, topics: [{ topic: TOPIC }, { topic: `${TOPIC}.dlq` }] });
@@ -79,20 +83,40 @@ const payments = [1, 2, 3, 4].map((n) => ({
 }));
 provider.loseNextResponse(payments[2]!.paymentId);
 const publisher = kafkaPublisher({ kafka });
-const messages = [...payments, payments[1]!].map((p) => ({ destination: TOPIC, id: p.paymentId, key: p.paymentId, body: JSON.stringify(p) }));
+const messages = [...payments, payments[1]!].map((p) => ({
+  destination: TOPIC,
+  id: p.paymentId,
+  key: p.paymentId,
+  body: JSON.stringify(p),
+}));
 await publisher.publish(messages);
-await recorder.waitForCount(messages.length, { status: ['processed', 'duplicate', 'dead-letter'], timeoutMs: 60_000 });
+await recorder.waitForCount(messages.length, {
+  status: ['processed', 'duplicate', 'dead-letter'],
+  timeoutMs: 60_000,
+});
 
 console.log(`published ${messages.length} messages for ${payments.length} payments (run ${run})\n`);
 for (const p of payments) {
-  const outcomes = recorder.outcomes(p.paymentId).map((o) => (o.status === 'dead-letter' || o.status === 'retry' ? `${o.status} (${o.reason})` : o.status));
+  const outcomes = recorder
+    .outcomes(p.paymentId)
+    .map((o) =>
+      o.status === 'dead-letter' || o.status === 'retry' ? `${o.status} (${o.reason})` : o.status,
+    );
   const requests = provider.requests().filter((r) => r.paymentId === p.paymentId);
   const keys = new Set(requests.map((r) => r.idempotencyKey)).size;
   console.log(
     `${p.paymentId}  outcomes: ${outcomes.join(', ').padEnd(38)} provider: ${requests.length} requests, ${keys} key, ${provider.chargesFor(p.paymentId)} charge(s)`,
   );
 }
-const rows = await db.selectFrom('payments').select('payment_id').where('payment_id', 'like', `pay-${run}-%`).execute();
-console.log(`\npayments table: ${rows.length} rows for this run; provider: ${provider.charges().filter((c) => c.paymentId.includes(run)).length} charges`);
-console.log(`dead letters are in ${TOPIC}.dlq: npx inboxkit dlq list --transport kafka --from ${TOPIC}.dlq --schema ${SCHEMA}`);
+const rows = await db
+  .selectFrom('payments')
+  .select('payment_id')
+  .where('payment_id', 'like', `pay-${run}-%`)
+  .execute();
+console.log(
+  `\npayments table: ${rows.length} rows for this run; provider: ${provider.charges().filter((c) => c.paymentId.includes(run)).length} charges`,
+);
+console.log(
+  `dead letters are in ${TOPIC}.dlq: npx inboxkit dlq list --transport kafka --from ${TOPIC}.dlq --schema ${SCHEMA}`,
+);
 await shutdown();

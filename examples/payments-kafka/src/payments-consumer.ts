@@ -55,7 +55,11 @@ export interface PaymentsConsumerOptions {
   /** The lease and handler timeout; default 60 s and 30 s. Tests shorten them. */
   readonly leaseMs?: number;
   readonly handlerTimeoutMs?: number;
-  readonly backoff?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number; readonly jitter?: 'full' | 'none' };
+  readonly backoff?: {
+    readonly initialDelayMs?: number;
+    readonly maxDelayMs?: number;
+    readonly jitter?: 'full' | 'none';
+  };
   readonly logger?: Logger;
   readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
 }
@@ -67,7 +71,9 @@ interface ChargeResponse {
 }
 
 /** Builds the consumer. Its name, `payments`, scopes deduplication: never rename it. */
-export function paymentsConsumer(options: PaymentsConsumerOptions): IdempotentConsumer<PaymentRequested, Transaction<PaymentsDatabase>> {
+export function paymentsConsumer(
+  options: PaymentsConsumerOptions,
+): IdempotentConsumer<PaymentRequested, Transaction<PaymentsDatabase>> {
   const idempotencyKey = options.idempotencyKey ?? ((context) => context.downstreamKey);
   return idempotentConsumer<PaymentRequested, Transaction<PaymentsDatabase>>({
     name: 'payments',
@@ -92,9 +98,13 @@ export function paymentsConsumer(options: PaymentsConsumerOptions): IdempotentCo
       if (response.status === 402) throw new PermanentError(`card declined: ${await response.text()}`);
       if (response.status === 429 || response.status >= 500) {
         const retryAfter = Number(response.headers.get('retry-after'));
-        throw new RetryableError(`provider answered ${response.status}`, Number.isFinite(retryAfter) && retryAfter > 0 ? { delayMs: retryAfter * 1_000 } : {});
+        throw new RetryableError(
+          `provider answered ${response.status}`,
+          Number.isFinite(retryAfter) && retryAfter > 0 ? { delayMs: retryAfter * 1_000 } : {},
+        );
       }
-      if (!response.ok) throw new PermanentError(`provider refused the charge: ${response.status} ${await response.text()}`);
+      if (!response.ok)
+        throw new PermanentError(`provider refused the charge: ${response.status} ${await response.text()}`);
       const charge = (await response.json()) as ChargeResponse;
       // The completion transaction: this row commits with the inbox row, only if the lease is still ours.
       await context.tx

@@ -23,7 +23,12 @@ export interface PaymentsServiceOptions {
   readonly groupId: string;
   readonly providerUrl: string;
   /** kafkajs consumer settings (group timings). Default is kafkajs's. */
-  readonly consumerConfig?: { readonly sessionTimeout?: number; readonly heartbeatInterval?: number; readonly rebalanceTimeout?: number; readonly maxWaitTimeInMs?: number };
+  readonly consumerConfig?: {
+    readonly sessionTimeout?: number;
+    readonly heartbeatInterval?: number;
+    readonly rebalanceTimeout?: number;
+    readonly maxWaitTimeInMs?: number;
+  };
   /** Consumer tuning passed through (lease, timeouts, backoff, key). */
   readonly consumer?: Omit<PaymentsConsumerOptions, 'store' | 'providerUrl' | 'logger' | 'onOutcome'>;
   readonly logger?: Logger;
@@ -63,7 +68,9 @@ export async function startPaymentsService(options: PaymentsServiceOptions): Pro
     topics: [options.topic],
     handler: consumer,
     fromBeginning: true,
-    ...(options.consumerConfig?.heartbeatInterval !== undefined ? { heartbeatIntervalMs: options.consumerConfig.heartbeatInterval } : {}),
+    ...(options.consumerConfig?.heartbeatInterval !== undefined
+      ? { heartbeatIntervalMs: options.consumerConfig.heartbeatInterval }
+      : {}),
   });
   await transport.start();
   // Completed rows older than the dedupe window (7 days) are deleted in batches, one runner at a time.

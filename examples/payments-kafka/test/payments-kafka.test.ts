@@ -22,7 +22,12 @@ import type { PaymentsDatabase } from '../src/payments-consumer.js';
 import { startPaymentsService } from '../src/payments-service.js';
 import type { PaymentsServiceOptions } from '../src/payments-service.js';
 
-const FAST_GROUP = { sessionTimeout: 6_000, heartbeatInterval: 500, rebalanceTimeout: 4_000, maxWaitTimeInMs: 100 };
+const FAST_GROUP = {
+  sessionTimeout: 6_000,
+  heartbeatInterval: 500,
+  rebalanceTimeout: 4_000,
+  maxWaitTimeInMs: 100,
+};
 const FINAL = ['processed', 'duplicate', 'dead-letter'] as const;
 
 let schema: TestSchema;
@@ -31,7 +36,11 @@ let kafka: Kafka;
 let provider: FakePaymentProvider;
 
 beforeAll(async () => {
-  kafka = new Kafka({ clientId: 'payments-example-test', brokers: requireService('kafka').brokers, logLevel: logLevel.NOTHING });
+  kafka = new Kafka({
+    clientId: 'payments-example-test',
+    brokers: requireService('kafka').brokers,
+    logLevel: logLevel.NOTHING,
+  });
   schema = await createTestSchema('payments_kafka');
   db = new Kysely<PaymentsDatabase>({ dialect: new PostgresDialect({ pool: schema.pool }) });
   provider = await startFakePaymentProvider();
@@ -47,7 +56,10 @@ async function serviceOnFreshTopic(consumer: PaymentsServiceOptions['consumer'] 
   const topic = uniqueName('payments');
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3 }, { topic: `${topic}.dlq` }] });
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [{ topic, numPartitions: 3 }, { topic: `${topic}.dlq` }],
+  });
   await admin.disconnect();
   const recorder = new OutcomeRecorder();
   const service = await startPaymentsService({
@@ -66,7 +78,14 @@ async function serviceOnFreshTopic(consumer: PaymentsServiceOptions['consumer'] 
     topic,
     recorder,
     publish: (payments: readonly Record<string, unknown>[]) =>
-      publisher.publish(payments.map((p) => ({ destination: topic, id: String(p['paymentId']), key: String(p['paymentId']), body: JSON.stringify(p) }))),
+      publisher.publish(
+        payments.map((p) => ({
+          destination: topic,
+          id: String(p['paymentId']),
+          key: String(p['paymentId']),
+          body: JSON.stringify(p),
+        })),
+      ),
     stop: async () => {
       await service.stop();
       await publisher.close();
@@ -79,7 +98,12 @@ function payment(paymentId: string, card = 'tok_visa') {
 }
 
 async function readDeadLetters(topic: string): Promise<DeadLetterEntry[]> {
-  const reader = kafkaDeadLetterQueue({ kafka, topic: `${topic}.dlq`, idleTimeoutMs: 2_000, consumerConfig: FAST_GROUP });
+  const reader = kafkaDeadLetterQueue({
+    kafka,
+    topic: `${topic}.dlq`,
+    idleTimeoutMs: 2_000,
+    consumerConfig: FAST_GROUP,
+  });
   const entries: DeadLetterEntry[] = [];
   for await (const entry of reader.browse({ limit: 100 })) entries.push(entry);
   await reader.close();
@@ -93,25 +117,47 @@ describe('payments over Kafka, leased mode', () => {
     const service = await serviceOnFreshTopic();
     try {
       provider.loseNextResponse(lostResponse);
-      await service.publish([payment(plain), payment(doubleClicked), payment(lostResponse), payment(declined, DECLINED_CARD), payment(doubleClicked)]);
+      await service.publish([
+        payment(plain),
+        payment(doubleClicked),
+        payment(lostResponse),
+        payment(declined, DECLINED_CARD),
+        payment(doubleClicked),
+      ]);
       await service.recorder.waitForCount(5, { status: [...FINAL], timeoutMs: 60_000 });
 
-      expect(service.recorder.outcomes(doubleClicked).map((o) => o.status)).toEqual(['processed', 'duplicate']);
+      expect(service.recorder.outcomes(doubleClicked).map((o) => o.status)).toEqual([
+        'processed',
+        'duplicate',
+      ]);
       expect(service.recorder.outcomes(lostResponse).map((o) => o.status)).toEqual(['retry', 'processed']);
-      expect(service.recorder.outcomes(declined)).toMatchObject([{ status: 'dead-letter', reason: 'permanent-error' }]);
+      expect(service.recorder.outcomes(declined)).toMatchObject([
+        { status: 'dead-letter', reason: 'permanent-error' },
+      ]);
       // The provider saw the lost-response payment twice, with one key, and charged it once.
       const requests = provider.requests().filter((r) => r.paymentId === lostResponse);
-      expect(requests.map((r) => [r.result, r.responseLost])).toEqual([['charged', true], ['replayed', false]]);
-      expect(new Set(requests.map((r) => r.idempotencyKey))).toEqual(new Set([downstreamKey('payments', lostResponse)]));
+      expect(requests.map((r) => [r.result, r.responseLost])).toEqual([
+        ['charged', true],
+        ['replayed', false],
+      ]);
+      expect(new Set(requests.map((r) => r.idempotencyKey))).toEqual(
+        new Set([downstreamKey('payments', lostResponse)]),
+      );
       for (const id of [plain, doubleClicked, lostResponse]) expect(provider.chargesFor(id), id).toBe(1);
       expect(provider.chargesFor(declined)).toBe(0);
-      const rows = await db.selectFrom('payments').select('payment_id').where('payment_id', 'in', ids).execute();
+      const rows = await db
+        .selectFrom('payments')
+        .select('payment_id')
+        .where('payment_id', 'in', ids)
+        .execute();
       expect(rows.map((r) => r.payment_id).sort()).toEqual([plain, doubleClicked, lostResponse].sort());
     } finally {
       await service.stop();
     }
     const letters = await readDeadLetters(service.topic);
-    expect(letters.map((l) => [l.id, l.headers['x-inboxkit-reason']])).toEqual([[declined, 'permanent-error']]);
+    expect(letters.map((l) => [l.id, l.headers['x-inboxkit-reason']])).toEqual([
+      [declined, 'permanent-error'],
+    ]);
   }, 120_000);
 
   it('without the downstream key, the same lost response charges the customer twice', async () => {
@@ -148,7 +194,8 @@ describe('payments over Kafka, leased mode', () => {
       ({ id }) => ({ id, body: JSON.stringify(payment(id)) }),
       {
         // The effect that matters is the charge: count the provider's charges under this message's key.
-        countEffects: ({ id }) => provider.charges().filter((c) => c.idempotencyKey === downstreamKey('payments', id)).length,
+        countEffects: ({ id }) =>
+          provider.charges().filter((c) => c.idempotencyKey === downstreamKey('payments', id)).length,
         parallel: 5,
       },
     );

@@ -45,7 +45,11 @@ const client = new SQSClient({
   region: setting('SQS_REGION', 'us-east-1'),
   credentials: { accessKeyId: 'example', secretAccessKey: 'example' },
 });
-const { queueUrl, deadLetterQueueUrl } = await createQueues({ client, name: 'webhooks-example', maxAttempts: 5 });
+const { queueUrl, deadLetterQueueUrl } = await createQueues({
+  client,
+  name: 'webhooks-example',
+  maxAttempts: 5,
+});
 const recorder = new OutcomeRecorder();
 const service = await startWebhooksService({
   db,
@@ -74,27 +78,51 @@ process.once('SIGINT', () => void shutdown());
 // "lost"), and `created` arrives last, out of order. One event comes without an id.
 const run = randomBytes(3).toString('hex');
 const now = Math.floor(Date.now() / 1000);
-const invoice = (status: string) => ({ object: { id: `in_${run}`, customer: 'cus_42', amount_due: 4_900, status } });
+const invoice = (status: string) => ({
+  object: { id: `in_${run}`, customer: 'cus_42', amount_due: 4_900, status },
+});
 const created = { id: `evt_${run}_1`, type: 'invoice.created', created: now - 60, data: invoice('open') };
 const paid = { id: `evt_${run}_2`, type: 'invoice.paid', created: now, data: invoice('paid') };
 const noId = { type: 'invoice.paid', created: now, data: invoice('paid') };
 const deliveries = [paid, paid, created, paid, noId];
 for (const event of deliveries) {
   const body = JSON.stringify(event);
-  const res = await fetch(ingress.url, { method: 'POST', body, headers: { [SIGNATURE_HEADER]: signWebhook(SECRET, body) } });
+  const res = await fetch(ingress.url, {
+    method: 'POST',
+    body,
+    headers: { [SIGNATURE_HEADER]: signWebhook(SECRET, body) },
+  });
   if (res.status !== 202) throw new Error(`ingress answered ${res.status}`);
 }
-await recorder.waitForCount(deliveries.length, { status: ['processed', 'duplicate', 'dead-letter'], timeoutMs: 30_000 });
+await recorder.waitForCount(deliveries.length, {
+  status: ['processed', 'duplicate', 'dead-letter'],
+  timeoutMs: 30_000,
+});
 
-console.log(`posted ${deliveries.length} webhooks: ${paid.id} three times, ${created.id} last, one without an id\n`);
+console.log(
+  `posted ${deliveries.length} webhooks: ${paid.id} three times, ${created.id} last, one without an id\n`,
+);
 for (const e of recorder.events) {
   const o = e.outcome;
   const detail = o.status === 'duplicate' || o.status === 'dead-letter' ? ` (${o.reason})` : '';
-  console.log(`  ${(e.id ?? '(no id)').padEnd(16)} ${`${o.status}${detail}`.padEnd(24)} SQS MessageId ${e.message.source.brokerMessageId?.slice(0, 8)}…`);
+  console.log(
+    `  ${(e.id ?? '(no id)').padEnd(16)} ${`${o.status}${detail}`.padEnd(24)} SQS MessageId ${e.message.source.brokerMessageId?.slice(0, 8)}…`,
+  );
 }
-const stored = await db.selectFrom('webhook_events').select(['event_id', 'type']).where('event_id', 'like', `evt_${run}_%`).orderBy('event_id').execute();
-const row = await db.selectFrom('invoices').selectAll().where('invoice_id', '=', `in_${run}`).executeTakeFirst();
+const stored = await db
+  .selectFrom('webhook_events')
+  .select(['event_id', 'type'])
+  .where('event_id', 'like', `evt_${run}_%`)
+  .orderBy('event_id')
+  .execute();
+const row = await db
+  .selectFrom('invoices')
+  .selectAll()
+  .where('invoice_id', '=', `in_${run}`)
+  .executeTakeFirst();
 console.log(`\nstored events: ${stored.map((s) => `${s.event_id} ${s.type}`).join(', ')}`);
 console.log(`invoice in_${run}: ${row?.status} (the late invoice.created did not undo invoice.paid)`);
-console.log(`dead letters: npx inboxkit dlq list --transport sqs --from webhooks-example-dlq --schema ${SCHEMA}`);
+console.log(
+  `dead letters: npx inboxkit dlq list --transport sqs --from webhooks-example-dlq --schema ${SCHEMA}`,
+);
 await shutdown();

@@ -11,8 +11,20 @@ import { z } from 'zod';
 
 /** The service's tables. */
 export interface WebhooksDatabase {
-  webhook_events: { event_id: string; type: string; payload: string; sqs_message_id: string | null; received_at: Date };
-  invoices: { invoice_id: string; customer: string; amount_cents: number; status: string; last_event_at: Date };
+  webhook_events: {
+    event_id: string;
+    type: string;
+    payload: string;
+    sqs_message_id: string | null;
+    received_at: Date;
+  };
+  invoices: {
+    invoice_id: string;
+    customer: string;
+    amount_cents: number;
+    status: string;
+    last_event_at: Date;
+  };
 }
 
 /** Creates the tables (idempotent; a real service keeps these in its own migrations). */
@@ -65,7 +77,9 @@ export interface WebhooksConsumerOptions {
 }
 
 /** Builds the consumer. Its name, `provider-webhooks`, scopes deduplication: never rename it. */
-export function webhooksConsumer(options: WebhooksConsumerOptions): IdempotentConsumer<ProviderEvent, Transaction<WebhooksDatabase>> {
+export function webhooksConsumer(
+  options: WebhooksConsumerOptions,
+): IdempotentConsumer<ProviderEvent, Transaction<WebhooksDatabase>> {
   return idempotentConsumer<ProviderEvent, Transaction<WebhooksDatabase>>({
     name: 'provider-webhooks',
     store: options.store,
@@ -95,7 +109,8 @@ export function webhooksConsumer(options: WebhooksConsumerOptions): IdempotentCo
       }
       const parsed = invoice.safeParse(event.data.object);
       // Rolls back the stored event too: a dead letter keeps the body, and a replay after the fix stores it.
-      if (!parsed.success) throw new PermanentError(`${event.type} ${event.id} has no valid invoice: ${parsed.error.message}`);
+      if (!parsed.success)
+        throw new PermanentError(`${event.type} ${event.id} has no valid invoice: ${parsed.error.message}`);
       const at = new Date(event.created * 1_000);
       // Webhooks arrive out of order: an event older than the last one applied to the invoice changes nothing.
       await tx
@@ -110,7 +125,11 @@ export function webhooksConsumer(options: WebhooksConsumerOptions): IdempotentCo
         .onConflict((oc) =>
           oc
             .column('invoice_id')
-            .doUpdateSet((eb) => ({ status: eb.ref('excluded.status'), amount_cents: eb.ref('excluded.amount_cents'), last_event_at: eb.ref('excluded.last_event_at') }))
+            .doUpdateSet((eb) => ({
+              status: eb.ref('excluded.status'),
+              amount_cents: eb.ref('excluded.amount_cents'),
+              last_event_at: eb.ref('excluded.last_event_at'),
+            }))
             .where('invoices.last_event_at', '<', at),
         )
         .execute();

@@ -50,29 +50,50 @@ let ingress: WebhookIngress;
 beforeEach(async () => {
   queues = await createQueues({ client, name: uniqueName('webhooks'), maxAttempts: 5 });
   recorder = new OutcomeRecorder();
-  service = await startWebhooksService({ db, inboxSchema: schema.schema, client, ...queues, waitTimeSeconds: 1, onOutcome: recorder.hook });
+  service = await startWebhooksService({
+    db,
+    inboxSchema: schema.schema,
+    client,
+    ...queues,
+    waitTimeSeconds: 1,
+    onOutcome: recorder.hook,
+  });
   ingress = await startWebhookIngress({ client, queueUrl: queues.queueUrl, secret: SECRET });
 });
 
 afterEach(async () => {
   await ingress?.close();
   await service?.stop();
-  for (const url of [queues.queueUrl, queues.deadLetterQueueUrl]) await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+  for (const url of [queues.queueUrl, queues.deadLetterQueueUrl])
+    await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
 });
 
 /** POSTs a webhook the way the provider does: the raw JSON, signed. */
 async function post(event: unknown, secret = SECRET): Promise<number> {
   const body = JSON.stringify(event);
-  const res = await fetch(ingress.url, { method: 'POST', body, headers: { [SIGNATURE_HEADER]: signWebhook(secret, body) } });
+  const res = await fetch(ingress.url, {
+    method: 'POST',
+    body,
+    headers: { [SIGNATURE_HEADER]: signWebhook(secret, body) },
+  });
   return res.status;
 }
 
 function invoiceEvent(id: string, type: string, invoiceId: string, status: string, created: number) {
-  return { id, type, created, data: { object: { id: invoiceId, customer: 'cus_1', amount_due: 1_500, status } } };
+  return {
+    id,
+    type,
+    created,
+    data: { object: { id: invoiceId, customer: 'cus_1', amount_due: 1_500, status } },
+  };
 }
 
 async function storedEvents(ids: readonly string[]) {
-  return db.selectFrom('webhook_events').select(['event_id', 'sqs_message_id']).where('event_id', 'in', ids).execute();
+  return db
+    .selectFrom('webhook_events')
+    .select(['event_id', 'sqs_message_id'])
+    .where('event_id', 'in', ids)
+    .execute();
 }
 
 describe('provider webhooks through SQS, persist-first', () => {
@@ -86,9 +107,15 @@ describe('provider webhooks through SQS, persist-first', () => {
     const outcomes = recorder.outcomes(id);
     expect(outcomes.map((o) => o.status).sort()).toEqual(['duplicate', 'duplicate', 'processed']);
     // Three different SQS MessageIds, one event id: only the provider's id catches the retry.
-    expect(new Set(recorder.events.filter((e) => e.id === id).map((e) => e.message.source.brokerMessageId)).size).toBe(3);
+    expect(
+      new Set(recorder.events.filter((e) => e.id === id).map((e) => e.message.source.brokerMessageId)).size,
+    ).toBe(3);
     expect(await storedEvents([id])).toHaveLength(1);
-    const invoice = await db.selectFrom('invoices').selectAll().where('invoice_id', '=', invoiceId).executeTakeFirstOrThrow();
+    const invoice = await db
+      .selectFrom('invoices')
+      .selectAll()
+      .where('invoice_id', '=', invoiceId)
+      .executeTakeFirstOrThrow();
     expect(invoice).toMatchObject({ status: 'paid', amount_cents: 1_500 });
   }, 60_000);
 
@@ -102,12 +129,20 @@ describe('provider webhooks through SQS, persist-first', () => {
     await recorder.waitFor(created.id, 'processed', { timeoutMs: 30_000 });
 
     expect(await storedEvents([created.id, paid.id])).toHaveLength(2);
-    const invoice = await db.selectFrom('invoices').selectAll().where('invoice_id', '=', invoiceId).executeTakeFirstOrThrow();
+    const invoice = await db
+      .selectFrom('invoices')
+      .selectAll()
+      .where('invoice_id', '=', invoiceId)
+      .executeTakeFirstOrThrow();
     expect(invoice.status).toBe('paid');
   }, 60_000);
 
   it('dead-letters an event without an id as missing-id, body and all', async () => {
-    const event = { type: 'invoice.paid', created: 1_750_000_000, data: { object: { marker: uniqueName('no-id') } } };
+    const event = {
+      type: 'invoice.paid',
+      created: 1_750_000_000,
+      data: { object: { marker: uniqueName('no-id') } },
+    };
     expect(await post(event)).toBe(202);
     await recorder.waitFor(undefined, 'dead-letter', { timeoutMs: 30_000 });
     await service.stop(); // settles: the DLQ copy is confirmed before the source message is deleted
@@ -121,19 +156,32 @@ describe('provider webhooks through SQS, persist-first', () => {
   }, 60_000);
 
   it('refuses a forged signature at the ingress: nothing reaches the queue', async () => {
-    expect(await post(invoiceEvent(uniqueName('evt'), 'invoice.paid', 'in_x', 'paid', 1), 'not-the-secret')).toBe(401);
+    expect(
+      await post(invoiceEvent(uniqueName('evt'), 'invoice.paid', 'in_x', 'paid', 1), 'not-the-secret'),
+    ).toBe(401);
     const { Attributes } = await client.send(
-      new GetQueueAttributesCommand({ QueueUrl: queues.queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+      new GetQueueAttributesCommand({
+        QueueUrl: queues.queueUrl,
+        AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+      }),
     );
-    expect(Number(Attributes?.ApproximateNumberOfMessages) + Number(Attributes?.ApproximateNumberOfMessagesNotVisible)).toBe(0);
+    expect(
+      Number(Attributes?.ApproximateNumberOfMessages) +
+        Number(Attributes?.ApproximateNumberOfMessagesNotVisible),
+    ).toBe(0);
     expect(recorder.events).toHaveLength(0);
   });
 
   it('passes assertIdempotentHandler: one stored event per message, however it is delivered', async () => {
-    const consumer = webhooksConsumer({ store: new PostgresInboxStore<WebhooksDatabase>({ db, schema: schema.schema }) });
+    const consumer = webhooksConsumer({
+      store: new PostgresInboxStore<WebhooksDatabase>({ db, schema: schema.schema }),
+    });
     const report = await assertIdempotentHandler(
       consumer,
-      ({ id }) => ({ id, body: JSON.stringify(invoiceEvent(id, 'invoice.paid', `in-${id}`, 'paid', 1_750_000_000)) }),
+      ({ id }) => ({
+        id,
+        body: JSON.stringify(invoiceEvent(id, 'invoice.paid', `in-${id}`, 'paid', 1_750_000_000)),
+      }),
       { countEffects: async ({ id }) => (await storedEvents([id])).length },
     );
     expect(report.passed).toBe(true);

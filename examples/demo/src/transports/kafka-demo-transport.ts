@@ -14,7 +14,12 @@ import { COPY_HEADER } from '../story.js';
 import type { StoryMessage } from '../story.js';
 
 /** Short group timings: joins and rebalances take a second, not ten, against a local broker. */
-const FAST_GROUP = { sessionTimeout: 6_000, heartbeatInterval: 500, rebalanceTimeout: 4_000, maxWaitTimeInMs: 100 };
+const FAST_GROUP = {
+  sessionTimeout: 6_000,
+  heartbeatInterval: 500,
+  rebalanceTimeout: 4_000,
+  maxWaitTimeInMs: 100,
+};
 
 export class KafkaDemoTransport implements DemoTransport {
   readonly name = 'kafka' as const;
@@ -33,7 +38,10 @@ export class KafkaDemoTransport implements DemoTransport {
     this.#topic = topic;
     this.#deadLetterTopic = `${topic}.dlq`;
     this.publisher = kafkaPublisher({ kafka });
-    this.label = [`Kafka at ${brokers.join(',')}: kafkaConsumer, kafkaPublisher, kafkaDeadLetterQueue`, `topic ${topic}, DLQ ${this.#deadLetterTopic}`];
+    this.label = [
+      `Kafka at ${brokers.join(',')}: kafkaConsumer, kafkaPublisher, kafkaDeadLetterQueue`,
+      `topic ${topic}, DLQ ${this.#deadLetterTopic}`,
+    ];
   }
 
   /** Creates the run's topics. Rejects when the broker cannot be reached. */
@@ -106,7 +114,8 @@ export class KafkaDemoTransport implements DemoTransport {
     const deadline = Date.now() + timeoutMs;
     await this.#faults.whenAllFinal(timeoutMs);
     while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#deadLetterTopic}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#deadLetterTopic}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -138,7 +147,12 @@ export class KafkaDemoTransport implements DemoTransport {
   }
 
   deadLetterReader(): DeadLetterQueueReader {
-    return kafkaDeadLetterQueue({ kafka: this.#kafka, topic: this.#deadLetterTopic, idleTimeoutMs: 3_000, consumerConfig: FAST_GROUP });
+    return kafkaDeadLetterQueue({
+      kafka: this.#kafka,
+      topic: this.#deadLetterTopic,
+      idleTimeoutMs: 3_000,
+      consumerConfig: FAST_GROUP,
+    });
   }
 
   async close(): Promise<void> {

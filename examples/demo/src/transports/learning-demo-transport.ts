@@ -14,7 +14,8 @@ export function learningPublisher(broker: LearningBroker): Publisher {
   return {
     async publish(messages: readonly OutgoingMessage[]) {
       for (const m of messages) {
-        if (m.destination !== broker.name) throw new PublishError(`no learning queue named ${JSON.stringify(m.destination)}`);
+        if (m.destination !== broker.name)
+          throw new PublishError(`no learning queue named ${JSON.stringify(m.destination)}`);
       }
       await broker.send(
         messages.map((m) => ({
@@ -54,7 +55,12 @@ export class LearningDemoTransport implements DemoTransport {
   async publish(messages: readonly StoryMessage[]): Promise<void> {
     for (const m of messages) this.#ids.add(m.id);
     await this.#broker.send(
-      messages.map((m) => ({ id: m.id, key: m.key, body: m.body, headers: { [COPY_HEADER]: String(m.copy) } })),
+      messages.map((m) => ({
+        id: m.id,
+        key: m.key,
+        body: m.body,
+        headers: { [COPY_HEADER]: String(m.copy) },
+      })),
     );
   }
 

@@ -2,7 +2,13 @@
 // @inboxkit/rabbitmq's consumer, confirm-channel publisher and DLQ reader.
 
 import type { DeadLetterQueueReader, IdempotentConsumer, Publisher } from '@inboxkit/core';
-import { declareTopology, rabbitmqConsumer, rabbitmqDeadLetterQueue, rabbitmqPublisher, topologyNames } from '@inboxkit/rabbitmq';
+import {
+  declareTopology,
+  rabbitmqConsumer,
+  rabbitmqDeadLetterQueue,
+  rabbitmqPublisher,
+  topologyNames,
+} from '@inboxkit/rabbitmq';
 import type { RabbitmqTopologySettings } from '@inboxkit/rabbitmq';
 import type { TransportConsumer } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
@@ -54,7 +60,8 @@ export class RabbitmqDemoTransport implements DemoTransport {
 
   async startConsumer<P, Tx>(consumer: IdempotentConsumer<P, Tx>): Promise<void> {
     const transport = rabbitmqConsumer({
-      connect: () => amqp.connect(this.#url, { clientProperties: { connection_name: 'inboxkit-demo-consumer' } }),
+      connect: () =>
+        amqp.connect(this.#url, { clientProperties: { connection_name: 'inboxkit-demo-consumer' } }),
       queue: this.#queue,
       handler: this.#faults.wrap(consumer),
       topology: TOPOLOGY,
@@ -91,7 +98,8 @@ export class RabbitmqDemoTransport implements DemoTransport {
     const deadline = Date.now() + timeoutMs;
     await this.#faults.whenAllFinal(timeoutMs);
     while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#queue}.dlq`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#queue}.dlq`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -112,7 +120,11 @@ export class RabbitmqDemoTransport implements DemoTransport {
   async close(): Promise<void> {
     await this.stopConsumer().catch(() => undefined);
     const names = topologyNames(this.#queue);
-    for (const queue of [names.queue, names.deadLetterQueue, ...TOPOLOGY.delayBucketsMs!.map((b) => names.delayQueue(b))]) {
+    for (const queue of [
+      names.queue,
+      names.deadLetterQueue,
+      ...TOPOLOGY.delayBucketsMs!.map((b) => names.delayQueue(b)),
+    ]) {
       await this.#channel.deleteQueue(queue).catch(() => undefined);
     }
     await this.#channel.deleteExchange(names.deadLetterExchange).catch(() => undefined);

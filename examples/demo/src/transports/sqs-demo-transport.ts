@@ -34,7 +34,10 @@ export class SqsDemoTransport implements DemoTransport {
     this.#queues = queues;
     this.publisher = sqsPublisher({ client });
     const name = queues.queueUrl.split('/').pop();
-    this.label = [`SQS at ${endpoint}: sqsConsumer, sqsPublisher, sqsDeadLetterQueue`, `queue ${name}, DLQ ${name}-dlq`];
+    this.label = [
+      `SQS at ${endpoint}: sqsConsumer, sqsPublisher, sqsDeadLetterQueue`,
+      `queue ${name}, DLQ ${name}-dlq`,
+    ];
   }
 
   /** Creates the run's queues. Rejects when the endpoint cannot be reached. */
@@ -94,7 +97,8 @@ export class SqsDemoTransport implements DemoTransport {
     const deadline = Date.now() + timeoutMs;
     await this.#faults.whenAllFinal(timeoutMs);
     while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${deadLetters} dead letters in the DLQ`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${deadLetters} dead letters in the DLQ`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -110,11 +114,18 @@ export class SqsDemoTransport implements DemoTransport {
         AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
       }),
     );
-    return Number(Attributes?.ApproximateNumberOfMessages ?? 0) + Number(Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+    return (
+      Number(Attributes?.ApproximateNumberOfMessages ?? 0) +
+      Number(Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0)
+    );
   }
 
   deadLetterReader(): DeadLetterQueueReader {
-    return sqsDeadLetterQueue({ client: this.#client, queueUrl: this.#queues.deadLetterQueueUrl, waitTimeSeconds: 1 });
+    return sqsDeadLetterQueue({
+      client: this.#client,
+      queueUrl: this.#queues.deadLetterQueueUrl,
+      waitTimeSeconds: 1,
+    });
   }
 
   async close(): Promise<void> {
