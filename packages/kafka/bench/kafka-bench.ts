@@ -178,12 +178,14 @@ function inboxHandler(name: string, meter: Meter) {
 function inbox(
   mode: 'message' | 'batch',
   countStartedAttempts: 'every-batch' | 'after-join' = 'every-batch',
+  keyConcurrency = 1,
 ): Variant {
+  const extras = [
+    ...(countStartedAttempts === 'every-batch' ? [] : [countStartedAttempts]),
+    ...(keyConcurrency === 1 ? [] : [`keyConcurrency ${keyConcurrency}`]),
+  ];
   return {
-    name:
-      countStartedAttempts === 'every-batch'
-        ? `kafkaConsumer ${mode}`
-        : `kafkaConsumer ${mode}, ${countStartedAttempts}`,
+    name: [`kafkaConsumer ${mode}`, ...extras].join(', '),
     async start(topic, groupId, meter) {
       const handler = inboxHandler(`bench-${groupId}`, meter);
       const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
@@ -196,6 +198,7 @@ function inbox(
         partitionConcurrency: PARTITIONS,
         fromBeginning: true,
         countStartedAttempts,
+        keyConcurrency,
       });
       await transport.start();
       return async () => {
@@ -349,9 +352,9 @@ async function compare(
   mode: 'message' | 'batch',
   producer: Producer,
   target: number,
-  extra?: Variant,
+  extras: readonly Variant[] = [],
 ): Promise<void> {
-  const variants = extra ? [plain, ours, extra] : [plain, ours];
+  const variants = [plain, ours, ...extras];
   const rates = new Map<Variant, number[]>(variants.map((v) => [v, []]));
   const direct: number[] = [];
   for (let round = 0; round < ROUNDS; round += 1) {
@@ -367,15 +370,17 @@ async function compare(
   const lb = await latency(ours, producer, rate);
   const line = (name: string, perSecond: number, l?: { p50: number; p99: number }) =>
     console.log(
-      `  ${name.padEnd(36)} ${perSecond.toFixed(0).padStart(7)} msg/s` +
+      `  ${name.padEnd(44)} ${perSecond.toFixed(0).padStart(7)} msg/s` +
         (l
           ? `   p50 ${l.p50.toFixed(1).padStart(6)} ms   p99 ${l.p99.toFixed(1).padStart(6)} ms (at ${rate} msg/s)`
           : ''),
     );
   line(plain.name, a, la);
   line(ours.name, b, lb);
-  if (extra)
-    line(`${extra.name} (ratio ${(median(rates.get(extra)!) / a).toFixed(2)}×)`, median(rates.get(extra)!));
+  for (const extra of extras) {
+    const perSecond = median(rates.get(extra)!);
+    line(`${extra.name} (${(perSecond / a).toFixed(2)}×)`, perSecond);
+  }
   line(`(idempotent consumer alone, ${mode})`, median(direct));
   const ratio = b / a;
   console.log(
@@ -400,7 +405,10 @@ async function main(): Promise<void> {
   );
   try {
     console.log('single-message path');
-    await compare(plainMessage, inbox('message'), 'message', producer, 0.85, inbox('message', 'after-join'));
+    await compare(plainMessage, inbox('message'), 'message', producer, 0.85, [
+      inbox('message', 'after-join'),
+      inbox('message', 'every-batch', 8),
+    ]);
     console.log('batch path');
     await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9);
   } finally {

@@ -124,6 +124,10 @@ export class BatchProcessor {
           if (!(await this.#countAttempts(p, records, messages, i, count))) return;
           countedThrough = count - 1;
         }
+        if (options.keyConcurrency > 1) {
+          await this.#runKeyConcurrent(p, records, messages, i);
+          return;
+        }
         ledger.ran(p.topic, p.partition, record.offset);
         const outcome = await this.#handle(p, message);
         if (!(await this.#settle(p, record, message, outcome))) return;
@@ -131,6 +135,87 @@ export class BatchProcessor {
       }
       await this.#heartbeat(p);
     }
+  }
+
+  /**
+   * Message mode with `keyConcurrency` > 1, from `from` to the end of the batch (attempts already counted):
+   * up to keyConcurrency records of the partition run at once, at most one per key, dispatched in offset
+   * order (a record whose key is busy waits, and so does everything behind it). The committable offset only
+   * follows the unbroken run of finished records; at the first record that needs a redelivery nothing more is
+   * dispatched, the records in flight finish, and the partition seeks back to it.
+   */
+  async #runKeyConcurrent(
+    p: Progress,
+    records: readonly KafkaMessageLike[],
+    messages: readonly InboundMessage[],
+    from: number,
+  ): Promise<void> {
+    const limit = this.#options.keyConcurrency;
+    const finished = new Array<boolean>(records.length).fill(false);
+    const busyKeys = new Set<string>();
+    const inFlight = new Set<Promise<void>>();
+    let next = from;
+    let watermark = from;
+    let redeliverAt: number | undefined;
+    let redeliverIn = 0;
+    const needsRedelivery = (index: number, delayMs: number): void => {
+      if (redeliverAt === undefined || index < redeliverAt) {
+        redeliverAt = index;
+        redeliverIn = delayMs;
+      }
+    };
+    for (;;) {
+      while (
+        next < records.length &&
+        inFlight.size < limit &&
+        redeliverAt === undefined &&
+        !this.#mustYield(p)
+      ) {
+        const record = records[next]!;
+        if (this.#isSkippedTombstone(record)) {
+          // A tombstone is settled alone, in order: once everything before it finished.
+          if (inFlight.size > 0 || watermark < next) break;
+          if (!(await this.#settleTombstone(p, record, messages[next]!))) return;
+          next += 1;
+          watermark = next;
+          continue;
+        }
+        const key = record.key === null ? undefined : record.key.toString('latin1');
+        if (key !== undefined && busyKeys.has(key)) break;
+        const index = next;
+        next += 1;
+        if (key !== undefined) busyKeys.add(key);
+        this.#deps.ledger.ran(p.topic, p.partition, record.offset);
+        const run = (async () => {
+          try {
+            const outcome = await this.#handle(p, messages[index]!);
+            const delay = await this.#redeliveryDelay(p, record, messages[index]!, outcome);
+            if (delay === undefined) finished[index] = true;
+            else needsRedelivery(index, delay);
+          } catch (error) {
+            this.#options.logger.error(
+              { err: error, topic: p.topic, partition: p.partition, offset: record.offset },
+              'inboxkit: settling a record failed unexpectedly; it is redelivered',
+            );
+            needsRedelivery(index, this.#options.pauseOnFailureMs);
+          } finally {
+            if (key !== undefined) busyKeys.delete(key);
+          }
+        })();
+        const tracked = run.finally(() => inFlight.delete(tracked));
+        inFlight.add(tracked);
+      }
+      if (inFlight.size === 0) break;
+      await Promise.race(inFlight);
+      let advanced = false;
+      while (watermark < next && finished[watermark]) {
+        watermark += 1;
+        advanced = true;
+      }
+      if (advanced) this.#done(p, records[watermark - 1]!);
+      await this.#heartbeat(p);
+    }
+    if (redeliverAt !== undefined) this.#redeliver(p, records[redeliverAt]!.offset, redeliverIn);
   }
 
   #mustYield(p: Progress): boolean {
@@ -277,16 +362,35 @@ export class BatchProcessor {
     message: InboundMessage,
     outcome: Outcome,
   ): Promise<boolean> {
+    const redeliverIn = await this.#redeliveryDelay(p, record, message, outcome);
+    if (redeliverIn === undefined) {
+      this.#done(p, record);
+      return true;
+    }
+    this.#redeliver(p, record.offset, redeliverIn);
+    return false;
+  }
+
+  /**
+   * Does what the outcome needs before the record may be committed (a dead letter is produced and confirmed).
+   * `undefined` when the record is done; otherwise the delay after which it must be delivered again.
+   */
+  async #redeliveryDelay(
+    p: Progress,
+    record: KafkaMessageLike,
+    message: InboundMessage,
+    outcome: Outcome,
+  ): Promise<number | undefined> {
     switch (outcome.status) {
       case 'processed':
       case 'duplicate':
-        this.#done(p, record);
-        return true;
+        return undefined;
       case 'retry':
-        this.#redeliver(p, record.offset, outcome.delayMs);
-        return false;
+        return outcome.delayMs;
       case 'dead-letter':
-        return this.#deadLetter(p, [{ record, message, outcome }]);
+        return (await this.#produceDeadLetters(p, [{ record, message, outcome }]))
+          ? undefined
+          : this.#options.pauseOnFailureMs;
     }
   }
 

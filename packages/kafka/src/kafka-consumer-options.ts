@@ -41,6 +41,13 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
   readonly mode?: 'message' | 'batch';
   /** Partitions processed at once (kafkajs `partitionsConsumedConcurrently`). Default is 1. */
   readonly partitionConcurrency?: number;
+  /**
+   * In `message` mode, how many records of one partition may run at once: at most one per key (records without
+   * a key are not limited), dispatched in offset order, committed only up to the first unfinished one. Order
+   * per key holds, also across retries; order across keys of a partition does not. Default is 1 (strict
+   * partition order).
+   */
+  readonly keyConcurrency?: number;
   /** In `batch` mode, the most records handed to one `handleBatch` call. Default is 500. */
   readonly batchSize?: number;
   /**
@@ -104,6 +111,7 @@ export interface ResolvedKafkaConsumerOptions {
   readonly handler: IdempotentConsumer<unknown, unknown>;
   readonly mode: 'message' | 'batch';
   readonly partitionConcurrency: number;
+  readonly keyConcurrency: number;
   readonly batchSize: number;
   readonly messageId: ((record: KafkaRecord) => string | undefined) | undefined;
   readonly useCoordinatesAsId: boolean;
@@ -193,6 +201,13 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       );
     }
   }
+  const mode = oneOf('kafkaConsumer mode', options.mode, ['message', 'batch'], 'message');
+  const keyConcurrency = positiveInteger('kafkaConsumer keyConcurrency', options.keyConcurrency, 1);
+  if (keyConcurrency > 1 && mode !== 'message') {
+    throw new ConfigurationError(
+      "kafkaConsumer keyConcurrency applies to mode 'message'; remove it or use mode 'message'",
+    );
+  }
   const logger =
     options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
   return Object.freeze({
@@ -201,12 +216,13 @@ export function resolveKafkaConsumerOptions<P, Tx>(
     producer: options.producer,
     topics: Object.freeze([...topics]),
     handler: options.handler as unknown as IdempotentConsumer<unknown, unknown>,
-    mode: oneOf('kafkaConsumer mode', options.mode, ['message', 'batch'], 'message'),
+    mode,
     partitionConcurrency: positiveInteger(
       'kafkaConsumer partitionConcurrency',
       options.partitionConcurrency,
       1,
     ),
+    keyConcurrency,
     batchSize: positiveInteger('kafkaConsumer batchSize', options.batchSize, 500),
     messageId: optionalFunction('kafkaConsumer messageId', options.messageId),
     useCoordinatesAsId: optionalBoolean(

@@ -27,3 +27,10 @@ describeTransportConformance(
   () => kafkaHarness({ transport: { mode: 'batch' } }),
   { quietPeriodMs: 1_500 },
 );
+
+describeTransportConformance(
+  'kafka, 4 keys at once per partition',
+  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  () => kafkaHarness({ transport: { keyConcurrency: 4 } }),
+  { quietPeriodMs: 1_500 },
+);

@@ -42,6 +42,8 @@ describe('kafkaConsumer options', () => {
     expect(options).toMatchObject({
       mode: 'message',
       partitionConcurrency: 1,
+      keyConcurrency: 1,
+      countStartedAttempts: 'every-batch',
       batchSize: 500,
       useCoordinatesAsId: false,
       tombstones: 'dead-letter',
@@ -64,6 +66,8 @@ describe('kafkaConsumer options', () => {
     rejects({ mode: 'bulk' as never }, /'message', 'batch'/);
     rejects({ tombstones: 'drop' as never }, /tombstones/);
     rejects({ partitionConcurrency: 0 }, /partitionConcurrency/);
+    rejects({ mode: 'batch', keyConcurrency: 4 }, /keyConcurrency applies to mode 'message'/);
+    rejects({ countStartedAttempts: 'never' as never }, /countStartedAttempts/);
     rejects({ closeTimeoutMs: 1.5 }, /closeTimeoutMs/);
     rejects({ consumer: {} as never }, /kafka.consumer/);
     rejects({ handler: {} as never }, /idempotentConsumer/);

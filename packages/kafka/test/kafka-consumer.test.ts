@@ -154,9 +154,13 @@ function header(entry: DeadLetterEntry, name: string): string | undefined {
 }
 
 describe('kafkaConsumer against Kafka and Postgres', () => {
-  it.each(['message', 'batch'] as const)(
-    'applies each id once in %s mode: the same id produced three times and 30 percent of ids duplicated',
-    async (mode) => {
+  it.each([
+    { mode: 'message', keyConcurrency: 1 },
+    { mode: 'message', keyConcurrency: 8 },
+    { mode: 'batch', keyConcurrency: 1 },
+  ] as const)(
+    'applies each id once in $mode mode ($keyConcurrency keys at once): the same id produced three times and 30 percent of ids duplicated',
+    async ({ mode, keyConcurrency }) => {
       const { topic, cleanup } = await topics();
       const groupId = uniqueName('group');
       const { consumer, recorder } = consumerOf(uniqueName(`dups-${mode}`));
@@ -164,7 +168,11 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
       const records: Record[] = ids.map((id, i) => ({ id, key: `k${i % 7}` }));
       for (const [i, id] of ids.entries()) if (i % 10 < 3) records.push({ id, key: `k${i % 7}` });
       records.push({ id: ids[0], key: 'k0' }); // the same id a third time, later
-      const running = await start(topic, groupId, consumer, { mode, partitionConcurrency: 3 });
+      const running = await start(topic, groupId, consumer, {
+        mode,
+        keyConcurrency,
+        partitionConcurrency: 3,
+      });
       try {
         for (let i = 0; i < records.length; i += 50) await produce(topic, records.slice(i, i + 50));
         await recorder.waitForCount(records.length, { status: SETTLED, timeoutMs: 60_000 });
@@ -328,48 +336,54 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     await cleanup();
   });
 
-  it('batch mode commits up to the first unfinished record, seeks back to it and keeps order per key', async () => {
-    const { topic, cleanup } = await topics(1);
-    const groupId = uniqueName('group');
-    const ids = Array.from({ length: 40 }, (_, i) => uniqueName(`b${i}`));
-    const order = new Map<string, string[]>();
-    let failed = false;
-    const { consumer, recorder } = consumerOf(uniqueName('batch'), {
-      handler: async (id, attempt) => {
-        if (id === ids[9] && attempt === 1) {
-          failed = true;
-          throw new RetryableError('not yet', { delayMs: 300 });
-        }
-      },
-    });
-    const keyOf = (i: number) => `k${i % 4}`;
-    const observed = idempotentConsumer<unknown, Transaction<unknown>>({
-      ...consumer.config,
-      handler: async (message, context) => {
-        await consumer.config.handler(message, context);
-        const i = ids.indexOf(message.id);
-        order.set(keyOf(i), [...(order.get(keyOf(i)) ?? []), message.id]);
-      },
-      hooks: { onOutcome: recorder.hook },
-    });
-    await produce(
-      topic,
-      ids.map((id, i) => ({ id, key: keyOf(i) })),
-    );
-    const running = await start(topic, groupId, observed, { mode: 'batch', batchSize: 100 });
-    try {
-      await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
-    } finally {
-      await running.stop();
-    }
-    expect(failed).toBe(true);
-    for (let k = 0; k < 4; k += 1) {
-      expect(order.get(`k${k}`)).toEqual(ids.filter((_, i) => keyOf(i) === `k${k}`));
-    }
-    await expectAppliedOnce(ids);
-    await expectFullyCommitted(topic, groupId);
-    await cleanup();
-  });
+  it.each([
+    { name: 'batch mode', options: { mode: 'batch', batchSize: 100 } },
+    { name: 'message mode with 4 keys at once', options: { mode: 'message', keyConcurrency: 4 } },
+  ] as const)(
+    '$name commits up to the first unfinished record, seeks back to it and keeps order per key',
+    async ({ options }) => {
+      const { topic, cleanup } = await topics(1);
+      const groupId = uniqueName('group');
+      const ids = Array.from({ length: 40 }, (_, i) => uniqueName(`b${i}`));
+      const order = new Map<string, string[]>();
+      let failed = false;
+      const { consumer, recorder } = consumerOf(uniqueName('batch'), {
+        handler: async (id, attempt) => {
+          if (id === ids[9] && attempt === 1) {
+            failed = true;
+            throw new RetryableError('not yet', { delayMs: 300 });
+          }
+        },
+      });
+      const keyOf = (i: number) => `k${i % 4}`;
+      const observed = idempotentConsumer<unknown, Transaction<unknown>>({
+        ...consumer.config,
+        handler: async (message, context) => {
+          await consumer.config.handler(message, context);
+          const i = ids.indexOf(message.id);
+          order.set(keyOf(i), [...(order.get(keyOf(i)) ?? []), message.id]);
+        },
+        hooks: { onOutcome: recorder.hook },
+      });
+      await produce(
+        topic,
+        ids.map((id, i) => ({ id, key: keyOf(i) })),
+      );
+      const running = await start(topic, groupId, observed, options);
+      try {
+        await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
+      } finally {
+        await running.stop();
+      }
+      expect(failed).toBe(true);
+      for (let k = 0; k < 4; k += 1) {
+        expect(order.get(`k${k}`)).toEqual(ids.filter((_, i) => keyOf(i) === `k${k}`));
+      }
+      await expectAppliedOnce(ids);
+      await expectFullyCommitted(topic, groupId);
+      await cleanup();
+    },
+  );
 
   it('commits nothing when the dead-letter produce fails, and retries the record later', async () => {
     const { topic, cleanup } = await topics(1);

@@ -105,13 +105,11 @@ async function produce(topic: string, ids: readonly string[]): Promise<void> {
     await producer.send({
       topic,
       acks: -1,
-      messages: ids
-        .slice(i, i + 500)
-        .map((id, k) => ({
-          key: `k${(i + k) % 50}`,
-          value: JSON.stringify({ n: i + k }),
-          headers: { 'message-id': id },
-        })),
+      messages: ids.slice(i, i + 500).map((id, k) => ({
+        key: `k${(i + k) % 50}`,
+        value: JSON.stringify({ n: i + k }),
+        headers: { 'message-id': id },
+      })),
     });
   }
 }

@@ -33,7 +33,10 @@ export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
   });
 }
 
-/** Creates topics (and waits for their leaders); returns a function that deletes them. */
+/**
+ * Creates topics and waits until every partition has a leader; returns a function that deletes them. A busy
+ * broker sometimes answers the leader wait with "does not host this topic-partition": that is retried.
+ */
 export async function createTopics(
   kafka: Kafka,
   topics: readonly { topic: string; partitions: number }[],
@@ -41,10 +44,30 @@ export async function createTopics(
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
-    });
+    const names = topics.map((t) => t.topic);
+    const deadline = Date.now() + 30_000;
+    await admin
+      .createTopics({
+        waitForLeaders: true,
+        topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
+      })
+      .catch((error: unknown) => {
+        if (Date.now() > deadline) throw error;
+      });
+    for (;;) {
+      const ready = await admin
+        .fetchTopicMetadata({ topics: names })
+        .then(({ topics: found }) =>
+          topics.every((t) => {
+            const meta = found.find((f) => f.name === t.topic);
+            return meta?.partitions.length === t.partitions && meta.partitions.every((p) => p.leader >= 0);
+          }),
+        )
+        .catch(() => false);
+      if (ready) break;
+      if (Date.now() > deadline) throw new Error(`topics ${names.join(', ')} have no leaders after 30 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   } finally {
     await admin.disconnect();
   }
