@@ -92,7 +92,7 @@ describe('npm run demo', () => {
     expect(lines.join('\n')).toContain(
       '✓ exactly once: 9 payments charged once, 1 declined and never charged, 0 charged twice',
     );
-  });
+  }, 180_000); // PGlite's first initdb on a busy 2-core CI runner can take half a minute
 
   for (const transport of ['kafka', 'rabbitmq', 'sqs'] as const) {
     it(`tells the same story on real Postgres and ${transport}`, async () => {

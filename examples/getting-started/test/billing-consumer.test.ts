@@ -26,4 +26,4 @@ it('bills each order exactly once', async () => {
   );
   expect(report.passed).toBe(true);
   await db.destroy();
-}, 60_000);
+}, 120_000);
