@@ -7,6 +7,13 @@ import { defineConfig } from 'vitest/config';
 // with 'import' a require('pg-pool') inside pg would load pg-pool's ESM build ("Class extends value [object Module]").
 const sourceCondition = ['@inboxkit/source', 'node', 'default'];
 const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli'];
+// Tests that restart a shared broker or database. They run in their own project, after every other project
+// has finished (groupOrder 1) and one file at a time, so a restart never pulls a server from under another
+// package's test.
+const chaos = [
+  'packages/kafka/test/kafka-broker-restart.test.ts',
+  'packages/rabbitmq/test/broker-restart.test.ts',
+];
 
 export default defineConfig({
   resolve: { conditions: sourceCondition },
@@ -22,8 +29,16 @@ export default defineConfig({
     projects: [
       ...projects.map((name) => ({
         extends: true as const,
-        test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
+        test: {
+          name,
+          include: [`packages/${name}/test/**/*.test.ts`],
+          exclude: [...chaos, '**/node_modules/**'],
+        },
       })),
+      {
+        extends: true as const,
+        test: { name: 'chaos', include: chaos, sequence: { groupOrder: 1 }, fileParallelism: false },
+      },
       { extends: true as const, test: { name: 'e2e', include: ['test/**/*.test.ts'] } },
       { extends: true as const, test: { name: 'examples', include: ['examples/*/test/**/*.test.ts'] } },
     ],
