@@ -251,6 +251,12 @@ function firstError(stderr: string): string {
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '');
-  const fatal = lines.findLast((l) => /^[A-Z][A-Za-z]*(Error|Exception)\b/.test(l));
-  return (fatal ?? lines.at(-1) ?? '(no output)').slice(0, 300);
+  // Node prints the throwing source line, a caret under it, then the error.
+  const caret = lines.findLastIndex((l) => /^\^+$/.test(l));
+  const uncaught = caret >= 0 ? lines.slice(caret + 1).find((l) => !l.startsWith('at ')) : undefined;
+  const unhandled = lines.some((l) => l.includes("Unhandled 'error' event"))
+    ? " (unhandled 'error' event)"
+    : '';
+  const fatal = uncaught ?? lines.findLast((l) => /^[A-Z][A-Za-z]*(Error|Exception)\b/.test(l));
+  return `${(fatal ?? lines.at(-1) ?? '(no output)').slice(0, 300)}${unhandled}`;
 }

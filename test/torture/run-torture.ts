@@ -3,10 +3,12 @@
 // while SIGKILLing consumers at seeded moments and restarting the broker and Postgres once, wait for
 // quiescence, stop the consumers, and check the invariant from the effects table, the inbox and the DLQ.
 
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 
 import { migrateInbox } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect } from 'kysely';
@@ -40,6 +42,11 @@ export interface TortureOptions {
   readonly drainTimeoutSeconds: number;
   readonly restartBroker: boolean;
   readonly restartPostgres: boolean;
+  /**
+   * A shell command that restarts Postgres, for a Postgres that is not the project's own (DATABASE_URL set to
+   * a private server). Default: `services.sh restart postgres`.
+   */
+  readonly postgresRestartCommand?: string;
   /** The self-test: consumers with the effect outside the inbox transaction. */
   readonly broken: boolean;
   readonly maxAttempts: number;
@@ -209,10 +216,10 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
           ),
         );
       } else {
-        log('Postgres restart (services.sh restart postgres)');
+        log(`Postgres restart (${options.postgresRestartCommand ?? 'services.sh restart postgres'})`);
         const t = Date.now();
         background.push(
-          restartService('postgres', { timeoutMs: 240_000 }).then(
+          restartPostgres(options.postgresRestartCommand).then(
             () => {
               postgresRestart = `restarted (${((Date.now() - t) / 1000).toFixed(0)} s)`;
               log('Postgres back');
@@ -294,6 +301,11 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
     verdict,
     error,
   };
+}
+
+async function restartPostgres(command: string | undefined): Promise<void> {
+  if (command === undefined) return restartService('postgres', { timeoutMs: 240_000 });
+  await promisify(execFile)('bash', ['-c', command], { timeout: 240_000 });
 }
 
 /** Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (catching up after an outage). */

@@ -33,6 +33,8 @@ function parse() {
       restarts: { type: 'string', default: 'broker,postgres' },
       'max-attempts': { type: 'string', default: '5' },
       'handler-delay': { type: 'string', default: '4' },
+      // For a Postgres that is not the project's own (DATABASE_URL pointing elsewhere): how to restart it.
+      'pg-restart-cmd': { type: 'string' },
       keep: { type: 'boolean', default: false },
       // The harness's self-test (hidden): consumers that write the effect outside the inbox transaction.
       break: { type: 'boolean', default: false },
@@ -92,10 +94,23 @@ const options = {
   maxAttempts: count('max-attempts', v['max-attempts'], 5, 1),
   handlerDelayMs: count('handler-delay', v['handler-delay'], 4),
   keep: v.keep,
+  ...(v['pg-restart-cmd'] !== undefined ? { postgresRestartCommand: v['pg-restart-cmd'] } : {}),
   log: (line: string) => process.stderr.write(`${line}\n`),
 };
 
-const reproduce = `npm run torture -- --seed ${seed} --transport ${transports.join(',')} --messages ${messages} --kills ${kills} --restarts ${restarts.length > 0 ? restarts.join(',') : 'none'}${v.break ? ' --break' : ''}`;
+const reproduce = [
+  'npm run torture --',
+  `--seed ${seed}`,
+  `--transport ${transports.join(',')}`,
+  `--messages ${messages}`,
+  `--kills ${kills}`,
+  `--consumers ${options.consumers}`,
+  `--duration ${options.durationSeconds}`,
+  `--restarts ${restarts.length > 0 ? restarts.join(',') : 'none'}`,
+  ...(options.maxAttempts !== 5 ? [`--max-attempts ${options.maxAttempts}`] : []),
+  ...(v['pg-restart-cmd'] !== undefined ? [`--pg-restart-cmd ${JSON.stringify(v['pg-restart-cmd'])}`] : []),
+  ...(v.break ? ['--break'] : []),
+].join(' ');
 process.stderr.write(
   `torture: seed ${seed}; ${transports.join(', ')}; ${messages} messages each (${SHARES.duplicates * 100}% duplicate sends, ${SHARES.poison * 100}% poison), ` +
     `${kills} kills, ${options.consumers} consumers, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
