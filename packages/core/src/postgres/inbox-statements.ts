@@ -135,9 +135,10 @@ export class InboxStatements {
    * ids it took (with `status`, `attempts`, `lease_token`, `claimed_from`, and `state` when it dead-lettered one),
    * false with the row's `state` (json) for the ids it did not take. An id missing from the answer had a row that
    * only became visible after the statement's snapshot (a concurrent delivery committed it): read it again. New ids are inserted with status `target` (transactional mode writes
-   * `completed`: the commit is the completion); claimable rows are taken over. An attempt numbered above
-   * `maxAttempts` is not run: its row is written `dead_lettered` (`max-attempts`) instead. Rows visible as not
-   * claimable are filtered before the insert, so a plain duplicate takes no row lock and writes nothing.
+   * `completed`: the commit is the completion); claimable rows are taken over. Rows visible as not
+   * claimable are filtered before the insert, so a plain duplicate takes no row lock and writes nothing. A
+   * delivery whose attempt would exceed `maxAttempts` is not taken (see `exhaust`): the statement stays simple,
+   * and crash loops are rare.
    * `leaseMs` is set in leased mode only.
    */
   claim(settings: ClaimSettings, rows: readonly ClaimRow[], target: 'completed' | 'processing', leaseMs?: number): string {
@@ -206,62 +207,81 @@ export class InboxStatements {
     // The attempt this delivery would be: a replay starts again at 1 (or the broker's count of the copy).
     const next = `CASE WHEN t.status = 'dead_lettered' THEN excluded.started_attempts
       ELSE greatest(t.attempts + 1, t.started_attempts, excluded.started_attempts) END`;
-    const exhausted = `(${next}) > ${max}`;
     const completed = target === 'completed';
     return `WITH claimed AS (
 INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
-  locked_until, available_at, received_at, message_timestamp, completed_at, expires_at, dead_letter_reason,
-  dead_lettered_at, replay_count, last_replay_id, claimed_from)
-SELECT v.consumer, v.message_id,
-  CASE WHEN v.attempt > ${max} THEN 'dead_lettered' ELSE '${target}' END,
-  v.fingerprint,
-  CASE WHEN v.attempt > ${max} THEN v.attempt - 1 ELSE v.attempt END,
-  v.attempt,
-  CASE WHEN v.attempt > ${max} THEN NULL ELSE v.lease_token END,
-  CASE WHEN v.attempt > ${max} THEN NULL ELSE ${lockedUntil} END,
-  now(), now(), v.message_timestamp,
-  ${completed ? `CASE WHEN v.attempt > ${max} THEN NULL ELSE now() END` : 'NULL::timestamptz'},
-  now() + ${window},
-  CASE WHEN v.attempt > ${max} THEN 'max-attempts' END,
-  CASE WHEN v.attempt > ${max} THEN now() END,
-  0, v.replay_id, 'new'
+  locked_until, available_at, received_at, message_timestamp, completed_at, expires_at, replay_count, last_replay_id,
+  claimed_from)
+SELECT v.consumer, v.message_id, '${target}', v.fingerprint, v.attempt, v.attempt, v.lease_token, ${lockedUntil},
+  now(), now(), v.message_timestamp, ${completed ? 'now()' : 'NULL::timestamptz'}, now() + ${window}, 0, v.replay_id, 'new'
 FROM (VALUES
   ${values}
 ) AS v(consumer, message_id, fingerprint, message_timestamp, attempt, replay_id, lease_token)
   -- SET LOCAL lock_timeout without a statement of its own: evaluated before the first row reaches the insert,
   -- so a wait on a concurrent delivery's uncommitted row is bounded.
   CROSS JOIN (SELECT set_config('lock_timeout', ${p.lockTimeout}, true)) AS lock_timeout
-WHERE NOT EXISTS (
+WHERE v.attempt <= ${max} AND NOT EXISTS (
   SELECT 1 FROM ${this.#t} x
   WHERE x.consumer = v.consumer AND x.message_id = v.message_id AND NOT ${claimable('x', 'v.fingerprint', 'v.replay_id')})
 ORDER BY v.message_id
 ON CONFLICT (consumer, message_id) DO UPDATE SET
-  status = CASE WHEN ${exhausted} THEN 'dead_lettered' ELSE '${target}' END,
+  status = '${target}',
   fingerprint = excluded.fingerprint,
-  attempts = CASE WHEN ${exhausted} THEN (${next}) - 1 ELSE ${next} END,
+  attempts = ${next},
   started_attempts = ${next},
-  lease_token = CASE WHEN ${exhausted} THEN NULL ELSE excluded.lease_token END,
-  locked_until = CASE WHEN ${exhausted} THEN NULL ELSE excluded.locked_until END,
+  lease_token = excluded.lease_token,
+  locked_until = excluded.locked_until,
   available_at = now(),
   message_timestamp = coalesce(t.message_timestamp, excluded.message_timestamp),
-  completed_at = ${completed ? `CASE WHEN ${exhausted} THEN NULL ELSE now() END` : 'NULL'},
+  completed_at = ${completed ? 'now()' : 'NULL'},
   expires_at = now() + ${window},
-  dead_letter_reason = CASE WHEN ${exhausted} THEN 'max-attempts' END,
-  dead_lettered_at = CASE WHEN ${exhausted} THEN now() END,
+  dead_letter_reason = NULL,
+  dead_lettered_at = NULL,
   replay_count = t.replay_count + CASE WHEN t.status = 'dead_lettered' THEN 1 ELSE 0 END,
   last_replay_id = CASE WHEN t.status = 'dead_lettered' THEN excluded.last_replay_id ELSE t.last_replay_id END,
   first_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.first_failure_at END,
   last_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.last_failure_at END,
   claimed_from = CASE WHEN t.status = 'processing' AND t.lease_token IS NOT NULL THEN 'lease-expired' ELSE t.status END
-WHERE ${claimable('t', 'excluded.fingerprint', 'excluded.last_replay_id')}
-RETURNING t.message_id, t.status, t.attempts, t.lease_token::text AS lease_token, t.claimed_from,
-  CASE WHEN t.status = 'dead_lettered' THEN ${stateJson('t')} END AS state)
+WHERE ${claimable('t', 'excluded.fingerprint', 'excluded.last_replay_id')} AND ${next} <= ${max}
+RETURNING t.message_id, t.status, t.attempts, t.lease_token::text AS lease_token, t.claimed_from, NULL::json AS state)
 SELECT true AS claimed, message_id, status, attempts, lease_token, claimed_from, state FROM claimed
 UNION ALL
 SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from, ${stateJson('x')}
 FROM ${this.#t} x
 WHERE x.consumer = ${p.consumer} AND x.message_id = ANY(${p.ids})
   AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = x.message_id)`;
+  }
+
+  /**
+   * A delivery whose attempt would exceed `maxAttempts` is not run: its row is written `dead_lettered`
+   * (`max-attempts`) instead — if the row is still claimable by this delivery, else nothing. `next` is the attempt
+   * number the claim would have given. Answers the row's state (json) when written.
+   */
+  exhaust(settings: ClaimSettings, row: ClaimRequest, next: number): string {
+    const fp = sqlText(row.fingerprint);
+    const replay = sqlText(row.replayId);
+    return `UPDATE ${this.#t} AS t SET status = 'dead_lettered', attempts = ${sqlInt(next - 1)}, started_attempts = ${sqlInt(next)},
+  lease_token = NULL, locked_until = NULL, completed_at = NULL, available_at = now(),
+  dead_letter_reason = 'max-attempts', dead_lettered_at = now(), fingerprint = coalesce(t.fingerprint, ${fp}),
+  replay_count = t.replay_count + CASE WHEN t.status = 'dead_lettered' THEN 1 ELSE 0 END,
+  last_replay_id = CASE WHEN t.status = 'dead_lettered' THEN ${replay} ELSE t.last_replay_id END,
+  first_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.first_failure_at END,
+  last_failure_at = CASE WHEN t.status = 'dead_lettered' THEN NULL ELSE t.last_failure_at END,
+  claimed_from = CASE WHEN t.status = 'processing' AND t.lease_token IS NOT NULL THEN 'lease-expired' ELSE t.status END
+WHERE t.consumer = ${sqlText(settings.consumer)} AND t.message_id = ${sqlText(row.messageId)}
+  AND ${claimable('t', fp, replay)}
+RETURNING ${stateJson('t')} AS state`;
+  }
+
+  /** `exhaust` for an id without a row (the broker's delivery count alone is beyond `maxAttempts`). */
+  exhaustNew(settings: ClaimSettings, row: ClaimRequest, next: number): string {
+    return `INSERT INTO ${this.#t} AS t (consumer, message_id, status, fingerprint, attempts, started_attempts, available_at,
+  received_at, message_timestamp, expires_at, dead_letter_reason, dead_lettered_at, last_replay_id, claimed_from)
+VALUES (${sqlText(settings.consumer)}, ${sqlText(row.messageId)}, 'dead_lettered', ${sqlText(row.fingerprint)}, ${sqlInt(next - 1)},
+  ${sqlInt(next)}, now(), now(), ${sqlTimestamp(row.messageTimestamp)}, now() + ${sqlMillis(settings.dedupeWindowMs)},
+  'max-attempts', now(), ${sqlText(row.replayId)}, 'new')
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING ${stateJson('t')} AS state`;
   }
 
   /** The current rows of `ids` (a claim's companion: what it found when it did not claim). */

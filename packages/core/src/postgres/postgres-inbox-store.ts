@@ -474,24 +474,45 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     }
     const answers = new Map<string, ClaimAnswer>();
     for (const r of result[1] ?? []) {
-      const state = r['state'] === null || r['state'] === undefined ? undefined : toRowState(parseJson(r['state']));
+      const id = String(r['message_id']);
       if (r['claimed'] === true) {
-        answers.set(String(r['message_id']), {
+        answers.set(id, {
           claimed: {
-            messageId: String(r['message_id']),
+            messageId: id,
             attempt: Number(r['attempts']),
             from: (r['claimed_from'] as ClaimedFrom | null) ?? 'new',
             leaseToken: (r['lease_token'] as string | null) ?? null,
           },
-          state: r['status'] === 'dead_lettered' ? state : undefined,
+          state: undefined,
         });
-      } else if (state !== undefined) answers.set(String(r['message_id']), { claimed: false, state });
+      } else if (r['state'] !== null && r['state'] !== undefined) {
+        answers.set(id, { claimed: false, state: toRowState(parseJson(r['state'])) });
+      }
     }
     const unseen = rows.filter((r) => !answers.has(r.messageId)).map((r) => r.messageId);
     if (unseen.length > 0) {
       for (const r of await s.query(this.#sql.rows(settings.consumer, unseen))) {
         answers.set(String(r['message_id']), { claimed: false, state: toRowState(r) });
       }
+    }
+    // A delivery the claim left alone only because its attempt would exceed maxAttempts is dead-lettered here,
+    // without running: rare (crash loops, broker counts), so the claim statement itself stays simple.
+    for (const row of rows) {
+      const answer = answers.get(row.messageId);
+      if (answer !== undefined && answer.claimed !== false) continue;
+      const state = answer?.state;
+      const next = nextAttempt(state, row);
+      if (next <= settings.maxAttempts || (state !== undefined && !claimableBy(state, row))) continue;
+      const written = await s.query(
+        state === undefined ? this.#sql.exhaustNew(settings, row, next) : this.#sql.exhaust(settings, row, next),
+      );
+      const exhausted = written[0]?.['state'];
+      if (exhausted === undefined || exhausted === null) continue; // lost a race: the answer stands
+      const after = toRowState(parseJson(exhausted));
+      answers.set(row.messageId, {
+        claimed: { messageId: row.messageId, attempt: next, from: after.claimedFrom ?? 'new', leaseToken: null },
+        state: after,
+      });
     }
     return answers;
   }
@@ -650,6 +671,28 @@ function toRowState(r: Record<string, unknown>): InboxRowState {
     availableInMs: Math.ceil(Number(r['available_in_ms'] ?? 0)),
     leaseRemainingMs: Math.ceil(Number(r['lease_remaining_ms'] ?? 0)),
   };
+}
+
+/** The attempt a claim would give `row` (see InboxStatements.claim). */
+function nextAttempt(state: InboxRowState | undefined, row: ClaimRequest): number {
+  const deliveries = Math.max(1, row.deliveryCount);
+  if (state === undefined || state.status === 'dead_lettered') return deliveries;
+  return Math.max(state.attempts + 1, state.startedAttempts, deliveries);
+}
+
+/** The claim's `claimable` rule, on a row state read in the same transaction. */
+function claimableBy(state: InboxRowState, row: ClaimRequest): boolean {
+  if (state.fingerprint !== null && state.fingerprint !== row.fingerprint) return false;
+  switch (state.status) {
+    case 'failed':
+      return state.availableInMs <= 0;
+    case 'processing':
+      return state.lockedUntil === null || state.leaseRemainingMs <= 0;
+    case 'dead_lettered':
+      return row.replayId !== undefined && row.replayId !== state.lastReplayId;
+    case 'completed':
+      return false;
+  }
 }
 
 function parseJson(value: unknown): Record<string, unknown> {
