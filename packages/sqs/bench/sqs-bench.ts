@@ -55,11 +55,15 @@ interface DB {
   effects: { message_id: string };
 }
 
-const client = new SQSClient({
-  endpoint: setting('SQS_ENDPOINT'),
-  region: 'us-east-1',
-  credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
-});
+// With AWS credentials in the environment (a real SQS), the SDK's own chain and region are used.
+const realAws = process.env.AWS_ACCESS_KEY_ID !== undefined || process.env.AWS_PROFILE !== undefined;
+const client = realAws
+  ? new SQSClient(process.env.SQS_ENDPOINT ? { endpoint: process.env.SQS_ENDPOINT } : {})
+  : new SQSClient({
+      endpoint: setting('SQS_ENDPOINT'),
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+    });
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: concurrency + 2 });
 const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 const schema = `bench_sqs_${randomBytes(4).toString('hex')}`;
