@@ -18,6 +18,15 @@ const ENTRY = fileURLToPath(new URL('./consumer-process.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const STDERR_KEPT = 20_000;
 
+/** Every consumer process alive, across pools: killed when the harness itself is interrupted. */
+const LIVE = new Set<ChildProcess>();
+
+/** SIGKILLs every consumer process still running (the harness is being interrupted). */
+export function killAllConsumers(): void {
+  for (const child of LIVE) child.kill('SIGKILL');
+  LIVE.clear();
+}
+
 /** Outcome statistics from the consumers' output (a process killed mid-line loses at most that line). */
 export class OutcomeTally {
   readonly byStatus: Record<OutcomeStatus, number> = {
@@ -196,6 +205,7 @@ export class ConsumerPool {
       },
     );
     this.starts += 1;
+    LIVE.add(child);
     slot.child = child;
     slot.ready = false;
     slot.expectedExit = false;
@@ -220,6 +230,7 @@ export class ConsumerPool {
     });
     slot.exited = new Promise<void>((resolve) => {
       child.once('exit', (code, signal) => {
+        LIVE.delete(child);
         appendFileSync(logFile, `--- exit ${new Date().toISOString()} ${signal ?? `code ${code}`}\n`);
         const wasReady = slot.ready;
         if (slot.child === child) {

@@ -7,6 +7,7 @@
 
 import { parseArgs } from 'node:util';
 
+import { killAllConsumers } from './consumer-pool.js';
 import type { TransportName } from './consumer-settings.js';
 import { TRANSPORTS } from './consumer-settings.js';
 import { randomSeed } from './prng.js';
@@ -115,6 +116,18 @@ process.stderr.write(
   `torture: seed ${seed}; ${transports.join(', ')}; ${messages} messages each (${SHARES.duplicates * 100}% duplicate sends, ${SHARES.poison * 100}% poison), ` +
     `${kills} kills, ${options.consumers} consumers, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
 );
+
+// Interrupted (Ctrl-C, a CI timeout): take the consumer processes down too, or they would go on consuming.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    killAllConsumers();
+    process.stderr.write(
+      `torture: ${signal}: consumers killed; the run's schema and topic/queues are left behind\n`,
+    );
+    process.exit(130);
+  });
+}
+process.once('exit', killAllConsumers);
 
 const reports = await runTorture(options);
 process.stdout.write(`\n${formatReport(reports)}\n\nseed ${seed} — reproduce with: ${reproduce}\n`);
