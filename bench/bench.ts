@@ -1,9 +1,10 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,pgbench,claim,kafka,rabbitmq,sqs,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
-// packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the pgbench commit ceiling,
+// packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), Node CPU per delivery, the
+// pgbench commit ceiling,
 // claim latency at 10k and 10M rows, the transports' own bench scripts (packages/<transport>/bench), and the
 // consumer's memory over a long run. The full run writes docs/benchmarks.md; --quick writes
 // bench-results/benchmarks-quick.md unless --out says otherwise. Ratios measured in the same run are the
@@ -24,7 +25,7 @@ import type { ChildRun } from './run-child.js';
 import { runScript } from './run-child.js';
 import { REPO_ROOT, setting } from './settings.js';
 
-const SECTIONS = ['core', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'memory'] as const;
+const SECTIONS = ['core', 'cpu', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'memory'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -50,6 +51,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
     script: 'packages/core/bench/core-bench.ts',
     args: quick ? ['--quick'] : ['--deliveries', '20000', '--rounds', '1'],
     timeout: quick ? 180 : 480,
+  },
+  cpu: {
+    script: 'bench/core-cpu.ts',
+    args: quick ? ['--deliveries', '1500', '--rounds', '1'] : ['--deliveries', '5000', '--rounds', '2'],
+    timeout: quick ? 90 : 240,
   },
   pgbench: {
     script: 'bench/pgbench-ceiling.ts',
@@ -276,6 +282,30 @@ if (core !== undefined) {
       .map((l) => `- ${l.trim()}`),
     '',
   );
+}
+
+// Node CPU per delivery.
+const cpu = runs.cpu?.result as
+  { deliveries: number; variants: Record<string, { cpuUs: number; perSecond: number }> } | undefined;
+if (runs.cpu !== undefined) {
+  md.push('## Where the consumer’s CPU goes', '');
+  if (cpu) {
+    const bare = cpu.variants['bare pg']?.cpuUs;
+    md.push(
+      `Node CPU time (user + system) per delivery, concurrency 16, same pool and one-row effect (\`bench/core-cpu.ts\`, ${fmt(cpu.deliveries)} deliveries per variant, lowest of the rounds). ` +
+        'On two cores shared by Node and Postgres, every microsecond Node spends is one Postgres cannot: this is steadier than throughput and shows how much of a gap is the JS path itself.',
+      '',
+      '| path | Node CPU per delivery | × bare pg | deliveries/s (same run) |',
+      '|---|---:|---:|---:|',
+      ...Object.entries(cpu.variants).map(
+        ([name, v]) =>
+          `| ${name} | ${fmt(v.cpuUs)} µs | ${bare ? x(v.cpuUs / bare) : '—'} | ${fmt(v.perSecond)} |`,
+      ),
+      '',
+    );
+  } else {
+    md.push('_No figures: see the raw output._', '');
+  }
 }
 
 // pgbench.

@@ -1,0 +1,137 @@
+// Where the consumer's own CPU goes, per delivery: Node CPU time (user + system, process.cpuUsage) divided by
+// deliveries, for the same one-row effect at concurrency 16 on the same pool. Throughput on a busy 2-core
+// machine is noisy, and Node competes with Postgres for the same cores; CPU microseconds per delivery are
+// far steadier and say how much of a gap is the JS path itself.
+//   bare pg        BEGIN; INSERT effect; COMMIT on node-postgres (no dedupe)
+//   bare kysely    the same transaction through Kysely's db.transaction() (what a handler's tx costs)
+//   inbox first    idempotentConsumer().handle(), new ids (claim + effect + commit)
+//   inbox dup      handle() of ids already completed (the claim's one round trip)
+//
+//   node --conditions=@inboxkit/source --import tsx bench/core-cpu.ts [--deliveries 5000] [--rounds 2]
+
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+
+import { idempotentConsumer } from '@inboxkit/core';
+import type { InboundMessage } from '@inboxkit/core';
+import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { Transaction } from 'kysely';
+import pg from 'pg';
+
+import { printResult, setting } from './settings.js';
+
+const { values } = parseArgs({
+  options: { deliveries: { type: 'string', default: '5000' }, rounds: { type: 'string', default: '2' } },
+});
+const N = Number(values.deliveries);
+const rounds = Number(values.rounds);
+const CONCURRENCY = 16;
+const schema = `bench_cpu_${randomBytes(4).toString('hex')}`;
+const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: CONCURRENCY });
+const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+const effects = `"${schema}".effects`;
+const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
+  name: 'cpu',
+  store: new PostgresInboxStore<unknown>({ db, schema }),
+  handler: async (message, { tx }) => {
+    await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id, amount) VALUES (${message.id}, 42)`.execute(
+      tx,
+    );
+  },
+});
+
+function message(id: string): InboundMessage {
+  return { id, body: JSON.stringify({ id, amount: 42 }), headers: {}, source: { transport: 'bench' } };
+}
+
+async function drive(
+  ids: readonly string[],
+  work: (id: string) => Promise<void>,
+): Promise<{ cpuUs: number; perSecond: number }> {
+  let next = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < ids.length) await work(ids[next++]!);
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { cpuUs: (cpu.user + cpu.system) / ids.length, perSecond: ids.length / seconds };
+}
+
+const VARIANTS = {
+  'bare pg': (id: string) =>
+    (async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+    })(),
+  'bare kysely': (id: string) =>
+    db.transaction().execute(async (tx) => {
+      await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id, amount) VALUES (${id}, 42)`.execute(
+        tx,
+      );
+    }),
+  'inbox first': async (id: string) => {
+    const o = await consumer.handle(message(id));
+    if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
+  },
+} as const;
+
+type Name = keyof typeof VARIANTS | 'inbox dup';
+const best = new Map<Name, { cpuUs: number; perSecond: number }>();
+const keep = (name: Name, r: { cpuUs: number; perSecond: number }): void => {
+  const prev = best.get(name);
+  // Lowest CPU per delivery and highest throughput, each over the rounds.
+  best.set(
+    name,
+    prev ? { cpuUs: Math.min(prev.cpuUs, r.cpuUs), perSecond: Math.max(prev.perSecond, r.perSecond) } : r,
+  );
+};
+try {
+  await migrateInbox(db, { schema });
+  await pool.query(
+    `CREATE TABLE ${effects} (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`,
+  );
+  for (const [name, work] of Object.entries(VARIANTS))
+    await drive(
+      Array.from({ length: 300 }, (_, i) => `warm-${name}-${i}`),
+      work,
+    );
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, work] of Object.entries(VARIANTS) as [
+      keyof typeof VARIANTS,
+      (id: string) => Promise<void>,
+    ][]) {
+      const ids = Array.from({ length: N }, (_, i) => `r${r}-${name}-${i}`);
+      keep(name, await drive(ids, work));
+      if (name === 'inbox first') {
+        keep(
+          'inbox dup',
+          await drive(ids, async (id) => {
+            const o = await consumer.handle(message(id));
+            if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
+          }),
+        );
+      }
+    }
+  }
+} finally {
+  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+  await db.destroy();
+}
+const bare = best.get('bare pg')!;
+for (const [name, r] of best) {
+  console.log(
+    `${name.padEnd(12)} ${r.cpuUs.toFixed(0).padStart(6)} µs Node CPU per delivery (${(r.cpuUs / bare.cpuUs).toFixed(2)}× bare pg)   ${r.perSecond.toFixed(0).padStart(6)} deliveries/s`,
+  );
+}
+printResult({ deliveries: N, rounds, concurrency: CONCURRENCY, variants: Object.fromEntries(best) });
