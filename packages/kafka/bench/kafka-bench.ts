@@ -410,7 +410,7 @@ async function main(): Promise<void> {
       inbox('message', 'every-batch', 8),
     ]);
     console.log('batch path');
-    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9);
+    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [inbox('batch', 'after-join')]);
   } finally {
     await producer.disconnect();
     await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);

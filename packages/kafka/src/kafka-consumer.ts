@@ -53,6 +53,7 @@ class KafkaTransport implements KafkaTransportConsumer {
   readonly #scheduler: RetryScheduler;
   readonly #processor: BatchProcessor;
   #state: State = 'idle';
+  #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   #removeListeners: (() => void)[] = [];
 
@@ -75,12 +76,19 @@ class KafkaTransport implements KafkaTransportConsumer {
     });
   }
 
-  async start(): Promise<void> {
+  start(): Promise<void> {
     if (this.#state !== 'idle') {
-      throw new Error(
-        `kafkaConsumer.start() was already called (state: ${this.#state}); create a new transport to start again`,
+      return Promise.reject(
+        new Error(
+          `kafkaConsumer.start() was already called (state: ${this.#state}); create a new transport to start again`,
+        ),
       );
     }
+    this.#starting = this.#start();
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
     this.#state = 'starting';
     const { consumer, logger } = this.options;
     try {
@@ -125,6 +133,8 @@ class KafkaTransport implements KafkaTransportConsumer {
   }
 
   async #stop(): Promise<void> {
+    // A stop during start waits for the start, then stops what it started.
+    await this.#starting?.catch(() => undefined);
     if (this.#state === 'idle' || this.#state === 'stopped') {
       this.#state = 'stopped';
       return;

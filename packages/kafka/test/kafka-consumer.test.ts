@@ -450,4 +450,23 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     await expectFullyCommitted(topic, groupId);
     await cleanup();
   });
+
+  it('stop() called while start() is still joining waits for it and leaves the group', async () => {
+    const { topic, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const { consumer: handler } = consumerOf(uniqueName('early-stop'));
+    const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
+    const transport = kafkaConsumer({ consumer, kafka, topics: [topic], handler, fromBeginning: true });
+    const started = transport.start();
+    await transport.stop();
+    await started;
+    await expect(transport.start()).rejects.toThrow(/already called/);
+    const admin = kafka.admin();
+    await admin.connect();
+    const { groups } = await admin.describeGroups([groupId]);
+    await admin.disconnect();
+    expect(groups[0]?.members ?? []).toEqual([]);
+    await consumer.disconnect();
+    await cleanup();
+  });
 });
