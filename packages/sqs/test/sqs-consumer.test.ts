@@ -194,16 +194,17 @@ describe('sqsConsumer', () => {
       handler: async (message, { tx }) => {
         entered++;
         enteredOnce();
-        // Ignores its aborted signal: runs 5 s against a 2 s visibility timeout.
-        await sleep(5_000);
+        // Ignores its aborted signal: runs 6 s against a 3 s visibility timeout.
+        await sleep(6_000);
         await insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id });
       },
     });
-    await start(q, consumer, { concurrency: 4 });
+    await start(q, consumer, { concurrency: 4, visibilityTimeoutSeconds: 3 });
     const id = uniqueName('slow');
     await sqsPublisher({ client }).publish([{ destination: q.queueUrl, id, body: '{}' }]);
     await inHandler;
-    await sleep(3_000);
+    // 4 s in: past the 3 s visibility timeout the receive set, 2 s before the handler ends.
+    await sleep(4_000);
     const peek = await client.send(
       new ReceiveMessageCommand({ QueueUrl: q.queueUrl, VisibilityTimeout: 1, WaitTimeSeconds: 0 }),
     );
