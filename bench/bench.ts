@@ -163,7 +163,9 @@ function rateTable(rows: readonly RateRow[]): string {
   if (rows.length === 0) return '_(no figures could be read from the output; see the raw output below)_\n';
   const lines = ['| variant | msg/s | p50 ms | p99 ms |', '|---|---:|---:|---:|'];
   for (const r of rows)
-    lines.push(`| ${r.label} | ${fmt(r.perSecond)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} |`);
+    lines.push(
+      `| ${r.label.replace(/\s+/g, ' ')} | ${fmt(r.perSecond)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} |`,
+    );
   return `${lines.join('\n')}\n`;
 }
 

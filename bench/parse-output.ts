@@ -55,7 +55,7 @@ export function rateRows(output: string): RateRow[] {
     }
     columns = undefined;
     const m = /^\s*(.*?)\s+([\d,]+(?:\.\d+)?)\s*msg\/s\b(.*)$/.exec(line);
-    if (m !== null && m[1]!.trim() !== '' && !/ratio/i.test(m[1]!)) {
+    if (m !== null && m[1]!.trim() !== '' && !/ratio|^round\b/i.test(m[1]!.trim())) {
       const rest = m[3]!;
       const p50 = /p50\s+([\d.]+)\s*ms/.exec(rest)?.[1];
       const p99 = /p99\s+([\d.]+)\s*ms/.exec(rest)?.[1];
@@ -73,22 +73,36 @@ export function rateRows(output: string): RateRow[] {
   return rows;
 }
 
-/** Lines that state a ratio (`ratio 0.46× (target ≥ 0.85×)`, `inbox/plain 0.80×`, `ratio inbox/plain: 0.59`). */
+/**
+ * Lines that state a ratio against the plain consumer: `ratio 0.46× (target ≥ 0.85×)` (under a section
+ * heading), `prefetch 16  inbox/plain 0.80× (target ≥ 0.85×)`, or several on one line,
+ * `ratio inbox/plain: message mode 0.77, batch mode 1.10 (target ≥ 0.85); …` (the first clause only).
+ */
 export function ratioLines(output: string): RatioLine[] {
   const found: RatioLine[] = [];
   let section = '';
   for (const raw of output.split('\n')) {
     const line = raw.trim();
     if (/^[A-Za-z]/.test(raw) && !/\d/.test(raw) && raw.length < 60) section = line.replace(/:$/, '');
-    const m = /^(.*?(?:ratio|\/plain)[^\d]*?)([\d]+\.[\d]+)\s*×?/i.exec(line);
-    if (m === null) continue;
+    if (!/^ratio\b/i.test(line) && !/\/plain\b/.test(line)) continue;
     const target = /target\s*≥\s*([\d.]+)/.exec(line)?.[1];
-    const label = m[1]!.replace(/[:\s]+$/, '').trim();
-    found.push({
-      label: section && !label.includes(section) ? `${section}: ${label}` : label,
-      value: Number(m[2]),
-      ...(target !== undefined ? { target: Number(target) } : {}),
-    });
+    const clause = line
+      .split(';')[0]!
+      .replace(/\(target[^)]*\)/g, '')
+      .replace(/\b(BELOW TARGET|ok)\b/g, '');
+    const colon = clause.indexOf(':');
+    const prefix = colon >= 0 ? clause.slice(0, colon).trim() : '';
+    const body = colon >= 0 ? clause.slice(colon + 1) : clause;
+    for (const part of body.split(/,| and /)) {
+      const m = /^(.*?)\s*([\d]+\.[\d]+)\s*×?\s*$/.exec(part.trim());
+      if (m === null) continue;
+      const label = [prefix, m[1]!.trim()].filter((t) => t !== '').join(': ') || 'ratio';
+      found.push({
+        label: section && !/\/plain/.test(label) ? `${section}: ${label}` : label,
+        value: Number(m[2]),
+        ...(target !== undefined ? { target: Number(target) } : {}),
+      });
+    }
   }
   return found;
 }
