@@ -253,7 +253,13 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 /** Throughput over a backlog of MESSAGES, timed from the moment the consumer joined to the last effect. */
-async function throughput(variant: Variant, producer: Producer): Promise<number> {
+/** Messages per second, and this process's CPU time (user + system) per message: steadier on a busy machine. */
+interface Throughput {
+  readonly perSecond: number;
+  readonly cpuMicros: number;
+}
+
+async function throughput(variant: Variant, producer: Producer): Promise<Throughput> {
   return withTopic(async (topic) => {
     for (let from = 0; from < MESSAGES; from += 1_000)
       await produce(producer, topic, from, Math.min(1_000, MESSAGES - from), 0);
@@ -261,9 +267,14 @@ async function throughput(variant: Variant, producer: Producer): Promise<number>
     const done = meter.expect(MESSAGES);
     const stop = await variant.start(topic, `${topic}-group`, meter);
     meter.begin();
+    const cpu = process.cpuUsage();
     try {
       await done;
-      return MESSAGES / ((meter.last - meter.first) / 1_000);
+      const used = process.cpuUsage(cpu);
+      return {
+        perSecond: MESSAGES / ((meter.last - meter.first) / 1_000),
+        cpuMicros: (used.user + used.system) / MESSAGES,
+      };
     } finally {
       await stop();
     }
@@ -312,7 +323,7 @@ async function withTopic<T>(work: (topic: string) => Promise<T>): Promise<T> {
  * The idempotent consumer driven directly from memory with the same concurrency, no Kafka: what the inbox
  * itself costs on this machine, so the transport's own share of any gap is visible.
  */
-async function withoutKafka(mode: 'message' | 'batch'): Promise<number> {
+async function withoutKafka(mode: 'message' | 'batch'): Promise<Throughput> {
   await sql.raw(`TRUNCATE ${effects}`).execute(db);
   runId += 1;
   const meter = new Meter();
@@ -325,6 +336,7 @@ async function withoutKafka(mode: 'message' | 'batch'): Promise<number> {
     source: { transport: 'memory' },
   });
   const started = performance.now();
+  const cpu = process.cpuUsage();
   await Promise.all(
     Array.from({ length: PARTITIONS }, async (_, lane) => {
       if (mode === 'message') {
@@ -338,7 +350,12 @@ async function withoutKafka(mode: 'message' | 'batch'): Promise<number> {
       }
     }),
   );
-  return (perLane * PARTITIONS) / ((performance.now() - started) / 1_000);
+  const used = process.cpuUsage(cpu);
+  const total = perLane * PARTITIONS;
+  return {
+    perSecond: total / ((performance.now() - started) / 1_000),
+    cpuMicros: (used.user + used.system) / total,
+  };
 }
 
 function median(values: readonly number[]): number {
@@ -355,40 +372,40 @@ async function compare(
   extras: readonly Variant[] = [],
 ): Promise<void> {
   const variants = [plain, ours, ...extras];
-  const rates = new Map<Variant, number[]>(variants.map((v) => [v, []]));
-  const direct: number[] = [];
+  const rates = new Map<Variant, Throughput[]>(variants.map((v) => [v, []]));
+  const direct: Throughput[] = [];
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const variant of round % 2 === 0 ? variants : [...variants].reverse())
       rates.get(variant)!.push(await throughput(variant, producer));
     direct.push(await withoutKafka(mode));
   }
-  const a = median(rates.get(plain)!);
-  const b = median(rates.get(ours)!);
+  const perSecond = (v: Variant) => median(rates.get(v)!.map((r) => r.perSecond));
+  const cpuMicros = (v: Variant) => median(rates.get(v)!.map((r) => r.cpuMicros));
+  const a = perSecond(plain);
+  const b = perSecond(ours);
   // Both at the same steady rate, half of the slower one's throughput: latency without queueing.
   const rate = Math.max(20, Math.min(LATENCY_RATE, Math.floor(Math.min(a, b) / 2)));
   const la = await latency(plain, producer, rate);
   const lb = await latency(ours, producer, rate);
-  const line = (name: string, perSecond: number, l?: { p50: number; p99: number }) =>
+  const line = (name: string, rate_: number, cpu?: number, l?: { p50: number; p99: number }) =>
     console.log(
-      `  ${name.padEnd(44)} ${perSecond.toFixed(0).padStart(7)} msg/s` +
+      `  ${name.padEnd(44)} ${rate_.toFixed(0).padStart(7)} msg/s` +
+        (cpu !== undefined ? `   cpu ${cpu.toFixed(0).padStart(4)} µs/msg` : '') +
         (l
           ? `   p50 ${l.p50.toFixed(1).padStart(6)} ms   p99 ${l.p99.toFixed(1).padStart(6)} ms (at ${rate} msg/s)`
           : ''),
     );
-  line(plain.name, a, la);
-  line(ours.name, b, lb);
-  for (const extra of extras) {
-    const perSecond = median(rates.get(extra)!);
-    line(`${extra.name} (${(perSecond / a).toFixed(2)}×)`, perSecond);
-  }
-  line(`(idempotent consumer alone, ${mode})`, median(direct));
+  line(plain.name, a, cpuMicros(plain), la);
+  line(ours.name, b, cpuMicros(ours), lb);
+  for (const extra of extras)
+    line(`${extra.name} (${(perSecond(extra) / a).toFixed(2)}×)`, perSecond(extra), cpuMicros(extra));
+  const alone = median(direct.map((d) => d.perSecond));
+  line(`(idempotent consumer alone, ${mode})`, alone, median(direct.map((d) => d.cpuMicros)));
   const ratio = b / a;
   console.log(
     `  ratio ${ratio.toFixed(2)}× (target ≥ ${target}×) ${ratio >= target ? 'ok' : 'BELOW TARGET'}`,
   );
-  console.log(
-    `  transport share: kafkaConsumer / idempotent consumer alone = ${(b / median(direct)).toFixed(2)}×\n`,
-  );
+  console.log(`  transport share: kafkaConsumer / idempotent consumer alone = ${(b / alone).toFixed(2)}×\n`);
 }
 
 async function main(): Promise<void> {
