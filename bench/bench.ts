@@ -22,7 +22,7 @@ import { exclusiveOrSharedLockHolder } from '../test/torture/transports/rabbitmq
 import type { RateRow, RatioLine } from './parse-output.js';
 import { numberAfter, rateRows, ratioLines } from './parse-output.js';
 import type { ChildRun } from './run-child.js';
-import { runScript } from './run-child.js';
+import { killCurrentScript, runScript } from './run-child.js';
 import { REPO_ROOT, setting } from './settings.js';
 
 const SECTIONS = ['core', 'cpu', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'memory'] as const;
@@ -33,6 +33,8 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     out: { type: 'string' },
     only: { type: 'string' },
+    // Write the document again from a saved run (bench-results/last-full-run.json) instead of running.
+    render: { type: 'string' },
   },
 });
 const quick = values.quick;
@@ -41,7 +43,7 @@ for (const s of only)
   if (!SECTIONS.includes(s)) throw new Error(`--only takes ${SECTIONS.join(',')}, got ${s}`);
 const out = values.out ?? (quick ? 'bench-results/benchmarks-quick.md' : 'docs/benchmarks.md');
 const command = `npm run ${quick ? 'bench:quick' : 'bench'}${values.out ? ` -- --out ${values.out}` : ''}${values.only ? ` --only ${values.only}` : ''}`;
-const started = new Date();
+const startedNow = new Date();
 const log = (line: string): void =>
   void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
@@ -182,30 +184,70 @@ function ratioTargets(transport: string, ratios: readonly RatioLine[]): Target[]
 
 // ── the run ──────────────────────────────────────────────────────────────────────────────────────────────────
 
-const info = await machine();
-log(`${quick ? 'quick' : 'full'} run → ${out}; sections: ${[...only].join(', ')}`);
-const runs: Partial<Record<Section, ChildRun>> = {};
-for (const section of SECTIONS) {
-  if (!only.has(section)) continue;
-  const p = PLAN[section];
-  log(`${section}: ${p.script} ${p.args.join(' ')} (limit ${p.timeout} s)`);
-  // The RabbitMQ tests restart their broker under an exclusive lock; hold the shared one meanwhile.
-  const release = section === 'rabbitmq' ? await exclusiveOrSharedLockHolder('shared') : undefined;
-  try {
-    runs[section] = await runScript(p.script, p.args, {
-      timeoutSeconds: p.timeout,
-      ...(p.nodeArgs ? { nodeArgs: p.nodeArgs } : {}),
-      echo: true,
-    });
-  } finally {
-    release?.();
-  }
-  const r = runs[section];
-  log(
-    `${section}: ${r.missing ? 'script missing' : r.timedOut ? 'TIMED OUT' : `exit ${r.code}`} after ${fmt(r.seconds)} s`,
-  );
+/** What a run leaves behind, so that the document can be written again (`--render`) without re-running. */
+interface SavedRun {
+  readonly command: string;
+  readonly started: string;
+  readonly finished: string;
+  readonly quick: boolean;
+  readonly info: Record<string, string>;
+  readonly runs: Partial<Record<Section, ChildRun>>;
 }
-const finished = new Date();
+
+async function runSections(): Promise<SavedRun> {
+  const info = await machine();
+  log(`${quick ? 'quick' : 'full'} run → ${out}; sections: ${[...only].join(', ')}`);
+  const runs: Partial<Record<Section, ChildRun>> = {};
+  for (const section of SECTIONS) {
+    if (!only.has(section)) continue;
+    const p = PLAN[section];
+    log(`${section}: ${p.script} ${p.args.join(' ')} (limit ${p.timeout} s)`);
+    // The RabbitMQ tests restart their broker under an exclusive lock; hold the shared one meanwhile.
+    const release = section === 'rabbitmq' ? await exclusiveOrSharedLockHolder('shared') : undefined;
+    try {
+      runs[section] = await runScript(p.script, p.args, {
+        timeoutSeconds: p.timeout,
+        ...(p.nodeArgs ? { nodeArgs: p.nodeArgs } : {}),
+        echo: true,
+      });
+    } finally {
+      release?.();
+    }
+    const r = runs[section];
+    log(
+      `${section}: ${r.missing ? 'script missing' : r.timedOut ? 'TIMED OUT' : `exit ${r.code}`} after ${fmt(r.seconds)} s`,
+    );
+  }
+  const saved: SavedRun = {
+    command,
+    started: startedNow.toISOString(),
+    finished: new Date().toISOString(),
+    quick,
+    info,
+    runs,
+  };
+  const file = join(REPO_ROOT, `bench-results/last-${quick ? 'quick' : 'full'}-run.json`);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(saved, null, 1));
+  log(`raw results saved to ${file} (re-render with --render)`);
+  return saved;
+}
+
+// Interrupted: take the running section down too.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    killCurrentScript();
+    process.exit(130);
+  });
+}
+
+const saved: SavedRun =
+  values.render !== undefined
+    ? (JSON.parse(readFileSync(values.render, 'utf8')) as SavedRun)
+    : await runSections();
+const { info, runs } = saved;
+const finished = new Date(saved.finished);
+const started = new Date(saved.started);
 
 const targets: Target[] = [];
 const md: string[] = [];
@@ -488,7 +530,7 @@ const analysis = !quick && existsSync(analysisFile) ? readFileSync(analysisFile,
 const doc = [
   '# Benchmarks',
   '',
-  `Generated by \`${command}\` on ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC (${fmt((finished.getTime() - started.getTime()) / 60_000, 1)} minutes). ` +
+  `Generated by \`${saved.command}\` on ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC (${fmt((finished.getTime() - started.getTime()) / 60_000, 1)} minutes). ` +
     'Every figure on this page comes from that one run; the sections ran one after another on the machine below.',
   '',
   '> This machine is shared with other engineers’ test runs and was busy while this ran: absolute figures are noisy and not comparable across runs. ' +

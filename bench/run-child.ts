@@ -17,6 +17,13 @@ export interface ChildRun {
   readonly missing: boolean;
 }
 
+let current: ReturnType<typeof spawn> | undefined;
+
+/** Stops the section script running now (the runner is being interrupted). */
+export function killCurrentScript(): void {
+  current?.kill('SIGTERM');
+}
+
 /** `node --conditions=@inboxkit/source --import tsx <script> ...args`, from the repository root. */
 export async function runScript(
   script: string,
@@ -49,6 +56,7 @@ export async function runScript(
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     },
   );
+  current = child;
   let output = '';
   const take = (d: Buffer): void => {
     output += d.toString();
@@ -64,6 +72,7 @@ export async function runScript(
   }, options.timeoutSeconds * 1_000);
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   clearTimeout(timer);
+  current = undefined;
   const resultLine = output
     .split('\n')
     .filter((l) => l.startsWith(RESULT_PREFIX))

@@ -206,7 +206,7 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
         background.push(
           rig.restartBroker().then(
             (what) => {
-              brokerRestart = `${rig.restartLabel} (${((Date.now() - t) / 1000).toFixed(0)} s)`;
+              brokerRestart = `${rig.restartLabel} (${((Date.now() - t) / 1000).toFixed(1)} s)`;
               log(`broker back: ${what}`);
             },
             (e: unknown) => {
@@ -221,7 +221,7 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
         background.push(
           restartPostgres(options.postgresRestartCommand).then(
             () => {
-              postgresRestart = `restarted (${((Date.now() - t) / 1000).toFixed(0)} s)`;
+              postgresRestart = `restarted (${((Date.now() - t) / 1000).toFixed(1)} s)`;
               log('Postgres back');
             },
             (e: unknown) => {
