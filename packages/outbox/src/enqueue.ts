@@ -1,0 +1,76 @@
+// enqueue(tx, message): writes an outgoing message into the outbox inside the caller's transaction, so it
+// commits (and is later published) exactly when the transaction's effect does. outbox(tx) binds it once.
+
+import { ConfigurationError } from '@inboxkit/core';
+import { sql, type Kysely } from 'kysely';
+import type { OutboxMessage } from './outbox-message.js';
+import { resolveOutboxTableNames, type OutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
+import { uuidv7 } from './uuid-v7.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** An outbox bound to one transaction. */
+export interface BoundOutbox {
+  /** Enqueues a message in the bound transaction; resolves with its id. */
+  enqueue(message: OutboxMessage): Promise<string>;
+}
+
+function validate(message: OutboxMessage): void {
+  if (typeof message.destination !== 'string' || message.destination === '') {
+    throw new ConfigurationError('enqueue: `destination` must be a non-empty string');
+  }
+  if (typeof message.body !== 'string' && !(message.body instanceof Uint8Array)) {
+    throw new ConfigurationError('enqueue: `body` must be a string or a Uint8Array');
+  }
+  if (message.id !== undefined && !UUID.test(message.id)) {
+    throw new ConfigurationError(`enqueue: \`id\` must be a UUID (uuidv7() or deterministicMessageId()), got ${JSON.stringify(message.id)}`);
+  }
+  if (message.delayMs !== undefined && (!Number.isInteger(message.delayMs) || message.delayMs < 0)) {
+    throw new ConfigurationError(`enqueue: \`delayMs\` must be a non-negative integer, got ${message.delayMs}`);
+  }
+}
+
+async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: OutboxMessage): Promise<string> {
+  validate(message);
+  const id = message.id ?? uuidv7();
+  const text = typeof message.body === 'string';
+  const payload = text ? Buffer.from(message.body, 'utf8') : Buffer.from(message.body);
+  // ON CONFLICT: a deterministic id enqueued again (a replayed handler) keeps the first row; downstream
+  // inboxes deduplicate by id anyway.
+  await sql`INSERT INTO ${sql.raw(names.qualifiedTable)}
+      (id, publisher, destination, routing_key, partition_key, headers, payload, payload_text, delay_ms)
+    VALUES (${id}, ${message.publisher ?? 'default'}, ${message.destination}, ${message.routingKey ?? null},
+      ${message.key ?? null}, ${JSON.stringify(message.headers ?? {})}::jsonb, ${payload}, ${text}, ${message.delayMs ?? null})
+    ON CONFLICT (id) DO NOTHING`.execute(db);
+  // Delivered at commit only (and dropped on rollback): relays LISTENing wake without polling.
+  await sql`SELECT pg_notify(${names.channel}, '')`.execute(db);
+  return id;
+}
+
+/**
+ * Enqueues `message` in `tx`, the caller's Kysely transaction (inside `idempotentConsumer()`, the handler's
+ * `context.tx`): the row commits or rolls back with it. Resolves with the message id (a new UUIDv7 unless the
+ * message carries one), which every re-publish keeps. Table options default to `inboxkit.outbox`.
+ *
+ * @example
+ * handler: async (message, context) => {
+ *   await context.tx.insertInto('orders').values(order).execute();
+ *   await enqueue(context.tx, { publisher: 'kafka', destination: 'orders.created', key: order.id, body: JSON.stringify(order) });
+ * }
+ */
+export async function enqueue<DB>(tx: Kysely<DB>, message: OutboxMessage, options: OutboxTableOptions = {}): Promise<string> {
+  return insert(tx as unknown as Kysely<unknown>, resolveOutboxTableNames(options), message);
+}
+
+/**
+ * Binds the outbox to a transaction once (names validated once). Same contract as `enqueue`.
+ *
+ * @example
+ * const out = outbox(context.tx);
+ * await out.enqueue({ destination: 'ledger', body });
+ */
+export function outbox<DB>(tx: Kysely<DB>, options: OutboxTableOptions = {}): BoundOutbox {
+  const names = resolveOutboxTableNames(options);
+  const db = tx as unknown as Kysely<unknown>;
+  return Object.freeze({ enqueue: (message: OutboxMessage) => insert(db, names, message) });
+}

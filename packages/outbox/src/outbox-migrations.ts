@@ -1,0 +1,61 @@
+// The outbox schema as Kysely migrations: a MigrationProvider for Kysely's Migrator, and migrateOutbox() which
+// runs it with its own migration table so it never mixes with the application's (or the inbox's) migrations.
+
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { outboxSchemaDownStatements, outboxSchemaStatements } from './outbox-schema.js';
+import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
+
+/**
+ * The outbox migrations, for Kysely's `Migrator`. Names are prefixed `inboxkit_outbox_` so they can be merged
+ * into an application's own provider. Default schema `inboxkit`, table `outbox`.
+ *
+ * @example
+ * const migrator = new Migrator({ db, provider: outboxMigrations({ schema: 'app' }) });
+ * await migrator.migrateToLatest();
+ */
+export function outboxMigrations(options: OutboxTableOptions = {}): MigrationProvider {
+  const names = resolveOutboxTableNames(options);
+  const migration: Migration = {
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of outboxSchemaStatements(names)) await sql.raw(statement).execute(db);
+    },
+    async down(db: Kysely<unknown>): Promise<void> {
+      for (const statement of outboxSchemaDownStatements(names)) await sql.raw(statement).execute(db);
+    },
+  };
+  return { getMigrations: async () => ({ inboxkit_outbox_0001: migration }) };
+}
+
+/** Options of `migrateOutbox`. */
+export interface MigrateOutboxOptions extends OutboxTableOptions {
+  /** Kysely's migration bookkeeping table. Default is `inboxkit_outbox_migrations` (in the outbox schema). */
+  readonly migrationTable?: string;
+}
+
+/**
+ * Brings the outbox schema up to date with Kysely's `Migrator` (safe from several processes at once: the
+ * Migrator takes a lock). Rejects with the migration error, if any.
+ *
+ * @example
+ * await migrateOutbox(db); // inboxkit.outbox
+ */
+export async function migrateOutbox<DB>(database: Kysely<DB>, options: MigrateOutboxOptions = {}): Promise<MigrationResultSet> {
+  // The migration touches only the outbox table: the application's table types do not matter here.
+  const db = database as unknown as Kysely<unknown>;
+  const names = resolveOutboxTableNames(options);
+  const migrationTable = resolveOutboxTableNames({
+    schema: names.schema,
+    table: options.migrationTable ?? 'inboxkit_outbox_migrations',
+  }).table;
+  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
+  const migrator = new Migrator({
+    db,
+    provider: outboxMigrations(options),
+    migrationTableSchema: names.schema,
+    migrationTableName: migrationTable,
+    migrationLockTableName: `${migrationTable}_lock`,
+  });
+  const result = await migrator.migrateToLatest();
+  if (result.error !== undefined) throw result.error;
+  return result;
+}

@@ -1,0 +1,267 @@
+// The relay: delivers committed outbox rows through core's Publisher port, at least once, with the id fixed at
+// enqueue. Claim, publish and mark-dispatched run in one transaction holding the rows' locks, so a relay that
+// dies anywhere before its commit leaves the rows to be published again (same id), never lost.
+
+import {
+  ConfigurationError,
+  DEFAULT_BACKOFF,
+  backoffDelayMs,
+  silentLogger,
+  type BackoffPolicy,
+  type Logger,
+  type OutgoingMessage,
+  type Publisher,
+} from '@inboxkit/core';
+import { metrics, type MeterProvider } from '@opentelemetry/api';
+import { sql, type Kysely } from 'kysely';
+import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
+
+/** The slice of a `pg` pool client the relay LISTENs on. */
+export interface ListenClient {
+  query(text: string): Promise<unknown>;
+  on(event: 'notification', listener: (message: unknown) => void): unknown;
+  release(destroy?: boolean): void;
+}
+
+/** Where the relay gets its dedicated LISTEN connection: a `pg.Pool` fits. */
+export interface ListenSource {
+  connect(): Promise<ListenClient>;
+}
+
+/** Configuration of `startOutboxRelay`. Validated once, then frozen. */
+export interface OutboxRelayOptions<DB> extends OutboxTableOptions {
+  /** The application's Kysely instance (the relay never destroys it). */
+  readonly db: Kysely<DB>;
+  /** Publishers by the name rows carry in `publisher` (`default` when enqueued without one). The relay never closes them. */
+  readonly publishers: Readonly<Record<string, Publisher>>;
+  /** Rows claimed per transaction (one per partition key). Default is 100. */
+  readonly batchSize?: number;
+  /** Polling interval when no notification arrives. Default is 1,000 ms. */
+  readonly pollIntervalMs?: number;
+  /** A pool to LISTEN on for immediate wake-ups; without it the relay only polls. Default is none. */
+  readonly listen?: ListenSource;
+  /** Backoff between failed publishes of a row. Default is core's DEFAULT_BACKOFF (1 s, ×2, ≤ 5 min, full jitter). */
+  readonly backoff?: BackoffPolicy;
+  /** A row still failing this long after its enqueue is parked (kept, with its error, never dropped). Default is 86,400,000 ms (24 h). */
+  readonly parkAfterMs?: number;
+  /** Dispatched rows are deleted after this long. Default is 604,800,000 ms (7 days). */
+  readonly retentionMs?: number;
+  /** How often the relay prunes. Default is 60,000 ms. */
+  readonly pruneIntervalMs?: number;
+  /** Default is the global OpenTelemetry meter provider. */
+  readonly meterProvider?: MeterProvider;
+  /** Default is a silent logger. */
+  readonly logger?: Logger;
+}
+
+/** A running relay. */
+export interface OutboxRelay {
+  /** Stops after the current batch (its transaction commits or rolls back), and releases the LISTEN connection. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** The relay's metric names (attribute `table`). */
+export const OUTBOX_METRIC_NAMES = Object.freeze({
+  backlog: 'inboxkit.outbox.backlog',
+  oldestAge: 'inboxkit.outbox.oldest_undispatched_age',
+  parked: 'inboxkit.outbox.parked',
+  published: 'inboxkit.outbox.published',
+  publishFailures: 'inboxkit.outbox.publish_failures',
+});
+
+interface Row {
+  seq: string;
+  id: string;
+  publisher: string;
+  destination: string;
+  routing_key: string | null;
+  partition_key: string | null;
+  headers: Record<string, string>;
+  payload: Buffer;
+  payload_text: boolean;
+  delay_ms: number | null;
+  created_at: Date;
+  attempts: number;
+}
+
+function positive(value: number | undefined, fallback: number, option: string): number {
+  const v = value ?? fallback;
+  if (!Number.isFinite(v) || v <= 0) throw new ConfigurationError(`startOutboxRelay: \`${option}\` must be a positive number, got ${v}`);
+  return v;
+}
+
+function toOutgoing(row: Row): OutgoingMessage {
+  return {
+    destination: row.destination,
+    id: row.id,
+    body: row.payload_text ? row.payload.toString('utf8') : new Uint8Array(row.payload),
+    headers: row.headers,
+    ...(row.partition_key === null ? {} : { key: row.partition_key }),
+    ...(row.routing_key === null ? {} : { routingKey: row.routing_key }),
+    ...(row.delay_ms === null ? {} : { delayMs: row.delay_ms }),
+  };
+}
+
+/**
+ * Starts a relay. Several relays (processes) may run on one table: each claims with `FOR UPDATE SKIP LOCKED`.
+ * Per (publisher, destination, partition key) only the oldest undispatched row is eligible, so a key's
+ * messages are published in enqueue order, one at a time. A row is marked dispatched only after its publisher
+ * resolved (the broker confirmed); a failure reschedules it with backoff, and past `parkAfterMs` parks it.
+ *
+ * @example
+ * const relay = startOutboxRelay({ db, publishers: { default: kafkaPublisher({ producer }) }, listen: pool });
+ * // on shutdown
+ * await relay.stop();
+ */
+export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRelay {
+  const names = resolveOutboxTableNames(options);
+  if (typeof options.db?.transaction !== 'function') throw new ConfigurationError('startOutboxRelay: `db` must be a Kysely instance');
+  const publishers = options.publishers;
+  if (typeof publishers !== 'object' || publishers === null || Object.keys(publishers).length === 0) {
+    throw new ConfigurationError('startOutboxRelay: `publishers` must name at least one Publisher');
+  }
+  for (const [name, publisher] of Object.entries(publishers)) {
+    if (typeof publisher?.publish !== 'function') throw new ConfigurationError(`startOutboxRelay: publisher \`${name}\` has no publish()`);
+  }
+  const batchSize = positive(options.batchSize, 100, 'batchSize');
+  const pollIntervalMs = positive(options.pollIntervalMs, 1_000, 'pollIntervalMs');
+  const parkAfterMs = positive(options.parkAfterMs, 86_400_000, 'parkAfterMs');
+  const retentionMs = positive(options.retentionMs, 604_800_000, 'retentionMs');
+  const pruneIntervalMs = positive(options.pruneIntervalMs, 60_000, 'pruneIntervalMs');
+  const backoff = Object.freeze({ ...DEFAULT_BACKOFF, ...options.backoff });
+  const logger = options.logger ?? silentLogger;
+  const db = options.db as unknown as Kysely<unknown>;
+  const table = sql.raw(names.qualifiedTable);
+
+  const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter('@inboxkit/outbox');
+  const attributes = { table: `${names.schema}.${names.table}` };
+  const published = meter.createCounter(OUTBOX_METRIC_NAMES.published, { description: 'Rows published and marked dispatched' });
+  const failures = meter.createCounter(OUTBOX_METRIC_NAMES.publishFailures, { description: 'Rows whose publish failed' });
+  const parked = meter.createCounter(OUTBOX_METRIC_NAMES.parked, { description: 'Rows parked after failing past the horizon' });
+  const backlog = meter.createObservableGauge(OUTBOX_METRIC_NAMES.backlog, { description: 'Undispatched, unparked rows' });
+  const oldestAge = meter.createObservableGauge(OUTBOX_METRIC_NAMES.oldestAge, { description: 'Age of the oldest undispatched row', unit: 's' });
+  const observe = async (result: { observe(value: number, attrs: typeof attributes): void }, which: 'count' | 'age') => {
+    const { rows } = await sql<{ count: string; age: number | null }>`SELECT count(*) AS count,
+        extract(epoch FROM clock_timestamp() - min(created_at))::float8 AS age
+      FROM ${table} WHERE dispatched_at IS NULL AND parked_at IS NULL`.execute(db);
+    const row = rows[0];
+    result.observe(which === 'count' ? Number(row?.count ?? 0) : (row?.age ?? 0), attributes);
+  };
+  const observeBacklog = (result: Parameters<typeof observe>[0]) => observe(result, 'count').catch(() => {});
+  const observeAge = (result: Parameters<typeof observe>[0]) => observe(result, 'age').catch(() => {});
+  backlog.addCallback(observeBacklog);
+  oldestAge.addCallback(observeAge);
+
+  let stopped = false;
+  let wake: (() => void) | undefined;
+  let lastPrune = 0;
+  let listenClient: ListenClient | undefined;
+
+  async function publishBatch(): Promise<number> {
+    return db.transaction().execute(async (trx) => {
+      const { rows } = await sql<Row>`SELECT seq, id, publisher, destination, routing_key, partition_key, headers,
+          payload, payload_text, delay_ms, created_at, attempts
+        FROM ${table} o
+        WHERE dispatched_at IS NULL AND parked_at IS NULL AND available_at <= clock_timestamp()
+          AND NOT EXISTS (SELECT 1 FROM ${table} p
+            WHERE p.publisher = o.publisher AND p.destination = o.destination AND p.partition_key = o.partition_key
+              AND p.dispatched_at IS NULL AND p.parked_at IS NULL AND p.seq < o.seq)
+        ORDER BY seq LIMIT ${batchSize}
+        FOR UPDATE SKIP LOCKED`.execute(trx);
+      const groups = new Map<string, Row[]>();
+      for (const row of rows) groups.set(row.publisher, [...(groups.get(row.publisher) ?? []), row]);
+      let done = 0;
+      for (const [name, group] of groups) {
+        const seqs = group.map((row) => row.seq);
+        try {
+          const publisher = publishers[name];
+          if (publisher === undefined) throw new ConfigurationError(`no publisher named ${JSON.stringify(name)} in startOutboxRelay's publishers`);
+          await publisher.publish(group.map(toOutgoing));
+        } catch (error) {
+          failures.add(group.length, attributes);
+          const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+          logger.warn({ err: error, publisher: name, rows: group.length }, 'outbox publish failed; rows rescheduled');
+          for (const row of group) {
+            const park = Date.now() - row.created_at.getTime() >= parkAfterMs;
+            if (park) parked.add(1, attributes);
+            const delay = backoffDelayMs(backoff, row.attempts + 1);
+            await sql`UPDATE ${table} SET attempts = attempts + 1, last_error = ${message},
+                available_at = clock_timestamp() + make_interval(secs => ${delay / 1000}),
+                parked_at = CASE WHEN ${park} THEN clock_timestamp() END
+              WHERE seq = ${row.seq}`.execute(trx);
+          }
+          continue;
+        }
+        await sql`UPDATE ${table} SET dispatched_at = clock_timestamp(), attempts = attempts + 1
+          WHERE seq = ANY(${seqs}::bigint[])`.execute(trx);
+        published.add(group.length, attributes);
+        done += group.length;
+      }
+      return done;
+    });
+  }
+
+  async function prune(): Promise<void> {
+    if (Date.now() - lastPrune < pruneIntervalMs) return;
+    lastPrune = Date.now();
+    await sql`DELETE FROM ${table} WHERE seq IN (SELECT seq FROM ${table}
+        WHERE dispatched_at < clock_timestamp() - make_interval(secs => ${retentionMs / 1000}) LIMIT 10000)`.execute(db);
+  }
+
+  function sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        wake = undefined;
+        resolve();
+      }
+      wake = done;
+    });
+  }
+
+  async function listen(): Promise<void> {
+    if (options.listen === undefined) return;
+    try {
+      const client = await options.listen.connect();
+      listenClient = client;
+      client.on('notification', () => wake?.());
+      await client.query(`LISTEN "${names.channel}"`);
+    } catch (error) {
+      logger.warn({ err: error }, 'outbox relay could not LISTEN; polling only');
+    }
+  }
+
+  async function run(): Promise<void> {
+    await listen();
+    while (!stopped) {
+      let count = 0;
+      try {
+        count = await publishBatch();
+        await prune();
+      } catch (error) {
+        logger.error({ err: error }, 'outbox relay cycle failed; retrying after the poll interval');
+      }
+      if (!stopped && count === 0) await sleep(pollIntervalMs);
+    }
+  }
+
+  const running = run();
+  let stopping: Promise<void> | undefined;
+  return Object.freeze({
+    stop(): Promise<void> {
+      stopping ??= (async () => {
+        stopped = true;
+        wake?.();
+        await running;
+        backlog.removeCallback(observeBacklog);
+        oldestAge.removeCallback(observeAge);
+        if (listenClient !== undefined) {
+          await listenClient.query(`UNLISTEN "${names.channel}"`).catch(() => {});
+          listenClient.release();
+        }
+      })();
+      return stopping;
+    },
+  });
+}
