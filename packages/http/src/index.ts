@@ -1,2 +1,35 @@
-// @inboxkit/http: Idempotency-Key middleware for inboxkit: the inbox's guarantee at the HTTP edge (Express, Fastify, node:http).
-export {};
+// @inboxkit/http: the inbox's guarantee at the HTTP edge. The Idempotency-Key protocol on Postgres,
+// framework-neutral; adapters for node:http, Express and Fastify are sub-path exports.
+
+export { idempotencyKeys, IDEMPOTENCY_KEY_HEADER, type IdempotencyKeys } from './idempotency-keys.js';
+export type { IdempotencyKeysConfig, ResolvedIdempotencyKeysConfig } from './idempotency-keys-config.js';
+export type {
+  IdempotencyDecision,
+  ProceedDecision,
+  UnkeyedDecision,
+  AnsweredDecision,
+} from './idempotency-decision.js';
+export type { IdempotentRequest } from './idempotent-request.js';
+export {
+  toHttpResponse,
+  problemResponse,
+  type HttpResponse,
+  type IdempotentResponseInit,
+} from './http-response.js';
+export { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from './run-idempotent.js';
+export { requestFingerprint } from './request-fingerprint.js';
+export { ResponseTooLargeError } from './idempotency-errors.js';
+export {
+  idempotencyKeyMigrations,
+  migrateIdempotencyKeys,
+  type MigrateIdempotencyKeysOptions,
+} from './idempotency-key-migrations.js';
+export {
+  idempotencyKeySchemaSql,
+  idempotencyKeySchemaStatements,
+  idempotencyKeySchemaDownStatements,
+} from './idempotency-key-schema.js';
+export {
+  resolveIdempotencyKeyTableNames,
+  type IdempotencyKeyTableOptions,
+} from './idempotency-key-table-names.js';

@@ -1,2 +1,8 @@
-// @inboxkit/http/node: Idempotency-Key middleware for inboxkit: the inbox's guarantee at the HTTP edge (Express, Fastify, node:http).
-export {};
+// @inboxkit/http/node: the Idempotency-Key protocol around a plain node:http request listener.
+
+export {
+  idempotentNodeHandler,
+  writeHttpResponse,
+  type NodeHandlerOptions,
+  type NodeIdempotentHandler,
+} from './idempotent-node-handler.js';

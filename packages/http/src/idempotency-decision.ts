@@ -1,0 +1,45 @@
+// What `begin` decides for a request, as a discriminated union: run the handler (`proceed`, `unkeyed`) or
+// answer at once with a ready response (replay, 409, 422, 400).
+
+import type { Transaction } from 'kysely';
+import type { HttpResponse, IdempotentResponseInit } from './http-response.js';
+
+/** The handler may run: the key is claimed with a lease. Settle it exactly once. */
+export interface ProceedDecision<DB> {
+  readonly kind: 'proceed';
+  readonly key: string;
+  /** 1 for the first execution, more after releases or lease takeovers. */
+  readonly attempt: number;
+  /** Whether the key has been completed or released already. */
+  readonly settled: boolean;
+  /**
+   * Runs `fn` in a transaction and stores the response it returns in the same transaction, fenced by the
+   * lease: business writes and the stored response commit together or not at all. A response that is not
+   * stored (5xx by default) rolls the transaction back and releases the key; a thrown error does the same and
+   * is rethrown. Rejects with `ResponseTooLargeError` or `LeaseLostError` (both roll back).
+   */
+  transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<HttpResponse>;
+  /** Stores the response in a statement of its own (fenced by the lease), or releases the key for a 5xx. */
+  complete(response: IdempotentResponseInit): Promise<HttpResponse>;
+  /** Gives the key back so a retry runs again. */
+  release(): Promise<void>;
+}
+
+/** No key, and none required here: run the handler without idempotency. */
+export interface UnkeyedDecision {
+  readonly kind: 'unkeyed';
+}
+
+/** Answer with `response` without running the handler. */
+export interface AnsweredDecision {
+  /**
+   * `replay`: the stored response, with `Idempotent-Replayed: true`. `conflict`: 409, the first request is in
+   * flight (`Retry-After`). `mismatch`: 422, same key with another method, route or body. `missing`: 400, a
+   * key is required. `invalid`: 400, the key is not 1–255 printable characters.
+   */
+  readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid';
+  readonly response: HttpResponse;
+}
+
+/** The result of `begin`. */
+export type IdempotencyDecision<DB> = ProceedDecision<DB> | UnkeyedDecision | AnsweredDecision;

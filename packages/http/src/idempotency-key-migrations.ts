@@ -1,0 +1,75 @@
+// The idempotency-key table as a Kysely migration provider of its own, and migrateIdempotencyKeys() which runs
+// it with its own migration table, so it never mixes with the inbox's or the application's migrations.
+
+import {
+  Migrator,
+  sql,
+  type Kysely,
+  type Migration,
+  type MigrationProvider,
+  type MigrationResultSet,
+} from 'kysely';
+import {
+  idempotencyKeySchemaDownStatements,
+  idempotencyKeySchemaStatements,
+} from './idempotency-key-schema.js';
+import {
+  resolveIdempotencyKeyTableNames,
+  type IdempotencyKeyTableOptions,
+} from './idempotency-key-table-names.js';
+
+/**
+ * The idempotency-key migrations, for Kysely's `Migrator` (names prefixed `inboxkit_http_`). Default schema
+ * `inboxkit`, table `idempotency_key`.
+ *
+ * @example
+ * const migrator = new Migrator({ db, provider: idempotencyKeyMigrations({ schema: 'app' }) });
+ */
+export function idempotencyKeyMigrations(options: IdempotencyKeyTableOptions = {}): MigrationProvider {
+  const names = resolveIdempotencyKeyTableNames(options);
+  const migration: Migration = {
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of idempotencyKeySchemaStatements(names)) await sql.raw(statement).execute(db);
+    },
+    async down(db: Kysely<unknown>): Promise<void> {
+      for (const statement of idempotencyKeySchemaDownStatements(names)) await sql.raw(statement).execute(db);
+    },
+  };
+  return { getMigrations: async () => ({ inboxkit_http_0003_idempotency_key: migration }) };
+}
+
+/** Options of `migrateIdempotencyKeys`. */
+export interface MigrateIdempotencyKeysOptions extends IdempotencyKeyTableOptions {
+  /** Kysely's migration bookkeeping table. Default is `inboxkit_http_migrations` (in the same schema). */
+  readonly migrationTable?: string;
+}
+
+/**
+ * Brings the idempotency-key table up to date (safe from several processes at once: the Migrator takes a
+ * lock). Rejects with the migration error, if any.
+ *
+ * @example
+ * await migrateIdempotencyKeys(db); // inboxkit.idempotency_key
+ */
+export async function migrateIdempotencyKeys<DB>(
+  database: Kysely<DB>,
+  options: MigrateIdempotencyKeysOptions = {},
+): Promise<MigrationResultSet> {
+  const db = database as unknown as Kysely<unknown>;
+  const names = resolveIdempotencyKeyTableNames(options);
+  const migrationTable = resolveIdempotencyKeyTableNames({
+    schema: names.schema,
+    table: options.migrationTable ?? 'inboxkit_http_migrations',
+  }).table;
+  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
+  const migrator = new Migrator({
+    db,
+    provider: idempotencyKeyMigrations(options),
+    migrationTableSchema: names.schema,
+    migrationTableName: migrationTable,
+    migrationLockTableName: `${migrationTable}_lock`,
+  });
+  const result = await migrator.migrateToLatest();
+  if (result.error !== undefined) throw result.error;
+  return result;
+}

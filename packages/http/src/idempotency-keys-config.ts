@@ -1,0 +1,96 @@
+// The configuration of idempotencyKeys(), validated once and frozen.
+
+import { ConfigurationError } from '@inboxkit/core';
+import type { Kysely } from 'kysely';
+import type { IdempotentRequest } from './idempotent-request.js';
+import {
+  resolveIdempotencyKeyTableNames,
+  type IdempotencyKeyTableOptions,
+} from './idempotency-key-table-names.js';
+import type { InboxTableNames } from '@inboxkit/core/postgres';
+
+/** Options of `idempotencyKeys`. */
+export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTableOptions {
+  /** The application's Kysely instance: the keys live in its database, next to the business tables. */
+  readonly db: Kysely<DB>;
+  /**
+   * Who is asking (the authenticated user, tenant or API key id). Keys are scoped by principal + method +
+   * route, so one principal can never see another's stored response. Required: there is no safe default.
+   */
+  readonly principal: (request: IdempotentRequest<N>) => string | Promise<string>;
+  /**
+   * How long a request holds its key while in flight. After it, a retry may take over: safe only for handlers
+   * that can be driven again (their writes go through the transaction, or their external calls are keyed).
+   * Default is 60 s.
+   */
+  readonly leaseMs?: number;
+  /** How long a key and its stored response are kept after completion. Default is 24 h (Stripe's). */
+  readonly retentionMs?: number;
+  /** Largest response (body + allow-listed headers) that can be stored. Default is 1 MiB. */
+  readonly maxResponseBytes?: number;
+  /** Whether requests without a key are refused with 400. Default is true; adapters can override per route. */
+  readonly required?: boolean;
+  /**
+   * Which statuses are stored and replayed; the others release the key so a retry runs again. Default stores
+   * every status below 500 (2xx, 3xx and the deterministic 4xx) and releases 5xx.
+   */
+  readonly storeStatus?: (status: number) => boolean;
+  /** Response headers stored and replayed (lower-case). Default is content-type, content-language, location, etag. */
+  readonly replayHeaders?: readonly string[];
+  /** `Retry-After` seconds of the 409 sent while the first request is in flight. Default is 1. */
+  readonly retryAfterSeconds?: number;
+}
+
+/** The validated configuration. */
+export interface ResolvedIdempotencyKeysConfig<DB, N> {
+  readonly db: Kysely<DB>;
+  readonly names: InboxTableNames;
+  readonly principal: (request: IdempotentRequest<N>) => string | Promise<string>;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly maxResponseBytes: number;
+  readonly required: boolean;
+  readonly storeStatus: (status: number) => boolean;
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly retryAfterSeconds: number;
+}
+
+function positiveInteger(value: number, option: string): number {
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new ConfigurationError(`${option} must be a positive integer, got ${String(value)}`);
+  return value;
+}
+
+/** Validates the configuration and fills in the defaults. Throws a `ConfigurationError`. */
+export function resolveIdempotencyKeysConfig<DB, N>(
+  config: IdempotencyKeysConfig<DB, N>,
+): ResolvedIdempotencyKeysConfig<DB, N> {
+  if (config.db === undefined || config.db === null)
+    throw new ConfigurationError('db (a Kysely instance) is required');
+  if (typeof config.principal !== 'function') {
+    throw new ConfigurationError(
+      'principal must be a function of the request (the user, tenant or API key that owns the key)',
+    );
+  }
+  const leaseMs = positiveInteger(config.leaseMs ?? 60_000, 'leaseMs');
+  const retentionMs = positiveInteger(config.retentionMs ?? 24 * 60 * 60 * 1000, 'retentionMs');
+  if (retentionMs <= leaseMs)
+    throw new ConfigurationError(`retentionMs (${retentionMs}) must be longer than leaseMs (${leaseMs})`);
+  const retryAfterSeconds = positiveInteger(config.retryAfterSeconds ?? 1, 'retryAfterSeconds');
+  return Object.freeze({
+    db: config.db,
+    names: resolveIdempotencyKeyTableNames(config),
+    principal: config.principal,
+    leaseMs,
+    retentionMs,
+    maxResponseBytes: positiveInteger(config.maxResponseBytes ?? 1024 * 1024, 'maxResponseBytes'),
+    required: config.required ?? true,
+    storeStatus: config.storeStatus ?? ((status: number) => status < 500),
+    replayHeaders: new Set(
+      (config.replayHeaders ?? ['content-type', 'content-language', 'location', 'etag']).map((h) =>
+        h.toLowerCase(),
+      ),
+    ),
+    retryAfterSeconds,
+  });
+}

@@ -1,0 +1,251 @@
+// idempotencyKeys(): the framework-neutral Idempotency-Key protocol on Postgres. A request claims its key in one
+// statement (INSERT … ON CONFLICT … DO UPDATE … WHERE claimable RETURNING); the winner runs, everyone else is
+// answered from the row: replay, 409 while in flight, 422 for another payload.
+
+import { randomUUID } from 'node:crypto';
+import { LeaseLostError } from '@inboxkit/core';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
+import { ResponseTooLargeError } from './idempotency-errors.js';
+import {
+  resolveIdempotencyKeysConfig,
+  type IdempotencyKeysConfig,
+  type ResolvedIdempotencyKeysConfig,
+} from './idempotency-keys-config.js';
+import type { IdempotentRequest } from './idempotent-request.js';
+import {
+  problemResponse,
+  toHttpResponse,
+  type HttpResponse,
+  type IdempotentResponseInit,
+} from './http-response.js';
+import { requestFingerprint } from './request-fingerprint.js';
+
+/** The request header carrying the key. */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+
+/** 1–255 printable ASCII characters (the IETF draft's sf-string). */
+const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
+
+/** The Idempotency-Key protocol for one table; adapters call `begin` per request. */
+export interface IdempotencyKeys<DB, N = unknown> {
+  readonly config: ResolvedIdempotencyKeysConfig<DB, N>;
+  /** Decides what to do with a request (see `IdempotencyDecision`). `required` overrides the config's. */
+  begin(
+    request: IdempotentRequest<N>,
+    options?: { readonly required?: boolean },
+  ): Promise<IdempotencyDecision<DB>>;
+}
+
+interface KeyRow {
+  status: string;
+  fingerprint: string;
+  response_status: number | null;
+  response_headers: Record<string, string> | null;
+  response_body: Buffer | null;
+}
+
+/** Thrown inside the transaction to roll it back when the response is not to be stored. */
+class NotStored {
+  constructor(readonly response: HttpResponse) {}
+}
+
+/**
+ * Creates the Idempotency-Key protocol on the application's database (run `migrateIdempotencyKeys` first).
+ * Throws a `ConfigurationError` for bad options.
+ *
+ * @example
+ * const keys = idempotencyKeys({ db, principal: (req) => String(req.headers['x-tenant'] ?? 'anonymous') });
+ * const decision = await keys.begin({ method: 'POST', route: '/payments', headers, body, native: req });
+ */
+export function idempotencyKeys<DB, N = unknown>(
+  config: IdempotencyKeysConfig<DB, N>,
+): IdempotencyKeys<DB, N> {
+  const resolved = resolveIdempotencyKeysConfig(config);
+  const db = resolved.db as unknown as Kysely<unknown>;
+  const table = sql.raw(resolved.names.qualifiedTable);
+  const leaseSeconds = resolved.leaseMs / 1000;
+  const retentionSeconds = resolved.retentionMs / 1000;
+
+  async function begin(
+    request: IdempotentRequest<N>,
+    options: { readonly required?: boolean } = {},
+  ): Promise<IdempotencyDecision<DB>> {
+    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+    if (header === undefined) {
+      if (options.required ?? resolved.required) {
+        return answered(
+          'missing',
+          problemResponse(400, 'Idempotency-Key missing', 'This request requires an Idempotency-Key header.'),
+        );
+      }
+      return { kind: 'unkeyed' };
+    }
+    if (typeof header !== 'string' || !VALID_KEY.test(header)) {
+      return answered(
+        'invalid',
+        problemResponse(
+          400,
+          'Invalid Idempotency-Key',
+          'The Idempotency-Key header must be one value of 1 to 255 printable ASCII characters.',
+        ),
+      );
+    }
+    const principal = await resolved.principal(request);
+    if (typeof principal !== 'string') throw new TypeError('principal(request) must return a string');
+    const method = request.method.toUpperCase();
+    const id = { principal, method, route: request.route, key: header };
+    const fingerprint = requestFingerprint(method, request.route, request.body);
+    // A row pruned between the claim and the read is claimable again: try once more.
+    for (let round = 0; round < 3; round++) {
+      const token = randomUUID();
+      const claimed = await sql<{ attempts: number }>`
+        INSERT INTO ${table} AS k (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
+        VALUES (${principal}, ${method}, ${request.route}, ${header}, ${fingerprint}, 'processing', ${token}::uuid,
+                now() + ${leaseSeconds}::float8 * interval '1 second', now() + ${retentionSeconds}::float8 * interval '1 second')
+        ON CONFLICT (principal, method, route, idempotency_key) DO UPDATE SET
+          fingerprint = EXCLUDED.fingerprint, status = 'processing', lease_token = EXCLUDED.lease_token,
+          locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at,
+          attempts = CASE WHEN k.expires_at <= now() THEN 1 ELSE k.attempts + 1 END,
+          created_at = CASE WHEN k.expires_at <= now() THEN now() ELSE k.created_at END,
+          response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL
+        WHERE k.expires_at <= now()
+           OR (k.fingerprint = EXCLUDED.fingerprint
+               AND (k.status = 'released' OR (k.status = 'processing' AND k.locked_until <= now())))
+        RETURNING attempts`.execute(db);
+      const row = claimed.rows[0];
+      if (row !== undefined) return proceed(id, token, row.attempts);
+      const existing = await sql<KeyRow>`
+        SELECT status, fingerprint, response_status, response_headers, response_body FROM ${table}
+        WHERE principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`.execute(
+        db,
+      );
+      const found = existing.rows[0];
+      if (found === undefined) continue;
+      if (found.fingerprint !== fingerprint) {
+        return answered(
+          'mismatch',
+          problemResponse(
+            422,
+            'Idempotency-Key reused',
+            'This Idempotency-Key was used with a different request (method, route or body).',
+          ),
+        );
+      }
+      if (found.status === 'completed' && found.response_status !== null) {
+        return answered('replay', {
+          status: found.response_status,
+          headers: { ...(found.response_headers ?? {}), 'idempotent-replayed': 'true' },
+          body: found.response_body ?? Buffer.alloc(0),
+        });
+      }
+      return answered(
+        'conflict',
+        problemResponse(
+          409,
+          'Request in progress',
+          'A request with this Idempotency-Key is still being processed; retry later.',
+          {
+            'retry-after': String(resolved.retryAfterSeconds),
+          },
+        ),
+      );
+    }
+    throw new Error('the idempotency key kept disappearing between claim and read (pruned concurrently?)');
+  }
+
+  function proceed(
+    id: { principal: string; method: string; route: string; key: string },
+    token: string,
+    attempt: number,
+  ): ProceedDecision<DB> {
+    let settled = false;
+    const where = sql`principal = ${id.principal} AND method = ${id.method} AND route = ${id.route}
+      AND idempotency_key = ${id.key} AND status = 'processing' AND lease_token = ${token}::uuid`;
+
+    function stored(response: HttpResponse): { headers: Record<string, string> } {
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(response.headers))
+        if (resolved.replayHeaders.has(name)) headers[name] = value;
+      const size = response.body.length + Buffer.byteLength(JSON.stringify(headers));
+      if (size > resolved.maxResponseBytes) {
+        throw new ResponseTooLargeError(
+          `the response (${size} bytes with its stored headers) exceeds maxResponseBytes (${resolved.maxResponseBytes}), so it cannot be stored for replays; the key was released`,
+        );
+      }
+      return { headers };
+    }
+
+    async function store(executor: Kysely<unknown>, response: HttpResponse): Promise<void> {
+      const { headers } = stored(response);
+      const result = await sql`
+        UPDATE ${table} SET status = 'completed', response_status = ${response.status},
+          response_headers = ${JSON.stringify(headers)}::jsonb, response_body = ${response.body},
+          completed_at = now(), expires_at = now() + ${retentionSeconds}::float8 * interval '1 second',
+          lease_token = NULL, locked_until = NULL
+        WHERE ${where}`.execute(executor);
+      if (result.numAffectedRows !== 1n) {
+        throw new LeaseLostError(
+          `the lease on Idempotency-Key ${JSON.stringify(id.key)} expired and another request took it over`,
+        );
+      }
+    }
+
+    async function release(): Promise<void> {
+      if (settled) return;
+      settled = true;
+      await sql`UPDATE ${table} SET status = 'released', lease_token = NULL, locked_until = NULL WHERE ${where}`.execute(
+        db,
+      );
+    }
+
+    return {
+      kind: 'proceed',
+      key: id.key,
+      attempt,
+      get settled() {
+        return settled;
+      },
+      async transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<HttpResponse> {
+        if (settled) throw new Error('this idempotency key is settled already: call transaction() once');
+        try {
+          const response = await resolved.db.transaction().execute(async (tx) => {
+            const response = toHttpResponse(await fn(tx));
+            if (!resolved.storeStatus(response.status)) throw new NotStored(response);
+            await store(tx as unknown as Kysely<unknown>, response);
+            return response;
+          });
+          settled = true;
+          return response;
+        } catch (error) {
+          await release();
+          if (error instanceof NotStored) return error.response;
+          throw error;
+        }
+      },
+      async complete(init: IdempotentResponseInit): Promise<HttpResponse> {
+        if (settled) throw new Error('this idempotency key is settled already');
+        const response = toHttpResponse(init);
+        if (!resolved.storeStatus(response.status)) {
+          await release();
+          return response;
+        }
+        try {
+          await store(db, response);
+        } catch (error) {
+          await release();
+          throw error;
+        }
+        settled = true;
+        return response;
+      },
+      release,
+    };
+  }
+
+  return Object.freeze({ config: resolved, begin });
+}
+
+function answered(kind: AnsweredDecision['kind'], response: HttpResponse): AnsweredDecision {
+  return { kind, response };
+}

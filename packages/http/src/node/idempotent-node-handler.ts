@@ -1,0 +1,95 @@
+// idempotentNodeHandler(): the Idempotency-Key protocol around a plain node:http request listener.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IdempotencyKeys } from '../idempotency-keys.js';
+import { problemResponse, type HttpResponse, type IdempotentResponseInit } from '../http-response.js';
+import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
+
+/** Options of `idempotentNodeHandler`. */
+export interface NodeHandlerOptions extends IdempotentRouteOptions {
+  /** Largest request body read; a larger one gets 413. Default is 1 MiB. */
+  readonly maxBodyBytes?: number;
+  /** The route keys are scoped to. Default is the path without the query string. */
+  readonly route?: (request: IncomingMessage) => string;
+}
+
+/** A handler: the request, its parsed body (JSON when the content type says so, else bytes) and the context. */
+export type NodeIdempotentHandler<DB> = (
+  request: IncomingMessage,
+  body: unknown,
+  context: IdempotencyContext<DB>,
+) => Promise<IdempotentResponseInit>;
+
+class BodyError extends Error {
+  constructor(readonly response: HttpResponse) {
+    super(response.status === 413 ? 'request body too large' : 'request body unreadable');
+  }
+}
+
+async function readBody(request: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      throw new BodyError(
+        problemResponse(413, 'Request body too large', `The request body exceeds ${maxBytes} bytes.`),
+      );
+    }
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  const bytes = Buffer.concat(chunks);
+  if (!/\bjson\b/i.test(request.headers['content-type'] ?? '')) return bytes;
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    throw new BodyError(problemResponse(400, 'Invalid JSON', 'The request body is not valid JSON.'));
+  }
+}
+
+/** Writes a response (exported for tests and custom servers). */
+export function writeHttpResponse(response: ServerResponse, value: HttpResponse): void {
+  response.writeHead(value.status, { ...value.headers, 'content-length': String(value.body.length) });
+  response.end(value.body);
+}
+
+/**
+ * Wraps `handler` as a node:http request listener. A handler error releases the key and answers 500.
+ *
+ * @example
+ * http.createServer(idempotentNodeHandler(keys, async (req, body, context) =>
+ *   context.transaction(async (tx) => ({ status: 201, body: await charge(tx, body) }))));
+ */
+export function idempotentNodeHandler<DB>(
+  keys: IdempotencyKeys<DB, IncomingMessage>,
+  handler: NodeIdempotentHandler<DB>,
+  options: NodeHandlerOptions = {},
+): (request: IncomingMessage, response: ServerResponse) => void {
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  return (request, response) => {
+    void (async () => {
+      let result: HttpResponse;
+      try {
+        const body = await readBody(request, maxBodyBytes);
+        const route = options.route?.(request) ?? (request.url ?? '/').split('?')[0] ?? '/';
+        result = await runIdempotent(
+          keys,
+          { method: request.method ?? 'GET', route, headers: request.headers, body, native: request },
+          (context) => handler(request, body, context),
+          options,
+        );
+      } catch (error) {
+        result =
+          error instanceof BodyError
+            ? error.response
+            : problemResponse(
+                500,
+                'Internal Server Error',
+                error instanceof Error ? error.message : String(error),
+              );
+      }
+      if (!response.headersSent) writeHttpResponse(response, result);
+    })();
+  };
+}

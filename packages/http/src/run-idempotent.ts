@@ -1,0 +1,70 @@
+// runIdempotent(): the whole protocol around one handler call, shared by the adapters so each of them only
+// translates its framework's request and writes the returned response.
+
+import type { Transaction } from 'kysely';
+import type { IdempotencyKeys } from './idempotency-keys.js';
+import type { IdempotentRequest } from './idempotent-request.js';
+import { toHttpResponse, type HttpResponse, type IdempotentResponseInit } from './http-response.js';
+
+/** What a handler gets besides its framework's request. */
+export interface IdempotencyContext<DB> {
+  /** The request's Idempotency-Key, or undefined when none was sent (and none was required). */
+  readonly key: string | undefined;
+  /** 1 for the first execution of this key, more after a release or a lease takeover. */
+  readonly attempt: number;
+  /**
+   * Runs `fn` in a transaction and stores the response it returns in that same transaction, so the business
+   * writes and the replayable response commit together. Return its result from the handler.
+   *
+   * @example
+   * return context.transaction(async (tx) => {
+   *   const payment = await tx.insertInto('payment').values(values).returningAll().executeTakeFirstOrThrow();
+   *   return { status: 201, body: payment };
+   * });
+   */
+  transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<IdempotentResponseInit>;
+}
+
+/** Options of a route. */
+export interface IdempotentRouteOptions {
+  /** Whether a request without a key is refused with 400. Default is the `idempotencyKeys` config's (true). */
+  readonly required?: boolean;
+}
+
+/**
+ * Runs `handler` under the Idempotency-Key protocol and returns the response to write: the handler's, a
+ * replay, or the protocol's own 400/409/422. A handler error releases the key and is rethrown.
+ *
+ * @example
+ * const response = await runIdempotent(keys, request, (context) => context.transaction(async (tx) => …));
+ */
+export async function runIdempotent<DB, N>(
+  keys: IdempotencyKeys<DB, N>,
+  request: IdempotentRequest<N>,
+  handler: (context: IdempotencyContext<DB>) => Promise<IdempotentResponseInit>,
+  options: IdempotentRouteOptions = {},
+): Promise<HttpResponse> {
+  const decision = await keys.begin(request, options);
+  if (decision.kind === 'unkeyed') {
+    return toHttpResponse(
+      await handler({
+        key: undefined,
+        attempt: 1,
+        transaction: (fn) => keys.config.db.transaction().execute(fn),
+      }),
+    );
+  }
+  if (decision.kind !== 'proceed') return decision.response;
+  let init: IdempotentResponseInit;
+  try {
+    init = await handler({
+      key: decision.key,
+      attempt: decision.attempt,
+      transaction: (fn) => decision.transaction(fn),
+    });
+  } catch (error) {
+    await decision.release();
+    throw error;
+  }
+  return decision.settled ? toHttpResponse(init) : decision.complete(init);
+}
