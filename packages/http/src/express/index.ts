@@ -1,2 +1,7 @@
-// @inboxkit/http/express: Idempotency-Key middleware for inboxkit: the inbox's guarantee at the HTTP edge (Express, Fastify, node:http).
-export {};
+// @inboxkit/http/express: the Idempotency-Key protocol around an Express route handler.
+
+export {
+  idempotentExpressHandler,
+  type ExpressHandlerOptions,
+  type ExpressIdempotentHandler,
+} from './idempotent-express-handler.js';

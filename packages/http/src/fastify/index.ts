@@ -1,2 +1,7 @@
-// @inboxkit/http/fastify: Idempotency-Key middleware for inboxkit: the inbox's guarantee at the HTTP edge (Express, Fastify, node:http).
-export {};
+// @inboxkit/http/fastify: the Idempotency-Key protocol around a Fastify route handler.
+
+export {
+  idempotentFastifyHandler,
+  type FastifyHandlerOptions,
+  type FastifyIdempotentHandler,
+} from './idempotent-fastify-handler.js';

@@ -1,0 +1,43 @@
+// idempotentFastifyHandler(): the Idempotency-Key protocol around a Fastify route handler. Fastify parses JSON
+// bodies itself; the parsed body is part of the fingerprint.
+
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IdempotencyKeys } from '../idempotency-keys.js';
+import type { IdempotentResponseInit } from '../http-response.js';
+import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
+
+/** Options of `idempotentFastifyHandler`. */
+export interface FastifyHandlerOptions extends IdempotentRouteOptions {
+  /** The route keys are scoped to. Default is the URL's path without the query string. */
+  readonly route?: (request: FastifyRequest) => string;
+}
+
+/** A handler: Fastify's request and the idempotency context; returns the response to send (and store). */
+export type FastifyIdempotentHandler<DB> = (
+  request: FastifyRequest,
+  context: IdempotencyContext<DB>,
+) => Promise<IdempotentResponseInit>;
+
+/**
+ * Wraps `handler` as a Fastify route handler. Errors reach Fastify's error handler after the key is released.
+ *
+ * @example
+ * app.post('/payments', idempotentFastifyHandler(keys, async (req, context) =>
+ *   context.transaction(async (tx) => ({ status: 201, body: await charge(tx, req.body) }))));
+ */
+export function idempotentFastifyHandler<DB>(
+  keys: IdempotencyKeys<DB, FastifyRequest>,
+  handler: FastifyIdempotentHandler<DB>,
+  options: FastifyHandlerOptions = {},
+): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> {
+  return async (request, reply) => {
+    const route = options.route?.(request) ?? request.url.split('?')[0] ?? '/';
+    const result = await runIdempotent(
+      keys,
+      { method: request.method, route, headers: request.headers, body: request.body, native: request },
+      (context) => handler(request, context),
+      options,
+    );
+    return reply.code(result.status).headers(result.headers).send(result.body);
+  };
+}
