@@ -33,3 +33,4 @@ export {
   resolveIdempotencyKeyTableNames,
   type IdempotencyKeyTableOptions,
 } from './idempotency-key-table-names.js';
+export { pruneIdempotencyKeys, type PruneIdempotencyKeysOptions } from './prune-idempotency-keys.js';
