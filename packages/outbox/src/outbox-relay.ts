@@ -36,6 +36,13 @@ export interface OutboxRelayOptions<DB> extends OutboxTableOptions {
   readonly publishers: Readonly<Record<string, Publisher>>;
   /** Rows claimed per transaction (one per partition key). Default is 100. */
   readonly batchSize?: number;
+  /**
+   * Rows of one partition key taken per claim: the key's oldest undispatched row plus up to `rowsPerKey - 1`
+   * following ones, published in order in one `publish` call. Above 1 this relies on the publisher keeping the
+   * order of one call's messages per key (Kafka with an idempotent producer, a RabbitMQ confirm channel); keep 1
+   * for a publisher that retries entries of a batch separately (SQS FIFO). Default is 1.
+   */
+  readonly rowsPerKey?: number;
   /** Polling interval when no notification arrives. Default is 1,000 ms. */
   readonly pollIntervalMs?: number;
   /** A pool to LISTEN on for immediate wake-ups; without it the relay only polls. Default is none. */
@@ -124,6 +131,8 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
     if (typeof publisher?.publish !== 'function') throw new ConfigurationError(`startOutboxRelay: publisher \`${name}\` has no publish()`);
   }
   const batchSize = positive(options.batchSize, 100, 'batchSize');
+  const rowsPerKey = positive(options.rowsPerKey, 1, 'rowsPerKey');
+  if (!Number.isInteger(rowsPerKey)) throw new ConfigurationError(`startOutboxRelay: \`rowsPerKey\` must be an integer, got ${rowsPerKey}`);
   const pollIntervalMs = positive(options.pollIntervalMs, 1_000, 'pollIntervalMs');
   const parkAfterMs = positive(options.parkAfterMs, 86_400_000, 'parkAfterMs');
   const retentionMs = positive(options.retentionMs, 604_800_000, 'retentionMs');
@@ -168,6 +177,22 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
               AND p.dispatched_at IS NULL AND p.parked_at IS NULL AND p.seq < o.seq)
         ORDER BY seq LIMIT ${batchSize}
         FOR UPDATE SKIP LOCKED`.execute(trx);
+      const heads = rows.filter((row) => row.partition_key !== null).map((row) => row.seq);
+      if (rowsPerKey > 1 && heads.length > 0) {
+        // Holding a key's head row makes its followers ours: no other relay finds them eligible until the head
+        // is dispatched. They are locked all the same.
+        const { rows: followers } = await sql<Row>`SELECT f.* FROM ${table} h
+          CROSS JOIN LATERAL (SELECT seq, id, publisher, destination, routing_key, partition_key, headers,
+              payload, payload_text, delay_ms, created_at, attempts
+            FROM ${table} x
+            WHERE x.publisher = h.publisher AND x.destination = h.destination AND x.partition_key = h.partition_key
+              AND x.dispatched_at IS NULL AND x.parked_at IS NULL AND x.seq > h.seq
+            ORDER BY x.seq LIMIT ${rowsPerKey - 1}
+            FOR UPDATE) f
+          WHERE h.seq = ANY(${heads}::bigint[])`.execute(trx);
+        rows.push(...followers);
+        rows.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+      }
       const groups = new Map<string, Row[]>();
       for (const row of rows) groups.set(row.publisher, [...(groups.get(row.publisher) ?? []), row]);
       let done = 0;

@@ -69,7 +69,7 @@ describe('outbox relay on Kafka', () => {
     expect(committed).toHaveLength(225);
 
     const relays = [0, 1].map(() =>
-      startOutboxRelay({ db: t.db, publishers: { kafka: kafkaPublisher({ producer }) }, schema, pollIntervalMs: 20, listen: t.schema.pool }),
+      startOutboxRelay({ db: t.db, publishers: { kafka: kafkaPublisher({ producer }) }, schema, pollIntervalMs: 20, rowsPerKey: 10, listen: t.schema.pool }),
     );
     await waitFor(async () => (await t.backlog()) === 0, 60_000);
     await Promise.all(relays.map((r) => r.stop()));

@@ -47,6 +47,21 @@ describe('startOutboxRelay', () => {
     expect(await t.backlog()).toBe(0);
   });
 
+  it('takes several rows of a key per claim with rowsPerKey, still in order', async () => {
+    const publisher = recordingPublisher();
+    const ids = await enqueueMany(200, (i) => `r${i % 4}`, 'per-key');
+    const two = [0, 1].map(() =>
+      startOutboxRelay({ db: t.db, publishers: { default: publisher }, pollIntervalMs: 10, rowsPerKey: 10, batchSize: 3, ...opts }),
+    );
+    relays.push(...two);
+    await waitFor(() => publisher.published.length >= 200);
+    await Promise.all(two.map((r) => r.stop()));
+    expect(publisher.published.map((m) => m.id).sort()).toEqual([...ids].sort());
+    for (let k = 0; k < 4; k++) {
+      expect(publisher.published.filter((m) => m.key === `r${k}`).map((m) => m.id)).toEqual(ids.filter((_, i) => i % 4 === k));
+    }
+  });
+
   it('with four relays in parallel publishes every row exactly once', async () => {
     const publisher = recordingPublisher();
     const ids = await enqueueMany(400, (i) => (i % 2 === 0 ? undefined : `p${i % 7}`), 'parallel');
