@@ -18,6 +18,7 @@ CREATE TABLE IF NOT EXISTS "inboxkit"."idempotency_key" (
   response_status integer,
   response_headers jsonb,
   response_body bytea,
+  recovery_points jsonb NOT NULL DEFAULT '{}'::jsonb,
   created_at timestamptz NOT NULL DEFAULT now(),
   completed_at timestamptz,
   expires_at timestamptz NOT NULL,

@@ -12,6 +12,15 @@ export interface ProceedDecision<DB> {
   readonly attempt: number;
   /** Whether the key has been completed or released already. */
   readonly settled: boolean;
+  /** Results of the phases completed by earlier attempts of this key, by name. */
+  readonly recoveryPoints: Readonly<Record<string, unknown>>;
+  /**
+   * A recovery point (Brandur's atomic phase): runs `fn` in a transaction that also records its result (JSON)
+   * under `name` and extends the lease. When an earlier attempt of this key completed the phase, `fn` does not
+   * run and its recorded result is returned, so a retry after a release or a takeover resumes after the last
+   * completed phase. Rejects with `LeaseLostError` (rolled back) when another request took the key over.
+   */
+  phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
   /**
    * Runs `fn` in a transaction and stores the response it returns in the same transaction, fenced by the
    * lease: business writes and the stored response commit together or not at all. A response that is not

@@ -1,5 +1,6 @@
 // The idempotency-key table as SQL statements: the one source of the Kysely migration and of
 // migrations/0003_http.sql. States mirror the inbox's: processing (with a lease) → completed, or → released.
+// recovery_points holds the results of a multi-step handler's completed phases, so a retry resumes after them.
 
 import type { InboxTableNames } from '@inboxkit/core/postgres';
 
@@ -25,6 +26,7 @@ export function idempotencyKeySchemaStatements(names: InboxTableNames): string[]
   response_status integer,
   response_headers jsonb,
   response_body bytea,
+  recovery_points jsonb NOT NULL DEFAULT '{}'::jsonb,
   created_at timestamptz NOT NULL DEFAULT now(),
   completed_at timestamptz,
   expires_at timestamptz NOT NULL,

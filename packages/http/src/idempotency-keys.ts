@@ -99,7 +99,7 @@ export function idempotencyKeys<DB, N = unknown>(
     // A row pruned between the claim and the read is claimable again: try once more.
     for (let round = 0; round < 3; round++) {
       const token = randomUUID();
-      const claimed = await sql<{ attempts: number }>`
+      const claimed = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
         INSERT INTO ${table} AS k (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
         VALUES (${principal}, ${method}, ${request.route}, ${header}, ${fingerprint}, 'processing', ${token}::uuid,
                 now() + ${leaseSeconds}::float8 * interval '1 second', now() + ${retentionSeconds}::float8 * interval '1 second')
@@ -108,13 +108,14 @@ export function idempotencyKeys<DB, N = unknown>(
           locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at,
           attempts = CASE WHEN k.expires_at <= now() THEN 1 ELSE k.attempts + 1 END,
           created_at = CASE WHEN k.expires_at <= now() THEN now() ELSE k.created_at END,
+          recovery_points = CASE WHEN k.expires_at <= now() THEN '{}'::jsonb ELSE k.recovery_points END,
           response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL
         WHERE k.expires_at <= now()
            OR (k.fingerprint = EXCLUDED.fingerprint
                AND (k.status = 'released' OR (k.status = 'processing' AND k.locked_until <= now())))
-        RETURNING attempts`.execute(db);
+        RETURNING attempts, recovery_points`.execute(db);
       const row = claimed.rows[0];
-      if (row !== undefined) return proceed(id, token, row.attempts);
+      if (row !== undefined) return proceed(id, token, row.attempts, { ...row.recovery_points });
       const existing = await sql<KeyRow>`
         SELECT status, fingerprint, response_status, response_headers, response_body FROM ${table}
         WHERE principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`.execute(
@@ -158,6 +159,7 @@ export function idempotencyKeys<DB, N = unknown>(
     id: { principal: string; method: string; route: string; key: string },
     token: string,
     attempt: number,
+    points: Record<string, unknown>,
   ): ProceedDecision<DB> {
     let settled = false;
     const where = sql`principal = ${id.principal} AND method = ${id.method} AND route = ${id.route}
@@ -205,6 +207,28 @@ export function idempotencyKeys<DB, N = unknown>(
       attempt,
       get settled() {
         return settled;
+      },
+      recoveryPoints: points,
+      async phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T> {
+        if (settled)
+          throw new Error('this idempotency key is settled already: phases run before the response');
+        if (Object.hasOwn(points, name)) return points[name] as T;
+        const value = await (resolved.db).transaction().execute(async (tx) => {
+          // JSON round trip: a resumed retry gets exactly what a first run gets.
+          const result = JSON.parse(JSON.stringify((await fn(tx)) ?? null)) as T;
+          const updated = await sql`
+            UPDATE ${table} SET recovery_points = recovery_points || jsonb_build_object(${name}::text, ${JSON.stringify(result)}::jsonb),
+              locked_until = now() + ${leaseSeconds}::float8 * interval '1 second'
+            WHERE ${where}`.execute(tx);
+          if (updated.numAffectedRows !== 1n) {
+            throw new LeaseLostError(
+              `the lease on Idempotency-Key ${JSON.stringify(id.key)} expired and another request took it over`,
+            );
+          }
+          return result;
+        });
+        points[name] = value;
+        return value;
       },
       async transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<HttpResponse> {
         if (settled) throw new Error('this idempotency key is settled already: call transaction() once');

@@ -23,6 +23,17 @@ export interface IdempotencyContext<DB> {
    * });
    */
   transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<IdempotentResponseInit>;
+  /**
+   * A recovery point for multi-step handlers with external calls between steps: `fn`'s writes and its
+   * result commit together; a retry of the same key skips completed phases and gets their recorded results.
+   * Put external calls between phases, keyed with `context.key` so the downstream dedupes them.
+   *
+   * @example
+   * const order = await context.phase('reserve', (tx) => reserveStock(tx, req.body));
+   * const charge = await psp.charge({ amount: order.total, idempotencyKey: `${context.key}:charge` });
+   * return context.transaction(async (tx) => ({ status: 201, body: await recordCharge(tx, order, charge) }));
+   */
+  phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
 }
 
 /** Options of a route. */
@@ -51,6 +62,7 @@ export async function runIdempotent<DB, N>(
         key: undefined,
         attempt: 1,
         transaction: (fn) => keys.config.db.transaction().execute(fn),
+        phase: (_name, fn) => keys.config.db.transaction().execute(fn),
       }),
     );
   }
@@ -61,6 +73,7 @@ export async function runIdempotent<DB, N>(
       key: decision.key,
       attempt: decision.attempt,
       transaction: (fn) => decision.transaction(fn),
+      phase: (name, fn) => decision.phase(name, fn),
     });
   } catch (error) {
     await decision.release();
