@@ -17,6 +17,7 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import pg from 'pg';
+import * as prettier from 'prettier';
 
 import { exclusiveOrSharedLockHolder } from '../test/torture/transports/rabbitmq-broker-lock.js';
 import type { RateRow, RatioLine } from './parse-output.js';
@@ -555,7 +556,10 @@ const doc = [
   ...SECTIONS.map((s) => rawBlock(s, runs[s])).filter((b) => b !== ''),
 ].join('\n');
 mkdirSync(dirname(join(REPO_ROOT, out)), { recursive: true });
-writeFileSync(join(REPO_ROOT, out), `${doc.trimEnd()}\n`);
+// Formatted like every other page of docs/ (prettier aligns the tables; code blocks stay as printed).
+const target = join(REPO_ROOT, out);
+const config = (await prettier.resolveConfig(target)) ?? {};
+writeFileSync(target, await prettier.format(`${doc.trimEnd()}\n`, { ...config, parser: 'markdown' }));
 log(`wrote ${out}`);
 const failed = SECTIONS.filter(
   (s) => runs[s] !== undefined && (runs[s].timedOut || (runs[s].code !== 0 && !runs[s].missing)),
