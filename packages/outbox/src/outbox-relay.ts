@@ -20,6 +20,7 @@ import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table
 export interface ListenClient {
   query(text: string): Promise<unknown>;
   on(event: 'notification', listener: (message: unknown) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
   release(destroy?: boolean): void;
 }
 
@@ -166,8 +167,10 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
   let lastPrune = 0;
   let listenClient: ListenClient | undefined;
 
+  /** One claim–publish–mark transaction; resolves once it committed, with the rows it dispatched and parked. */
   async function publishBatch(): Promise<number> {
-    return db.transaction().execute(async (trx) => {
+    const counts = await db.transaction().execute(async (trx) => {
+      let parkedRows = 0;
       const { rows } = await sql<Row>`SELECT seq, id, publisher, destination, routing_key, partition_key, headers,
           payload, payload_text, delay_ms, created_at, attempts
         FROM ${table} o
@@ -208,7 +211,7 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
           logger.warn({ err: error, publisher: name, rows: group.length }, 'outbox publish failed; rows rescheduled');
           for (const row of group) {
             const park = Date.now() - row.created_at.getTime() >= parkAfterMs;
-            if (park) parked.add(1, attributes);
+            if (park) parkedRows++;
             const delay = backoffDelayMs(backoff, row.attempts + 1);
             await sql`UPDATE ${table} SET attempts = attempts + 1, last_error = ${message},
                 available_at = clock_timestamp() + make_interval(secs => ${delay / 1000}),
@@ -219,11 +222,14 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
         }
         await sql`UPDATE ${table} SET dispatched_at = clock_timestamp(), attempts = attempts + 1
           WHERE seq = ANY(${seqs}::bigint[])`.execute(trx);
-        published.add(group.length, attributes);
         done += group.length;
       }
-      return done;
+      return { done, parkedRows };
     });
+    // Counted after the commit: a rolled-back batch published nothing durable for the outbox.
+    if (counts.done > 0) published.add(counts.done, attributes);
+    if (counts.parkedRows > 0) parked.add(counts.parkedRows, attributes);
+    return counts.done;
   }
 
   async function prune(): Promise<void> {
@@ -245,21 +251,34 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
     });
   }
 
+  /** (Re)opens the LISTEN connection when there is none; a lost one is replaced on a later cycle. */
   async function listen(): Promise<void> {
-    if (options.listen === undefined) return;
+    if (options.listen === undefined || listenClient !== undefined || stopped) return;
+    let client: ListenClient | undefined;
     try {
-      const client = await options.listen.connect();
-      listenClient = client;
-      client.on('notification', () => wake?.());
-      await client.query(`LISTEN "${names.channel}"`);
+      client = await options.listen.connect();
+      const own = client;
+      listenClient = own;
+      // Without an error listener a dropped connection would crash the process; polling covers the gap.
+      own.on('error', (error: Error) => {
+        logger.warn({ err: error }, 'outbox relay lost its LISTEN connection; polling until it reconnects');
+        if (listenClient === own) listenClient = undefined;
+        own.release(true);
+      });
+      own.on('notification', () => wake?.());
+      await own.query(`LISTEN "${names.channel}"`);
     } catch (error) {
       logger.warn({ err: error }, 'outbox relay could not LISTEN; polling only');
+      if (client !== undefined && listenClient === client) {
+        listenClient = undefined;
+        client.release(true);
+      }
     }
   }
 
   async function run(): Promise<void> {
-    await listen();
     while (!stopped) {
+      await listen();
       let count = 0;
       try {
         count = await publishBatch();

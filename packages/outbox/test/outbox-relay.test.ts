@@ -163,6 +163,24 @@ describe('startOutboxRelay', () => {
     expect(Number(rows[0]?.n)).toBe(1);
   });
 
+  it('survives the loss of its LISTEN connection, and listens again', async () => {
+    const publisher = recordingPublisher();
+    const relay = startOutboxRelay({ db: t.db, publishers: { default: publisher }, pollIntervalMs: 50, listen: t.schema.pool, ...opts });
+    relays.push(relay);
+    const listeners = async () => {
+      const { rows } = await sql<{ pid: number }>`SELECT l.pid FROM pg_stat_activity l
+        WHERE l.query = ${`LISTEN "${opts.schema}.outbox"`} AND l.pid <> pg_backend_pid()`.execute(t.db);
+      return rows.map((r) => r.pid);
+    };
+    await waitFor(async () => (await listeners()).length > 0);
+    const [first] = await listeners();
+    await sql`SELECT pg_terminate_backend(${first!})`.execute(t.db);
+    await waitFor(async () => (await listeners()).some((pid) => pid !== first));
+    const id = await t.db.transaction().execute((tx) => enqueue(tx, { destination: 'relisten', body: 'x' }, opts));
+    await waitFor(() => publisher.published.some((m) => m.id === id));
+    await relay.stop();
+  });
+
   it('wakes on NOTIFY at commit without waiting for the poll', async () => {
     const publisher = recordingPublisher();
     const relay = startOutboxRelay({ db: t.db, publishers: { default: publisher }, pollIntervalMs: 60_000, listen: t.schema.pool, ...opts });
