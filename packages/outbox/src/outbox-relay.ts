@@ -164,6 +164,8 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
 
   let stopped = false;
   let wake: (() => void) | undefined;
+  /** A notification arrived since the last claim began: claim again instead of sleeping (none is lost mid-batch). */
+  let notified = false;
   let lastPrune = 0;
   let listenClient: ListenClient | undefined;
 
@@ -265,7 +267,10 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
         if (listenClient === own) listenClient = undefined;
         own.release(true);
       });
-      own.on('notification', () => wake?.());
+      own.on('notification', () => {
+        notified = true;
+        wake?.();
+      });
       await own.query(`LISTEN "${names.channel}"`);
     } catch (error) {
       logger.warn({ err: error }, 'outbox relay could not LISTEN; polling only');
@@ -280,13 +285,14 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
     while (!stopped) {
       await listen();
       let count = 0;
+      notified = false;
       try {
         count = await publishBatch();
         await prune();
       } catch (error) {
         logger.error({ err: error }, 'outbox relay cycle failed; retrying after the poll interval');
       }
-      if (!stopped && count === 0) await sleep(pollIntervalMs);
+      if (!stopped && count === 0 && !notified) await sleep(pollIntervalMs);
     }
   }
 
