@@ -39,6 +39,12 @@ export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTa
   readonly replayHeaders?: readonly string[];
   /** `Retry-After` seconds of the 409 sent while the first request is in flight. Default is 1. */
   readonly retryAfterSeconds?: number;
+  /**
+   * How long a handler may run. Then its `context.signal` aborts, the key is released and the client gets 503
+   * with `Retry-After`; whatever the handler still tries to commit through the context is refused (the lease
+   * is gone). Must be shorter than `leaseMs`. Default is half the lease (30 s with the default lease).
+   */
+  readonly handlerTimeoutMs?: number;
 }
 
 /** The validated configuration. */
@@ -53,6 +59,7 @@ export interface ResolvedIdempotencyKeysConfig<DB, N> {
   readonly storeStatus: (status: number) => boolean;
   readonly replayHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number;
+  readonly handlerTimeoutMs: number;
 }
 
 function positiveInteger(value: number, option: string): number {
@@ -77,6 +84,15 @@ export function resolveIdempotencyKeysConfig<DB, N>(
   if (retentionMs <= leaseMs)
     throw new ConfigurationError(`retentionMs (${retentionMs}) must be longer than leaseMs (${leaseMs})`);
   const retryAfterSeconds = positiveInteger(config.retryAfterSeconds ?? 1, 'retryAfterSeconds');
+  const handlerTimeoutMs = positiveInteger(
+    config.handlerTimeoutMs ?? Math.max(1, Math.floor(leaseMs / 2)),
+    'handlerTimeoutMs',
+  );
+  if (handlerTimeoutMs >= leaseMs) {
+    throw new ConfigurationError(
+      `handlerTimeoutMs (${handlerTimeoutMs}) must be shorter than leaseMs (${leaseMs}), or a retry could take over a running handler`,
+    );
+  }
   return Object.freeze({
     db: config.db,
     names: resolveIdempotencyKeyTableNames(config),
@@ -92,5 +108,6 @@ export function resolveIdempotencyKeysConfig<DB, N>(
       ),
     ),
     retryAfterSeconds,
+    handlerTimeoutMs,
   });
 }

@@ -213,7 +213,7 @@ export function idempotencyKeys<DB, N = unknown>(
         if (settled)
           throw new Error('this idempotency key is settled already: phases run before the response');
         if (Object.hasOwn(points, name)) return points[name] as T;
-        const value = await (resolved.db).transaction().execute(async (tx) => {
+        const value = await resolved.db.transaction().execute(async (tx) => {
           // JSON round trip: a resumed retry gets exactly what a first run gets.
           const result = JSON.parse(JSON.stringify((await fn(tx)) ?? null)) as T;
           const updated = await sql`

@@ -4,7 +4,13 @@
 import type { Transaction } from 'kysely';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { IdempotentRequest } from './idempotent-request.js';
-import { toHttpResponse, type HttpResponse, type IdempotentResponseInit } from './http-response.js';
+import { HandlerTimeoutError } from '@inboxkit/core';
+import {
+  problemResponse,
+  toHttpResponse,
+  type HttpResponse,
+  type IdempotentResponseInit,
+} from './http-response.js';
 
 /** What a handler gets besides its framework's request. */
 export interface IdempotencyContext<DB> {
@@ -12,6 +18,8 @@ export interface IdempotencyContext<DB> {
   readonly key: string | undefined;
   /** 1 for the first execution of this key, more after a release or a lease takeover. */
   readonly attempt: number;
+  /** Aborted when the handler exceeds `handlerTimeoutMs` (the key is released then): pass it to external calls. */
+  readonly signal: AbortSignal;
   /**
    * Runs `fn` in a transaction and stores the response it returns in that same transaction, so the business
    * writes and the replayable response commit together. Return its result from the handler.
@@ -35,6 +43,8 @@ export interface IdempotencyContext<DB> {
    */
   phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
 }
+
+const TIMED_OUT = Symbol('timed out');
 
 /** Options of a route. */
 export interface IdempotentRouteOptions {
@@ -61,23 +71,52 @@ export async function runIdempotent<DB, N>(
       await handler({
         key: undefined,
         attempt: 1,
+        signal: new AbortController().signal,
         transaction: (fn) => keys.config.db.transaction().execute(fn),
         phase: (_name, fn) => keys.config.db.transaction().execute(fn),
       }),
     );
   }
   if (decision.kind !== 'proceed') return decision.response;
+  const controller = new AbortController();
+  const timeoutMs = keys.config.handlerTimeoutMs;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
+  });
+  const running = handler({
+    key: decision.key,
+    attempt: decision.attempt,
+    signal: controller.signal,
+    transaction: (fn) => decision.transaction(fn),
+    phase: (name, fn) => decision.phase(name, fn),
+  });
+  // After a timeout nobody awaits the handler any more; its late failure must not become an unhandled rejection.
+  running.catch(() => {});
   let init: IdempotentResponseInit;
   try {
-    init = await handler({
-      key: decision.key,
-      attempt: decision.attempt,
-      transaction: (fn) => decision.transaction(fn),
-      phase: (name, fn) => decision.phase(name, fn),
-    });
+    const result = await Promise.race([running, timedOut]);
+    if (result === TIMED_OUT) {
+      // Release first, then abort: a handler woken by the abort then finds its lease gone and cannot commit.
+      await decision.release();
+      controller.abort(
+        new HandlerTimeoutError(`the handler ran longer than handlerTimeoutMs (${timeoutMs})`),
+      );
+      return problemResponse(
+        503,
+        'Handler timed out',
+        `The request took longer than ${timeoutMs} ms; retry with the same Idempotency-Key.`,
+        {
+          'retry-after': String(keys.config.retryAfterSeconds),
+        },
+      );
+    }
+    init = result;
   } catch (error) {
     await decision.release();
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
   return decision.settled ? toHttpResponse(init) : decision.complete(init);
 }

@@ -21,7 +21,16 @@ export interface HttpTestDatabase {
 export async function openHttpTestDatabase(prefix: string): Promise<HttpTestDatabase> {
   const test: TestSchema = await createTestSchema(prefix, { max: 30 });
   const db = new Kysely<HttpTestDB>({ dialect: new PostgresDialect({ pool: test.pool }) });
-  await migrateIdempotencyKeys(db, { schema: test.schema });
+  // Kysely's Migrator introspects every schema's tables; another test file dropping its schema at that moment
+  // fails the introspection ("schema … does not exist"). That is the other file's race, not ours: try again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await migrateIdempotencyKeys(db, { schema: test.schema });
+      break;
+    } catch (error) {
+      if (attempt >= 5 || !/schema "[^"]+" does not exist/.test(String(error))) throw error;
+    }
+  }
   await sql
     .raw(`CREATE TABLE "${test.schema}".effects (seq bigserial PRIMARY KEY, label text NOT NULL)`)
     .execute(db);
