@@ -52,8 +52,9 @@ beforeAll(async () => {
     required: false,
     maxBodyBytes: 64,
   });
+  const boom = idempotentNodeHandler(keys, () => Promise.reject(new Error('password=hunter2')));
   server = await listen((request, response) =>
-    (request.url === '/optional' ? optional : payments)(request, response),
+    (request.url === '/optional' ? optional : request.url === '/boom' ? boom : payments)(request, response),
   );
 });
 
@@ -181,6 +182,19 @@ describe('idempotentNodeHandler', () => {
     expect((await post('/payments', { amount: 1 }, { 'idempotency-key': 'k'.repeat(255) })).status).toBe(201);
     expect((await post('/payments', { amount: 1 }, { 'idempotency-key': 'caf\u00e9' })).status).toBe(400);
     expect((await post('/optional', { amount: 1 })).status).toBe(200);
+  });
+
+  it('answers 500 for a handler error without its message, and releases the key', async () => {
+    const key = randomUUID();
+    const response = await post('/boom', { amount: 1 }, { 'idempotency-key': key });
+    expect(response.status).toBe(500);
+    expect(await response.text()).not.toContain('hunter2');
+    const row = await sql<{
+      status: string;
+    }>`SELECT status FROM ${sql.raw(`"${t.schema}".idempotency_key`)} WHERE idempotency_key = ${key}`.execute(
+      t.db,
+    );
+    expect(row.rows[0]?.status).toBe('released');
   });
 
   it('answers 413 for a body over maxBodyBytes', async () => {

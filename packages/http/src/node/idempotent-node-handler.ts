@@ -1,6 +1,7 @@
 // idempotentNodeHandler(): the Idempotency-Key protocol around a plain node:http request listener.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isInboxkitError } from '@inboxkit/core';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import { problemResponse, type HttpResponse, type IdempotentResponseInit } from '../http-response.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
@@ -55,7 +56,8 @@ export function writeHttpResponse(response: ServerResponse, value: HttpResponse)
 }
 
 /**
- * Wraps `handler` as a node:http request listener. A handler error releases the key and answers 500.
+ * Wraps `handler` as a node:http request listener. A handler error releases the key and answers 500 (with the
+ * message only for inboxkit's own errors, never the handler's).
  *
  * @example
  * http.createServer(idempotentNodeHandler(keys, async (req, body, context) =>
@@ -86,7 +88,10 @@ export function idempotentNodeHandler<DB>(
             : problemResponse(
                 500,
                 'Internal Server Error',
-                error instanceof Error ? error.message : String(error),
+                // inboxkit's own errors say what to change (e.g. maxResponseBytes); anything else may hold secrets.
+                isInboxkitError(error)
+                  ? error.message
+                  : 'The request failed; the Idempotency-Key was released, so it can be retried.',
               );
       }
       if (!response.headersSent) writeHttpResponse(response, result);
