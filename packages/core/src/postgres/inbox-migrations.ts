@@ -1,7 +1,14 @@
 // The inbox schema as Kysely migrations: a MigrationProvider for Kysely's Migrator, and migrateInbox() which
 // runs it with its own migration table so it never mixes with the application's migrations.
 
-import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import {
+  Migrator,
+  sql,
+  type Kysely,
+  type Migration,
+  type MigrationProvider,
+  type MigrationResultSet,
+} from 'kysely';
 import { inboxSchemaDownStatements, inboxSchemaStatements } from './inbox-schema.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 
@@ -40,11 +47,17 @@ export interface MigrateInboxOptions extends InboxTableOptions {
  * @example
  * await migrateInbox(db); // inboxkit.inbox and inboxkit.inbox_replays
  */
-export async function migrateInbox<DB>(database: Kysely<DB>, options: MigrateInboxOptions = {}): Promise<MigrationResultSet> {
+export async function migrateInbox<DB>(
+  database: Kysely<DB>,
+  options: MigrateInboxOptions = {},
+): Promise<MigrationResultSet> {
   // The migrations touch only the inbox tables: the application's table types do not matter here.
   const db = database as unknown as Kysely<unknown>;
   const names = resolveInboxTableNames(options);
-  const migrationTable = resolveInboxTableNames({ schema: names.schema, table: options.migrationTable ?? 'inboxkit_migrations' }).table;
+  const migrationTable = resolveInboxTableNames({
+    schema: names.schema,
+    table: options.migrationTable ?? 'inboxkit_migrations',
+  }).table;
   await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
   const migrator = new Migrator({
     db,
@@ -53,7 +66,19 @@ export async function migrateInbox<DB>(database: Kysely<DB>, options: MigrateInb
     migrationTableName: migrationTable,
     migrationLockTableName: `${migrationTable}_lock`,
   });
-  const result = await migrator.migrateToLatest();
-  if (result.error !== undefined) throw result.error;
-  return result;
+  // Kysely's Migrator introspects the tables of every schema before it migrates. A concurrent DROP SCHEMA of
+  // some other schema (another service's migrations, parallel test files) can then fail that read with
+  // "schema … does not exist" although nothing of ours is wrong; nothing was applied, so try again.
+  for (let attempt = 1; ; attempt++) {
+    const result = await migrator.migrateToLatest();
+    if (result.error === undefined) return result;
+    if (attempt >= 5 || !isOtherSchemaDropped(result.error, names.schema)) throw result.error;
+    await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
+  }
+}
+
+function isOtherSchemaDropped(error: unknown, ownSchema: string): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  const match = /schema "([^"]+)" does not exist/.exec(String((error as Error | null)?.message ?? error));
+  return (code === '3F000' || match !== null) && match?.[1] !== ownSchema;
 }
