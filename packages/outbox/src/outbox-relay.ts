@@ -177,9 +177,9 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
           payload, payload_text, delay_ms, created_at, attempts
         FROM ${table} o
         WHERE dispatched_at IS NULL AND parked_at IS NULL AND available_at <= clock_timestamp()
-          AND NOT EXISTS (SELECT 1 FROM ${table} p
+          AND (o.partition_key IS NULL OR NOT EXISTS (SELECT 1 FROM ${table} p
             WHERE p.publisher = o.publisher AND p.destination = o.destination AND p.partition_key = o.partition_key
-              AND p.dispatched_at IS NULL AND p.parked_at IS NULL AND p.seq < o.seq)
+              AND p.dispatched_at IS NULL AND p.parked_at IS NULL AND p.seq < o.seq))
         ORDER BY seq LIMIT ${batchSize}
         FOR UPDATE SKIP LOCKED`.execute(trx);
       const heads = rows.filter((row) => row.partition_key !== null).map((row) => row.seq);
