@@ -55,7 +55,20 @@ export async function migrateOutbox<DB>(database: Kysely<DB>, options: MigrateOu
     migrationTableName: migrationTable,
     migrationLockTableName: `${migrationTable}_lock`,
   });
-  const result = await migrator.migrateToLatest();
-  if (result.error !== undefined) throw result.error;
-  return result;
+  // Kysely's Migrator introspects the tables of every schema before it migrates. A concurrent DROP SCHEMA of
+  // some other schema (another service's migrations, parallel test files) can then fail that read with
+  // "schema … does not exist" although nothing of ours is wrong; nothing was applied, so try again (as
+  // core's migrateInbox does).
+  for (let attempt = 1; ; attempt++) {
+    const result = await migrator.migrateToLatest();
+    if (result.error === undefined) return result;
+    if (attempt >= 5 || !isOtherSchemaDropped(result.error, names.schema)) throw result.error;
+    await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
+  }
+}
+
+function isOtherSchemaDropped(error: unknown, ownSchema: string): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  const match = /schema "([^"]+)" does not exist/.exec(String((error as Error | null)?.message ?? error));
+  return (code === '3F000' || match !== null) && match?.[1] !== ownSchema;
 }
