@@ -91,7 +91,7 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
   },
   memory: {
     script: 'bench/memory-run.ts',
-    args: quick ? ['--messages', '200000'] : ['--messages', '1000000'],
+    args: quick ? ['--messages', '400000'] : ['--messages', '1000000'],
     nodeArgs: ['--expose-gc'],
     timeout: quick ? 120 : 360,
   },
@@ -135,11 +135,13 @@ async function machine(): Promise<Record<string, string>> {
 
 // ── formatting ───────────────────────────────────────────────────────────────────────────────────────────────
 
-const fmt = (n: number | undefined, digits = 0): string =>
-  n === undefined || Number.isNaN(n)
+// Figures read back from JSON may be null (NaN does not survive JSON).
+const fmt = (n: number | null | undefined, digits = 0): string =>
+  n === undefined || n === null || Number.isNaN(n)
     ? '—'
     : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-const x = (n: number | undefined): string => (n === undefined || Number.isNaN(n) ? '—' : `${n.toFixed(2)}×`);
+const x = (n: number | null | undefined): string =>
+  n === undefined || n === null || Number.isNaN(n) ? '—' : `${n.toFixed(2)}×`;
 
 interface Target {
   readonly figure: string;
@@ -561,6 +563,10 @@ const target = join(REPO_ROOT, out);
 const config = (await prettier.resolveConfig(target)) ?? {};
 writeFileSync(target, await prettier.format(`${doc.trimEnd()}\n`, { ...config, parser: 'markdown' }));
 log(`wrote ${out}`);
+// The headline in the log too (CI keeps the log, not the file).
+process.stdout.write(
+  `\n${targets.map((t) => `${status(t).replace(/\*/g, '').padEnd(7)} ${t.figure}: ${t.measured} (target ${t.target})`).join('\n')}\n`,
+);
 const failed = SECTIONS.filter(
   (s) => runs[s] !== undefined && (runs[s].timedOut || (runs[s].code !== 0 && !runs[s].missing)),
 );
