@@ -539,6 +539,8 @@ const doc = [
   '> This machine is shared with other engineers’ test runs and was busy while this ran: absolute figures are noisy and not comparable across runs. ' +
     'The headline is each **ratio**, measured side by side in the same run (alternating where the script does). Re-run `npm run bench` on a quiet machine for cleaner absolutes.',
   '',
+  '`npm run bench` (every section, about 10–15 minutes, writes this page) · `npm run bench:quick` (small sizes, 2–5 minutes, writes `bench-results/benchmarks-quick.md`; runs in CI) · `--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,memory` · `--render bench-results/last-full-run.json` rewrites the page from the last run’s saved output. The runner is `bench/bench.ts`; each section is a script run in its own process with a time limit, and the raw output of each is at the end of this page.',
+  '',
   '## Machine',
   '',
   '| | |',
