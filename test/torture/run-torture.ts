@@ -51,8 +51,8 @@ export interface TortureOptions {
   readonly broken: boolean;
   readonly maxAttempts: number;
   readonly handlerDelayMs: number;
-  /** Keep the run's schema (it is kept anyway when the invariant fails). */
-  readonly keep: boolean;
+  /** When to keep the run's schema for inspection: `on-failure` (the CLI's default) or `always` (--keep). */
+  readonly keep: 'always' | 'on-failure' | 'never';
   readonly log: (line: string) => void;
 }
 
@@ -174,7 +174,7 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   let backlogAtEnd: number | undefined;
   let verdict: Verdict | undefined;
   let error: string | undefined;
-  let keep = options.keep;
+  let keep = options.keep === 'always';
   try {
     log(
       `seed ${options.seed}: ${plan.sends.length} sends, ${plan.kinds.size} distinct ids, ${plan.poison.size} poison, schema ${schema}, consumer logs in ${logDir}`,
@@ -265,10 +265,10 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
     const evidence = await gatherEvidence(dbPool, schema, consumerName);
     const deadLetters = await rig.readDeadLetters();
     verdict = checkInvariant(plan, { ...evidence, deadLetters });
-    if (verdict.violations.length > 0) keep = true;
+    if (verdict.violations.length > 0 && options.keep !== 'never') keep = true;
   } catch (e) {
     error = (e as Error).stack ?? String(e);
-    keep = true;
+    keep = options.keep !== 'never';
     log(`run failed: ${(e as Error).message}`);
     await pool.stopAll(10_000).catch(() => undefined);
   } finally {

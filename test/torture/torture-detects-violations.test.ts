@@ -26,7 +26,8 @@ function options(broken: boolean): TortureOptions {
     broken,
     maxAttempts: 5,
     handlerDelayMs: 4,
-    keep: false,
+    // The broken run fails by design: leave nothing behind.
+    keep: 'never',
     log: () => undefined,
   };
 }

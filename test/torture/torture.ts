@@ -94,7 +94,7 @@ const options = {
   broken: v.break,
   maxAttempts: count('max-attempts', v['max-attempts'], 5, 1),
   handlerDelayMs: count('handler-delay', v['handler-delay'], 4),
-  keep: v.keep,
+  keep: v.keep ? ('always' as const) : ('on-failure' as const),
   ...(v['pg-restart-cmd'] !== undefined ? { postgresRestartCommand: v['pg-restart-cmd'] } : {}),
   log: (line: string) => process.stderr.write(`${line}\n`),
 };
