@@ -1,15 +1,19 @@
 // Where the consumer's own CPU goes, per delivery: Node CPU time (user + system, process.cpuUsage) divided by
 // deliveries, for the same one-row effect at concurrency 16 on the same pool. Throughput on a busy 2-core
 // machine is noisy, and Node competes with Postgres for the same cores; CPU microseconds per delivery are
-// far steadier and say how much of a gap is the JS path itself.
+// far steadier and say how much of a gap is the JS path itself. Beside it, the rest of the machine's busy CPU
+// time per delivery (from /proc/stat, minus Node's): on a quiet machine that is Postgres' share; on a busy
+// one it includes everyone else's work and says little.
 //   bare pg        BEGIN; INSERT effect; COMMIT on node-postgres (no dedupe)
 //   bare kysely    the same transaction through Kysely's db.transaction() (what a handler's tx costs)
+//   raw claim      BEGIN + a two-column claim row in one round trip, the effect, COMMIT (the design's bare SQL)
 //   inbox first    idempotentConsumer().handle(), new ids (claim + effect + commit)
 //   inbox dup      handle() of ids already completed (the claim's one round trip)
 //
 //   node --conditions=@inboxkit/source --import tsx bench/core-cpu.ts [--deliveries 5000] [--rounds 2]
 
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 import { idempotentConsumer } from '@inboxkit/core';
@@ -45,12 +49,29 @@ function message(id: string): InboundMessage {
   return { id, body: JSON.stringify({ id, amount: 42 }), headers: {}, source: { transport: 'bench' } };
 }
 
-async function drive(
-  ids: readonly string[],
-  work: (id: string) => Promise<void>,
-): Promise<{ cpuUs: number; perSecond: number }> {
+/** Busy CPU time of the whole machine so far, in µs (all CPUs; /proc/stat counts in USER_HZ = 100/s). */
+function machineBusyUs(): number {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const n = fields.map(Number);
+    const idle = (n[3] ?? 0) + (n[4] ?? 0);
+    const total = n.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - idle) * 10_000;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Cost {
+  readonly cpuUs: number;
+  readonly otherUs: number;
+  readonly perSecond: number;
+}
+
+async function drive(ids: readonly string[], work: (id: string) => Promise<void>): Promise<Cost> {
   let next = 0;
   const cpu0 = process.cpuUsage();
+  const busy0 = machineBusyUs();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -59,7 +80,12 @@ async function drive(
   );
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
-  return { cpuUs: (cpu.user + cpu.system) / ids.length, perSecond: ids.length / seconds };
+  const node = cpu.user + cpu.system;
+  return {
+    cpuUs: node / ids.length,
+    otherUs: (machineBusyUs() - busy0 - node) / ids.length,
+    perSecond: ids.length / seconds,
+  };
 }
 
 const VARIANTS = {
@@ -80,6 +106,20 @@ const VARIANTS = {
         tx,
       );
     }),
+  // The design's SQL with nothing else: a narrow claim row sent with BEGIN in one round trip, the effect, COMMIT.
+  'raw claim': (id: string) =>
+    (async () => {
+      const client = await pool.connect();
+      try {
+        await client.query(
+          `BEGIN; INSERT INTO "${schema}".raw_claims (consumer, message_id) VALUES ('cpu', '${id}') ON CONFLICT DO NOTHING`,
+        );
+        await client.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+    })(),
   'inbox first': async (id: string) => {
     const o = await consumer.handle(message(id));
     if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
@@ -87,19 +127,28 @@ const VARIANTS = {
 } as const;
 
 type Name = keyof typeof VARIANTS | 'inbox dup';
-const best = new Map<Name, { cpuUs: number; perSecond: number }>();
-const keep = (name: Name, r: { cpuUs: number; perSecond: number }): void => {
+const best = new Map<Name, Cost>();
+const keep = (name: Name, r: Cost): void => {
   const prev = best.get(name);
   // Lowest CPU per delivery and highest throughput, each over the rounds.
   best.set(
     name,
-    prev ? { cpuUs: Math.min(prev.cpuUs, r.cpuUs), perSecond: Math.max(prev.perSecond, r.perSecond) } : r,
+    prev
+      ? {
+          cpuUs: Math.min(prev.cpuUs, r.cpuUs),
+          otherUs: Math.min(prev.otherUs, r.otherUs),
+          perSecond: Math.max(prev.perSecond, r.perSecond),
+        }
+      : r,
   );
 };
 try {
   await migrateInbox(db, { schema });
   await pool.query(
     `CREATE TABLE ${effects} (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`,
+  );
+  await pool.query(
+    `CREATE TABLE "${schema}".raw_claims (consumer text NOT NULL, message_id text NOT NULL, PRIMARY KEY (consumer, message_id))`,
   );
   for (const [name, work] of Object.entries(VARIANTS))
     await drive(
@@ -131,7 +180,8 @@ try {
 const bare = best.get('bare pg')!;
 for (const [name, r] of best) {
   console.log(
-    `${name.padEnd(12)} ${r.cpuUs.toFixed(0).padStart(6)} µs Node CPU per delivery (${(r.cpuUs / bare.cpuUs).toFixed(2)}× bare pg)   ${r.perSecond.toFixed(0).padStart(6)} deliveries/s`,
+    `${name.padEnd(12)} ${r.cpuUs.toFixed(0).padStart(6)} µs Node CPU per delivery (${(r.cpuUs / bare.cpuUs).toFixed(2)}× bare pg), ` +
+      `${r.otherUs.toFixed(0).padStart(6)} µs the rest of the machine (${(r.otherUs / bare.otherUs).toFixed(2)}×)   ${r.perSecond.toFixed(0).padStart(6)} deliveries/s`,
   );
 }
 printResult({ deliveries: N, rounds, concurrency: CONCURRENCY, variants: Object.fromEntries(best) });
