@@ -1,14 +1,8 @@
 // The idempotency-key table as a Kysely migration provider of its own, and migrateIdempotencyKeys() which runs
 // it with its own migration table, so it never mixes with the inbox's or the application's migrations.
 
-import {
-  Migrator,
-  sql,
-  type Kysely,
-  type Migration,
-  type MigrationProvider,
-  type MigrationResultSet,
-} from 'kysely';
+import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { runSchemaMigrations } from '@inboxkit/core/postgres';
 import {
   idempotencyKeySchemaDownStatements,
   idempotencyKeySchemaStatements,
@@ -61,15 +55,9 @@ export async function migrateIdempotencyKeys<DB>(
     schema: names.schema,
     table: options.migrationTable ?? 'inboxkit_http_migrations',
   }).table;
-  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
-  const migrator = new Migrator({
-    db,
+  return runSchemaMigrations(db, {
+    schema: names.schema,
+    migrationTable,
     provider: idempotencyKeyMigrations(options),
-    migrationTableSchema: names.schema,
-    migrationTableName: migrationTable,
-    migrationLockTableName: `${migrationTable}_lock`,
   });
-  const result = await migrator.migrateToLatest();
-  if (result.error !== undefined) throw result.error;
-  return result;
 }

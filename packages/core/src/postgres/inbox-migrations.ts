@@ -58,13 +58,37 @@ export async function migrateInbox<DB>(
     schema: names.schema,
     table: options.migrationTable ?? 'inboxkit_migrations',
   }).table;
-  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${names.schema}"`).execute(db);
+  return runSchemaMigrations(db, {
+    schema: names.schema,
+    migrationTable,
+    provider: inboxMigrations(options),
+  });
+}
+
+/** What `runSchemaMigrations` migrates: one provider, bookkept in its own table inside `schema`. */
+export interface SchemaMigrationsTarget {
+  /** A validated schema name (quoted as given). */
+  readonly schema: string;
+  /** A validated name of Kysely's bookkeeping table; the lock table is `<migrationTable>_lock`. */
+  readonly migrationTable: string;
+  readonly provider: MigrationProvider;
+}
+
+/**
+ * Creates `schema` if needed and runs `provider` to the latest migration with Kysely's `Migrator`. Shared by
+ * the inbox, outbox and HTTP-key migrations. Rejects with the migration error, if any.
+ */
+export async function runSchemaMigrations(
+  db: Kysely<unknown>,
+  target: SchemaMigrationsTarget,
+): Promise<MigrationResultSet> {
+  await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${target.schema}"`).execute(db);
   const migrator = new Migrator({
     db,
-    provider: inboxMigrations(options),
-    migrationTableSchema: names.schema,
-    migrationTableName: migrationTable,
-    migrationLockTableName: `${migrationTable}_lock`,
+    provider: target.provider,
+    migrationTableSchema: target.schema,
+    migrationTableName: target.migrationTable,
+    migrationLockTableName: `${target.migrationTable}_lock`,
   });
   // Kysely's Migrator introspects the tables of every schema before it migrates. A concurrent DROP SCHEMA of
   // some other schema (another service's migrations, parallel test files) can then fail that read with
@@ -72,7 +96,7 @@ export async function migrateInbox<DB>(
   for (let attempt = 1; ; attempt++) {
     const result = await migrator.migrateToLatest();
     if (result.error === undefined) return result;
-    if (attempt >= 5 || !isOtherSchemaDropped(result.error, names.schema)) throw result.error;
+    if (attempt >= 5 || !isOtherSchemaDropped(result.error, target.schema)) throw result.error;
     await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
   }
 }
