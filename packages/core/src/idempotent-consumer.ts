@@ -291,7 +291,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   /**
    * Records a delivery dead-lettered before its claim as a `dead_lettered` row (attempt 0), so operators see it
    * in the inbox and an explicit replay can reopen it — a late message especially, whose replay would otherwise
-   * meet the late rule again. Best effort: the DLQ copy is the record of last resort.
+   * meet the late rule again. The row is written before the transport dead-letters: when the store cannot take
+   * it, the answer is `retry` (store-unavailable), so the redelivery records it once the store is back. A
+   * dead letter therefore always has its inbox row, and a replay of it always finds one.
    */
   async #recordRejection(rejection: Rejected): Promise<Outcome> {
     const outcome = rejection.rejected;
@@ -309,7 +311,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         reopenedBy: undefined,
       });
     } catch (error) {
-      this.#logger.warn({ consumer: this.name, messageId: rejection.id, err: error }, 'inboxkit: could not record a rejected message in the inbox');
+      return this.#storeUnavailable(rejection.id, error);
     }
     return outcome;
   }

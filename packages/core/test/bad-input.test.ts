@@ -113,6 +113,25 @@ describe('bad input', () => {
     expect(seen).toEqual([{ orderId: 'o2', amount: 3 }]);
   });
 
+  it('answers retry, not dead-letter, when a rejected message cannot be recorded in the inbox', async () => {
+    const store = new InMemoryInboxStore();
+    const consumer = idempotentConsumer({
+      name: 'schema-store-down',
+      store,
+      schema: z.object({ amount: z.number().positive() }),
+      handler: async () => {},
+    });
+    store.setAvailable(false);
+    const bad = message('m1', '{"amount":-3}');
+    expect(await consumer.handle(bad)).toMatchObject({ status: 'retry', reason: 'store-unavailable' });
+    expect(await consumer.handleBatch([bad])).toMatchObject([{ status: 'retry', reason: 'store-unavailable' }]);
+    store.setAvailable(true);
+    expect(await consumer.handle(bad)).toMatchObject({ status: 'dead-letter', reason: 'schema-invalid' });
+    expect(await store.findRows('schema-store-down', ['m1'])).toMatchObject([
+      { messageId: 'm1', status: 'dead_lettered', deadLetterReason: 'schema-invalid' },
+    ]);
+  });
+
   it('accepts a safeParse-style schema', async () => {
     const store = new InMemoryInboxStore();
     const consumer = idempotentConsumer({
