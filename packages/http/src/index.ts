@@ -34,3 +34,7 @@ export {
   type IdempotencyKeyTableOptions,
 } from './idempotency-key-table-names.js';
 export { pruneIdempotencyKeys, type PruneIdempotencyKeysOptions } from './prune-idempotency-keys.js';
+export {
+  startIdempotencyKeyPruner,
+  type IdempotencyKeyPrunerOptions,
+} from './start-idempotency-key-pruner.js';
