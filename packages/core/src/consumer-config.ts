@@ -129,6 +129,11 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
   if (config.isRetriable !== undefined && typeof config.isRetriable !== 'function') {
     throw new ConfigurationError('isRetriable must be a function (error) => boolean');
   }
+  if (config.outbox !== undefined && typeof config.outbox !== 'function') {
+    throw new ConfigurationError(
+      'outbox must be a function (tx, origin) => outbox: pass transactionalOutbox() from @inboxkit/outbox',
+    );
+  }
   if (config.hooks?.onOutcome !== undefined && typeof config.hooks.onOutcome !== 'function') {
     throw new ConfigurationError('hooks.onOutcome must be a function (event) => void');
   }

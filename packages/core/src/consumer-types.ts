@@ -43,6 +43,27 @@ export interface BackoffPolicy {
   readonly jitter?: 'full' | 'none';
 }
 
+/**
+ * What a handler reaches as `context.outbox`: empty in core, filled in by `@inboxkit/outbox` through declaration
+ * merging (importing that package types it as its bound outbox). Configure it with the consumer's `outbox`
+ * option; reading `context.outbox` without one throws a `ConfigurationError`.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- an extension point, merged by @inboxkit/outbox
+export interface HandlerOutbox {}
+
+/** Which delivery an outbox is bound to: the consumer, the incoming message id and this attempt. */
+export interface OutboxOrigin {
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly attempt: number;
+}
+
+/**
+ * Binds an outbox to one handler run: `tx` is the run's transaction, so what the handler enqueues commits with
+ * its inbox record and effect, or not at all. `@inboxkit/outbox`'s `transactionalOutbox()` makes one.
+ */
+export type OutboxBinder<Tx> = (tx: Tx, origin: OutboxOrigin) => HandlerOutbox;
+
 /** What the handler gets besides the message. */
 export interface HandlerContext<Tx> {
   /**
@@ -63,6 +84,12 @@ export interface HandlerContext<Tx> {
   /** True when this delivery is an explicit DLQ replay. */
   readonly isReplay: boolean;
   readonly logger: Logger;
+  /**
+   * The outbox bound to `tx` (see the consumer's `outbox` option): messages enqueued here are published by the
+   * relay only if this transaction commits. Made on first use. Throws `ConfigurationError` if no outbox is
+   * configured.
+   */
+  readonly outbox: HandlerOutbox;
 }
 
 /** The handler: apply the message's effect through `context.tx`. Throw to fail the attempt. */
@@ -112,6 +139,15 @@ export interface IdempotentConsumerConfig<P, Tx> {
     /** Called once per handled delivery, after the outcome is final. Errors thrown here are logged, not raised. */
     readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
   };
+  /**
+   * Gives the handler `context.outbox`, bound to its transaction: outgoing messages commit with the inbox record
+   * and the effect (`transactionalOutbox()` from `@inboxkit/outbox`). Default: none.
+   *
+   * @example
+   * idempotentConsumer({ name: 'orders', store, outbox: transactionalOutbox(),
+   *   handler: async (m, { tx, outbox }) => { await insertOrder(tx, m.payload); await outbox.enqueue({ ... }); } });
+   */
+  readonly outbox?: OutboxBinder<Tx>;
   /** Default is a silent logger. */
   readonly logger?: Logger;
   /** Where metrics go. Default is the global provider of `@opentelemetry/api` (no-op until an SDK registers). */
@@ -122,7 +158,7 @@ export interface IdempotentConsumerConfig<P, Tx> {
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider'>>> &
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'outbox'>>> &
     IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;

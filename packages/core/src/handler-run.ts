@@ -2,9 +2,9 @@
 // first use: most transactional handlers never read them, and a timer per message is not free.
 
 import { performance } from 'node:perf_hooks';
-import type { HandlerContext, Logger } from './consumer-types.js';
+import type { HandlerContext, HandlerOutbox, Logger, OutboxBinder } from './consumer-types.js';
 import { downstreamKey } from './downstream-key.js';
-import { HandlerTimeoutError } from './errors.js';
+import { ConfigurationError, HandlerTimeoutError } from './errors.js';
 
 export class HandlerRun<Tx> implements HandlerContext<Tx> {
   readonly tx: Tx;
@@ -14,6 +14,8 @@ export class HandlerRun<Tx> implements HandlerContext<Tx> {
   readonly logger: Logger;
   readonly #messageId: string;
   readonly #timeoutMs: number;
+  readonly #bindOutbox: OutboxBinder<Tx> | undefined;
+  #outbox: HandlerOutbox | undefined;
   readonly #started = performance.now();
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -28,6 +30,7 @@ export class HandlerRun<Tx> implements HandlerContext<Tx> {
     isReplay: boolean;
     logger: Logger;
     timeoutMs: number;
+    outbox?: OutboxBinder<Tx> | undefined;
   }) {
     this.tx = init.tx;
     this.attempt = init.attempt;
@@ -36,6 +39,19 @@ export class HandlerRun<Tx> implements HandlerContext<Tx> {
     this.logger = init.logger;
     this.#messageId = init.messageId;
     this.#timeoutMs = init.timeoutMs;
+    this.#bindOutbox = init.outbox;
+  }
+
+  get outbox(): HandlerOutbox {
+    if (this.#outbox === undefined) {
+      if (this.#bindOutbox === undefined) {
+        throw new ConfigurationError(
+          `context.outbox was used by consumer ${JSON.stringify(this.consumer)}, which has no outbox: pass outbox: transactionalOutbox() (from @inboxkit/outbox) to idempotentConsumer()`,
+        );
+      }
+      this.#outbox = this.#bindOutbox(this.tx, { consumer: this.consumer, messageId: this.#messageId, attempt: this.attempt });
+    }
+    return this.#outbox;
   }
 
   get downstreamKey(): string {

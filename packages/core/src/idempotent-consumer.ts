@@ -198,6 +198,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       isReplay: prepared.message.replay !== undefined,
       logger: this.#logger,
       timeoutMs: this.config.handlerTimeoutMs,
+      outbox: this.config.outbox,
     });
     try {
       await this.config.handler(prepared.decoded, run);
