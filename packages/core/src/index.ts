@@ -18,5 +18,5 @@ export { decodeJson } from './decode-payload.js';
 export { toErrorInfo } from './error-info.js';
 export { METRIC_NAMES } from './consumer-metrics.js';
 export { silentLogger } from './silent-logger.js';
-export { pruneInbox, startPruner, type Pruner, type PrunerOptions } from './prune-inbox.js';
+export { pruneInbox, startPruner, startPruneSchedule, type Pruner, type PrunerOptions, type PruneScheduleOptions } from './prune-inbox.js';
 export { replayDecision, type ReplayDecision } from './replay-decision.js';

@@ -46,20 +46,46 @@ export interface Pruner {
  * process.on('SIGTERM', () => void pruner.stop());
  */
 export function startPruner(store: InboxStore<unknown>, options: PrunerOptions = {}): Pruner {
+  const { intervalMs, jitter, onPrune, logger, ...pruneOptions } = options;
+  return startPruneSchedule(() => pruneInbox(store, pruneOptions), {
+    what: 'prune',
+    ...(intervalMs !== undefined ? { intervalMs } : {}),
+    ...(jitter !== undefined ? { jitter } : {}),
+    ...(onPrune !== undefined ? { onPrune } : {}),
+    ...(logger !== undefined ? { logger } : {}),
+  });
+}
+
+/** Options of `startPruneSchedule`: the schedule part of `PrunerOptions`, and a name for the log lines. */
+export interface PruneScheduleOptions extends Pick<PrunerOptions, 'intervalMs' | 'jitter' | 'onPrune' | 'logger'> {
+  /** Names the runs in log lines (`inboxkit: <what> run`). Default is `prune`. */
+  readonly what?: string;
+}
+
+/**
+ * The schedule behind `startPruner`, for any prune function (the HTTP idempotency keys use it): runs
+ * `prune` every `intervalMs` (default 60 s, ±20% jitter) until `stop()`, one run at a time; failures are logged
+ * and retried on the next tick; the timer does not keep the process alive.
+ *
+ * @example
+ * const pruner = startPruneSchedule(() => pruneSomething(db), { what: 'something prune', logger });
+ */
+export function startPruneSchedule(prune: () => Promise<PruneResult>, options: PruneScheduleOptions = {}): Pruner {
   const intervalMs = options.intervalMs ?? 60_000;
   const jitter = options.jitter ?? 0.2;
   if (!(intervalMs > 0)) throw new RangeError('intervalMs must be positive');
   if (!(jitter >= 0 && jitter < 1)) throw new RangeError('jitter must be in [0, 1)');
   const logger = options.logger ?? silentLogger;
-  const { intervalMs: _i, jitter: _j, onPrune, logger: _l, ...pruneOptions } = options;
+  const what = options.what ?? 'prune';
+  const onPrune = options.onPrune;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<PruneResult> | undefined;
 
   const run = (): Promise<PruneResult> => {
-    running ??= pruneInbox(store, pruneOptions)
+    running ??= prune()
       .then((result) => {
-        logger.debug({ ...result }, 'inboxkit: prune run');
+        logger.debug({ ...result }, `inboxkit: ${what} run`);
         try {
           onPrune?.(result);
         } catch (error) {
@@ -78,7 +104,7 @@ export function startPruner(store: InboxStore<unknown>, options: PrunerOptions =
     const wait = intervalMs * (1 - jitter + Math.random() * 2 * jitter);
     timer = setTimeout(() => {
       run()
-        .catch((error: unknown) => logger.warn({ err: error }, 'inboxkit: prune failed; retrying on the next tick'))
+        .catch((error: unknown) => logger.warn({ err: error }, `inboxkit: ${what} failed; retrying on the next tick`))
         .finally(schedule);
     }, wait);
     timer.unref();

@@ -1,9 +1,8 @@
-// startIdempotencyKeyPruner(): the inbox's in-process pruner (core's startPruner) for idempotency keys. Core's
-// pruner takes an InboxStore and knows nothing of HTTP, so this one has the same options, the same schedule
-// (interval ± jitter, an unref'd timer, failures logged and retried on the next tick) and returns core's
-// `Pruner`, so an application stops both the same way.
+// startIdempotencyKeyPruner(): the inbox's in-process pruner for idempotency keys. It runs on core's
+// startPruneSchedule, the schedule behind startPruner (interval ± jitter, an unref'd timer, failures logged and
+// retried on the next tick), and returns core's `Pruner`, so an application stops both the same way.
 
-import { silentLogger, type Pruner, type PrunerOptions, type PruneResult } from '@inboxkit/core';
+import { startPruneSchedule, type Pruner, type PrunerOptions } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 import { pruneIdempotencyKeys, type PruneIdempotencyKeysOptions } from './prune-idempotency-keys.js';
 
@@ -25,53 +24,12 @@ export function startIdempotencyKeyPruner<DB>(
   db: Kysely<DB>,
   options: IdempotencyKeyPrunerOptions = {},
 ): Pruner {
-  const intervalMs = options.intervalMs ?? 60_000;
-  const jitter = options.jitter ?? 0.2;
-  if (!(intervalMs > 0)) throw new RangeError('intervalMs must be positive');
-  if (!(jitter >= 0 && jitter < 1)) throw new RangeError('jitter must be in [0, 1)');
-  const logger = options.logger ?? silentLogger;
-  const { intervalMs: _i, jitter: _j, onPrune, logger: _l, ...pruneOptions } = options;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<PruneResult> | undefined;
-
-  const run = (): Promise<PruneResult> => {
-    running ??= pruneIdempotencyKeys(db, pruneOptions)
-      .then((result) => {
-        logger.debug({ ...result }, 'inboxkit: idempotency-key prune run');
-        try {
-          onPrune?.(result);
-        } catch (error) {
-          logger.warn({ err: error }, 'inboxkit: onPrune threw; ignored');
-        }
-        return result;
-      })
-      .finally(() => {
-        running = undefined;
-      });
-    return running;
-  };
-
-  const schedule = (): void => {
-    if (stopped) return;
-    const wait = intervalMs * (1 - jitter + Math.random() * 2 * jitter);
-    timer = setTimeout(() => {
-      run()
-        .catch((error: unknown) =>
-          logger.warn({ err: error }, 'inboxkit: idempotency-key prune failed; retrying on the next tick'),
-        )
-        .finally(schedule);
-    }, wait);
-    timer.unref();
-  };
-  schedule();
-
-  return {
-    async stop() {
-      stopped = true;
-      if (timer !== undefined) clearTimeout(timer);
-      await running?.catch(() => undefined);
-    },
-    runNow: run,
-  };
+  const { intervalMs, jitter, onPrune, logger, ...pruneOptions } = options;
+  return startPruneSchedule(() => pruneIdempotencyKeys(db, pruneOptions), {
+    what: 'idempotency-key prune',
+    ...(intervalMs !== undefined ? { intervalMs } : {}),
+    ...(jitter !== undefined ? { jitter } : {}),
+    ...(onPrune !== undefined ? { onPrune } : {}),
+    ...(logger !== undefined ? { logger } : {}),
+  });
 }
