@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,outbox,http,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), Node CPU per delivery, the
@@ -26,7 +26,7 @@ import type { ChildRun } from './run-child.js';
 import { killCurrentScript, runScript } from './run-child.js';
 import { REPO_ROOT, setting } from './settings.js';
 
-const SECTIONS = ['core', 'cpu', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'memory'] as const;
+const SECTIONS = ['core', 'cpu', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'outbox', 'http', 'memory'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -88,6 +88,16 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
     script: 'packages/sqs/bench/sqs-bench.ts',
     args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '4000', '--rounds', '1'],
     timeout: quick ? 180 : 420,
+  },
+  outbox: {
+    script: 'packages/outbox/bench/outbox-bench.ts',
+    args: quick ? ['--quick'] : [],
+    timeout: quick ? 120 : 360,
+  },
+  http: {
+    script: 'packages/http/bench/http-bench.ts',
+    args: quick ? ['--quick'] : [],
+    timeout: quick ? 120 : 300,
   },
   memory: {
     script: 'bench/memory-run.ts',
@@ -452,14 +462,25 @@ const TRANSPORT_NOTES: Record<string, string> = {
     'kafkaConsumer (message and batch mode) vs plain kafkajs `eachMessage` / `eachBatch` consumers doing the same insert, same topic partitions and concurrency.',
   rabbitmq: 'rabbitmqConsumer vs a plain amqplib consumer doing the same insert at the same prefetch.',
   sqs: 'sqsConsumer vs a plain receive / insert / delete consumer at the same concurrency.',
+  outbox:
+    'The outbox relay (rows committed by `enqueue`, published in batches by `startOutboxRelay`) vs publishing the same messages directly from the handler, per broker. Latency is from the enqueue’s commit to the broker’s confirm.',
+  http: 'The same endpoint (a one-row Postgres write) with and without the Idempotency-Key middleware, over loopback HTTP: first requests (a new key each) and replays (a completed key again).',
 };
-for (const transport of ['kafka', 'rabbitmq', 'sqs'] as const) {
+const HEADINGS: Record<string, string> = {
+  kafka: 'Kafka',
+  rabbitmq: 'RabbitMQ',
+  sqs: 'SQS (ElasticMQ)',
+  outbox: 'Outbox relay',
+  http: 'HTTP Idempotency-Key',
+};
+for (const transport of ['kafka', 'rabbitmq', 'sqs', 'outbox', 'http'] as const) {
   const run = runs[transport];
   if (run === undefined) continue;
+  const broker = transport === 'kafka' || transport === 'rabbitmq' || transport === 'sqs';
   md.push(
-    `## ${transport === 'sqs' ? 'SQS (ElasticMQ)' : transport === 'kafka' ? 'Kafka' : 'RabbitMQ'}`,
+    `## ${HEADINGS[transport]}`,
     '',
-    `${TRANSPORT_NOTES[transport]} Figures from \`${PLAN[transport].script}\`; end-to-end latency is from the send to the committed effect, at a steady rate below capacity.`,
+    `${TRANSPORT_NOTES[transport]} Figures from \`${PLAN[transport].script}\`${broker ? '; end-to-end latency is from the send to the committed effect, at a steady rate below capacity' : ''}.`,
     '',
   );
   if (run.missing) {
@@ -549,7 +570,7 @@ const doc = [
   '> This machine is shared with other engineers’ test runs (see the load average at the start, below): absolute figures are noisy and not comparable across runs. ' +
     'The headline is each **ratio**, measured side by side in the same run (alternating where the script does). Re-run `npm run bench` on a quiet machine for cleaner absolutes.',
   '',
-  '`npm run bench` (every section, about 10–15 minutes, writes this page) · `npm run bench:quick` (small sizes, 2–5 minutes, writes `bench-results/benchmarks-quick.md`; runs in CI) · `--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,memory` · `--render bench-results/last-full-run.json` rewrites the page from the last run’s saved output. The runner is `bench/bench.ts`; each section is a script run in its own process with a time limit, and the raw output of each is at the end of this page.',
+  '`npm run bench` (every section, about 10–15 minutes, writes this page) · `npm run bench:quick` (small sizes, 2–5 minutes, writes `bench-results/benchmarks-quick.md`; runs in CI) · `--only core,cpu,pgbench,claim,kafka,rabbitmq,sqs,outbox,http,memory` · `--render bench-results/last-full-run.json` rewrites the page from the last run’s saved output. The runner is `bench/bench.ts`; each section is a script run in its own process with a time limit, and the raw output of each is at the end of this page.',
   '',
   '## Machine',
   '',
