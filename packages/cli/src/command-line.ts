@@ -42,11 +42,18 @@ export interface StatusCommand extends Common {
   /** The dedupe window to compare row ages against. */
   readonly dedupeWindowMs: number;
 }
+/** What `prune` deletes: the inbox's expired rows, the HTTP idempotency keys (`@inboxkit/http`), or both. */
+export const PRUNE_TARGETS = ['inbox', 'http', 'all'] as const;
+export type PruneTarget = (typeof PRUNE_TARGETS)[number];
+
 export interface PruneCommand extends Common {
   readonly command: 'prune';
+  readonly target: PruneTarget;
   readonly consumer: string | undefined;
   readonly dryRun: boolean;
   readonly batchSize: number;
+  /** The idempotency-key table (`--http-table [SCHEMA.]TABLE`); default `<--schema>.idempotency_key`. */
+  readonly httpTable: { readonly schema: string; readonly table: string };
 }
 interface DlqCommon extends Common {
   readonly transport: TransportName;
@@ -143,6 +150,9 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     consumer: { type: 'string' },
     'dry-run': { type: 'boolean' },
     'batch-size': { type: 'string' },
+    target: { type: 'string' },
+    http: { type: 'boolean' },
+    'http-table': { type: 'string' },
   },
   'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS },
   'dlq replay': {
@@ -240,6 +250,33 @@ function transportOf(
   return value as TransportName;
 }
 
+function pruneTargetOf(value: string | undefined, http: boolean, command: CommandName): PruneTarget {
+  if (value !== undefined && !(PRUNE_TARGETS as readonly string[]).includes(value)) {
+    throw new UsageError(
+      `unknown prune target ${JSON.stringify(value)}: use --target inbox, http or all`,
+      command,
+    );
+  }
+  if (http && value !== undefined && value !== 'http') {
+    throw new UsageError(`--http means --target http; it contradicts --target ${value}`, command);
+  }
+  return http ? 'http' : ((value ?? 'inbox') as PruneTarget);
+}
+
+/** `--http-table [SCHEMA.]TABLE`; the schema defaults to the inbox's (`--schema`). */
+function httpTableOf(
+  value: string | undefined,
+  schema: string,
+  command: CommandName,
+): { schema: string; table: string } {
+  if (value === undefined) return { schema, table: 'idempotency_key' };
+  const parts = value.split('.');
+  if (parts.length > 2 || parts.some((p) => p === '')) {
+    throw new UsageError(`--http-table takes TABLE or SCHEMA.TABLE, got ${JSON.stringify(value)}`, command);
+  }
+  return parts.length === 2 ? { schema: parts[0]!, table: parts[1]! } : { schema, table: parts[0]! };
+}
+
 /**
  * Parses argv (without `node` and the script). `env` supplies connection fallbacks and `$USER`; `now` anchors
  * relative times such as `--since 2h`.
@@ -305,12 +342,26 @@ export function parseCommandLine(
     }
     case 'prune': {
       const batch = str('batch-size');
+      const target = pruneTargetOf(str('target'), values.http === true, command);
+      const consumer = str('consumer');
+      if (consumer !== undefined && target === 'http') {
+        throw new UsageError(
+          '--consumer selects inbox rows; idempotency keys have no consumer (drop --consumer, or use --target all)',
+          command,
+        );
+      }
+      const httpTable = str('http-table');
+      if (httpTable !== undefined && target === 'inbox') {
+        throw new UsageError('--http-table needs --target http or --target all (or --http)', command);
+      }
       return {
         command,
         ...common,
-        consumer: str('consumer'),
+        target,
+        consumer,
         dryRun: values['dry-run'] === true,
         batchSize: batch === undefined ? 5_000 : parsePositiveInt(batch, '--batch-size', command),
+        httpTable: httpTableOf(httpTable, common.connection.schema, command),
       };
     }
     case 'dlq list':

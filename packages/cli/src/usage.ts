@@ -19,7 +19,7 @@ Usage: inboxkit <command> [flags]
 Commands:
   migrate       apply the inbox schema (the same migrations as @inboxkit/core)
   status        inbox rows by consumer and status, leases, dead letters, expiry
-  prune         delete expired completed rows in batches
+  prune         delete expired completed rows (and HTTP idempotency keys) in batches
   dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
   doctor        check connectivity and configuration invariants
@@ -44,11 +44,16 @@ expired, dead letters by reason, rows expiring within --expiring-within
 (default 1h), and the age of the oldest row against the dedupe window
 (--dedupe-window, default 7d).`,
   prune: `Usage: inboxkit prune [--consumer NAME] [--dry-run] [--batch-size 5000]
-                      [--json] [connection flags]
+                      [--target inbox|http|all] [--http]
+                      [--http-table [SCHEMA.]TABLE] [--json] [connection flags]
 
 Deletes completed rows whose expires_at has passed, in batches. Rows that are
 processing, failed or dead-lettered are never pruned. --dry-run counts what
-would be deleted and deletes nothing.`,
+would be deleted and deletes nothing.
+
+--target http (or --http) prunes the HTTP idempotency keys of @inboxkit/http
+instead: keys whose retention passed, never one under a live lease. Their table
+is --http-table (default <--schema>.idempotency_key). --target all prunes both.`,
   'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs --from DLQ
                          [--consumer NAME] [--reason R]… [--since T] [--id ID]…
                          [--limit 1000] [--group G] [--json] [connection flags]

@@ -21,7 +21,7 @@ export async function withInboxTable<T>(settings: ConnectionSettings, work: () =
 }
 
 /** The SQLSTATE codes along the error's `cause` chain (core wraps driver errors). */
-function sqlStates(error: unknown): string[] {
+export function sqlStates(error: unknown): string[] {
   const codes: string[] = [];
   for (
     let e: unknown = error, depth = 0;
