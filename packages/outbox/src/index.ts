@@ -4,6 +4,7 @@
 export type { OutboxMessage } from './outbox-message.js';
 export { enqueue, outbox, type BoundOutbox } from './enqueue.js';
 export { deterministicMessageId } from './deterministic-message-id.js';
+export { transactionalOutbox, type HandlerEnqueueOptions } from './transactional-outbox.js';
 export { uuidv7 } from './uuid-v7.js';
 export { outboxMigrations, migrateOutbox, type MigrateOutboxOptions } from './outbox-migrations.js';
 export { outboxSchemaSql, outboxSchemaStatements, outboxSchemaDownStatements } from './outbox-schema.js';
