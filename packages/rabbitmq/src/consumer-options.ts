@@ -74,8 +74,19 @@ export interface RabbitmqConsumerOptions {
   readonly closeTimeoutMs?: number;
   /** How long to wait for the broker's confirm of a retry or DLQ copy. Default is 30,000 ms. */
   readonly confirmTimeoutMs?: number;
-  /** Backoff between reconnect attempts (×2 per attempt, with jitter). Default is 500 ms up to 30,000 ms. */
+  /**
+   * Backoff between connection attempts, at start and after a lost connection (×2 per attempt, with jitter).
+   * Default is 500 ms up to 30,000 ms.
+   */
   readonly reconnect?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number };
+  /**
+   * How long `start()` keeps trying to reach the broker (refused or reset connections, timeouts, a node still
+   * booting) before it rejects with a `StartTimeoutError`. Failures no retry fixes (login or permissions
+   * refused, a queue declared with other arguments) reject at once whatever this is. Default is `Infinity`:
+   * like the reconnect after start, which never gives up, start waits for the broker (as Spring AMQP and
+   * MassTransit consumers do); a deploy that cannot reach it stays unready and logs a warning per attempt.
+   */
+  readonly startTimeoutMs?: number;
   /** Topology settings; the queue type and delivery limit, the delay buckets, bindings. Default: declare a quorum topology. */
   readonly topology?: RabbitmqTopologySettings;
   /** Default is the handler's logger, else silent. */
@@ -97,6 +108,7 @@ export interface ResolvedConsumerOptions {
   readonly confirmTimeoutMs: number;
   readonly reconnectInitialDelayMs: number;
   readonly reconnectMaxDelayMs: number;
+  readonly startTimeoutMs: number;
   readonly declare: boolean;
   readonly topology: DeclaredTopology;
   readonly logger: Logger;
@@ -198,6 +210,7 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
     confirmTimeoutMs: positive('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000),
     reconnectInitialDelayMs,
     reconnectMaxDelayMs,
+    startTimeoutMs: positive('startTimeoutMs', options.startTimeoutMs ?? Infinity),
     declare: declare !== false,
     topology,
     logger: options.logger ?? handler.config?.logger ?? silent,

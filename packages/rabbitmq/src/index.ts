@@ -1,6 +1,7 @@
 // @inboxkit/rabbitmq: amqplib transport for inboxkit: ack after commit, delays and DLQ that lose nothing.
 
 export { rabbitmqConsumer } from './rabbitmq-consumer.js';
+export { StartTimeoutError } from './start-retry.js';
 export type {
   RabbitmqConsumerHandler,
   RabbitmqConsumerOptions,

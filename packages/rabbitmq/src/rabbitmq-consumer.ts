@@ -3,7 +3,7 @@
 // channels and connections. A delivery is settled only on the channel that delivered it: when that channel
 // died, its acks are dropped and the broker redelivers the message, which the inbox then absorbs.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, isInboxkitError } from '@inboxkit/core';
 import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { confirmPublish } from './confirm-publish.js';
@@ -13,6 +13,7 @@ import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consume
 import { declareTopology } from './declare-topology.js';
 import { toInboundMessage } from './inbound-message.js';
 import { deadLetterCopy, retryCopy } from './settlement-copies.js';
+import { backoffDelay, isProgrammerError, retryStart, sleep, tlsFailure } from './start-retry.js';
 
 export type {
   RabbitmqConsumerHandler,
@@ -35,20 +36,6 @@ interface Delivery {
   readonly message: AmqpMessage;
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-async function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted || ms <= 0) return;
-  await new Promise<void>((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done);
-  });
-}
-
 function errorInfo(err: unknown): { err: { name: string; message: string; code?: unknown } } {
   if (err instanceof Error) {
     return { err: { name: err.name, message: err.message, code: (err as { code?: unknown }).code } };
@@ -56,14 +43,17 @@ function errorInfo(err: unknown): { err: { name: string; message: string; code?:
   return { err: { name: 'Error', message: typeof err === 'string' ? err : JSON.stringify(err) } };
 }
 
-/** Turns the broker's answer to a bad start-up into a ConfigurationError that says what to change. */
-function startError(err: unknown, options: ResolvedConsumerOptions): unknown {
+/**
+ * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change),
+ * or `undefined` for a failure a later attempt can get past: the broker down, restarting or still booting, a
+ * refused or reset connection, a timeout, a connection closed by the broker while opening.
+ */
+export function startFailure(err: unknown, queue: string): unknown {
   const code = (err as { code?: unknown } | undefined)?.code;
   const message = (err as Error | undefined)?.message ?? String(err);
-  const q = options.topology.queue;
   if (code === 406) {
     return new ConfigurationError(
-      `RabbitMQ refused the topology of queue "${q}" (PRECONDITION_FAILED: ${message}). A queue's arguments cannot ` +
+      `RabbitMQ refused the topology of queue "${queue}" (PRECONDITION_FAILED: ${message}). A queue's arguments cannot ` +
         'change: make the topology options match the existing queues, apply the settings by policy and set ' +
         '`topology.declare: false`, or delete the queues',
       { cause: err },
@@ -71,18 +61,45 @@ function startError(err: unknown, options: ResolvedConsumerOptions): unknown {
   }
   if (code === 404) {
     return new ConfigurationError(
-      `RabbitMQ has no queue or exchange needed by "${q}" (NOT_FOUND: ${message}): declare the topology ` +
+      `RabbitMQ has no queue or exchange needed by "${queue}" (NOT_FOUND: ${message}): declare the topology ` +
         '(`topology.declare: true`, or declareTopology()) or fix the names',
       { cause: err },
     );
   }
   if (code === 403) {
     return new ConfigurationError(
-      `RabbitMQ refused access for queue "${q}" (ACCESS_REFUSED: ${message}): grant the user configure/write/read permissions`,
+      `RabbitMQ refused access for queue "${queue}" (ACCESS_REFUSED: ${message}): grant the user configure/write/read permissions`,
       { cause: err },
     );
   }
-  return err;
+  if (/ACCESS.REFUSED|Handshake terminated by server: 403/.test(message)) {
+    return new ConfigurationError(
+      `RabbitMQ refused the login (${message}): fix the user name and password in the connection URL (or \`connect\`), ` +
+        'and check that the user exists and may access the virtual host',
+      { cause: err },
+    );
+  }
+  if (/Expected amqp: or amqps:/.test(message)) {
+    return new ConfigurationError(`rabbitmqConsumer: the connection URL is invalid (${message})`, {
+      cause: err,
+    });
+  }
+  const tls = tlsFailure(err);
+  if (tls !== undefined) {
+    return new ConfigurationError(
+      `rabbitmqConsumer: the TLS handshake with RabbitMQ failed (${(tls as Error).message}): check the amqps URL, ` +
+        'the port (TLS and plain AMQP listen on different ports) and the certificates',
+      { cause: err },
+    );
+  }
+  if (isInboxkitError(err) && !err.retriable) return err;
+  if (isProgrammerError(err)) {
+    return new ConfigurationError(
+      `rabbitmqConsumer: connecting failed with ${(err as Error).name}: ${message}; retrying cannot fix that: check \`connect\` and its options`,
+      { cause: err },
+    );
+  }
+  return undefined;
 }
 
 class RabbitmqConsumer implements TransportConsumer {
@@ -103,19 +120,39 @@ class RabbitmqConsumer implements TransportConsumer {
     this.#o = options;
   }
 
+  /**
+   * Connects, declares the topology and subscribes. While the broker cannot be reached, keeps trying with the
+   * `reconnect` backoff (each failure logged at warn with the next delay) until `startTimeoutMs`; rejects at
+   * once with a ConfigurationError on what retrying cannot fix. Resolves without starting when `stop()` is
+   * called first.
+   */
   async start(): Promise<void> {
     if (this.#state !== 'idle') throw new ConfigurationError('rabbitmqConsumer: start() may be called once');
     this.#state = 'running';
+    const o = this.#o;
+    let started: { readonly value: void } | undefined;
     try {
-      await this.#openSession();
+      started = await retryStart({
+        attempt: () => this.#openSession(),
+        permanent: (err) => startFailure(err, o.topology.queue),
+        delayMs: (attempt) => backoffDelay(attempt, o.reconnectInitialDelayMs, o.reconnectMaxDelayMs),
+        timeoutMs: o.startTimeoutMs,
+        signal: this.#stopSignal.signal,
+        // An attempt left running finds the consumer no longer running and closes what it opened.
+        abandon: (attempt) => void attempt.finally(() => this.#closeOwnConnection()).catch(() => undefined),
+        logger: o.logger,
+        what: 'rabbitmq consumer',
+        context: { queue: o.topology.queue },
+      });
     } catch (err) {
       this.#state = 'stopped';
       this.#stopSignal.abort();
       await this.#closeOwnConnection();
-      throw startError(err, this.#o);
+      throw err;
     }
-    this.#o.logger.info(
-      { queue: this.#o.topology.queue, prefetch: this.#o.prefetch, concurrency: this.#o.concurrency },
+    if (started === undefined) return; // stop() was called; it closes what is open.
+    o.logger.info(
+      { queue: o.topology.queue, prefetch: o.prefetch, concurrency: o.concurrency },
       'rabbitmq consumer started',
     );
   }
@@ -212,6 +249,7 @@ class RabbitmqConsumer implements TransportConsumer {
       );
       session.consumerTag = consumerTag;
       if (!session.alive) throw new Error('channel closed while subscribing');
+      if (this.#state !== 'running') throw new Error('rabbitmq consumer stopped while subscribing');
     } catch (err) {
       await this.#closeSession(session);
       throw err;
@@ -237,11 +275,10 @@ class RabbitmqConsumer implements TransportConsumer {
     const lost = this.#session;
     if (lost) await this.#closeSession(lost);
     for (let attempt = 0; this.#state === 'running'; attempt++) {
-      const ceiling = Math.min(
-        this.#o.reconnectMaxDelayMs,
-        this.#o.reconnectInitialDelayMs * 2 ** Math.min(attempt, 30),
+      await sleep(
+        backoffDelay(attempt, this.#o.reconnectInitialDelayMs, this.#o.reconnectMaxDelayMs),
+        this.#stopSignal.signal,
       );
-      await sleep(ceiling / 2 + Math.random() * (ceiling / 2), this.#stopSignal.signal);
       if (this.#state !== 'running') return;
       try {
         await this.#openSession();
