@@ -98,6 +98,20 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
    * Default is `every-batch`.
    */
   readonly countStartedAttempts?: 'every-batch' | 'after-join';
+  /**
+   * How long `start()` keeps trying to reach Kafka and join the group (brokers down or starting, no group
+   * coordinator yet, timeouts) before it rejects with a `StartTimeoutError`. Errors no retry fixes (SASL or
+   * ACLs refused, invalid settings) reject at once whatever this is. Default is `Infinity`: once running,
+   * kafkajs never gives up on a lost broker either, and a consumer started during an outage should behave like
+   * one that was running through it (as Spring Kafka's does).
+   */
+  readonly startTimeoutMs?: number;
+  /**
+   * The pause between start attempts: doubling from `initialDelayMs` to `maxDelayMs`, with jitter (the same
+   * backoff, and defaults, as the RabbitMQ transport's reconnect). Each attempt is a kafkajs `connect()`, which
+   * first retries by itself with the client's `retry` settings. Default is 500 ms up to 30,000 ms.
+   */
+  readonly startRetry?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number };
   /** Default is the idempotent consumer's logger. */
   readonly logger?: Logger;
 }
@@ -123,6 +137,9 @@ export interface ResolvedKafkaConsumerOptions {
   readonly pauseOnFailureMs: number;
   readonly heartbeatIntervalMs: number;
   readonly countStartedAttempts: 'every-batch' | 'after-join';
+  readonly startTimeoutMs: number;
+  readonly startRetryInitialDelayMs: number;
+  readonly startRetryMaxDelayMs: number;
   readonly logger: Logger;
 }
 
@@ -208,6 +225,27 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       "kafkaConsumer keyConcurrency applies to mode 'message'; remove it or use mode 'message'",
     );
   }
+  const startTimeoutMs = options.startTimeoutMs ?? Infinity;
+  if (typeof startTimeoutMs !== 'number' || Number.isNaN(startTimeoutMs) || startTimeoutMs <= 0) {
+    throw new ConfigurationError(
+      `kafkaConsumer startTimeoutMs must be a positive number of ms (or Infinity), got ${String(startTimeoutMs)}`,
+    );
+  }
+  const startRetryInitialDelayMs = positiveInteger(
+    'kafkaConsumer startRetry.initialDelayMs',
+    options.startRetry?.initialDelayMs,
+    500,
+  );
+  const startRetryMaxDelayMs = positiveInteger(
+    'kafkaConsumer startRetry.maxDelayMs',
+    options.startRetry?.maxDelayMs,
+    Math.max(30_000, startRetryInitialDelayMs),
+  );
+  if (startRetryMaxDelayMs < startRetryInitialDelayMs) {
+    throw new ConfigurationError(
+      'kafkaConsumer startRetry.maxDelayMs must be at least startRetry.initialDelayMs',
+    );
+  }
   const logger =
     options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
   return Object.freeze({
@@ -252,6 +290,9 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       ['every-batch', 'after-join'],
       'every-batch',
     ),
+    startTimeoutMs,
+    startRetryInitialDelayMs,
+    startRetryMaxDelayMs,
     logger,
   });
 }

@@ -8,6 +8,7 @@ import { DeadLetterProducer } from './dead-letter-producer.js';
 import { resolveKafkaConsumerOptions } from './kafka-consumer-options.js';
 import type { KafkaConsumerOptions, ResolvedKafkaConsumerOptions } from './kafka-consumer-options.js';
 import { RetryScheduler } from './retry-scheduler.js';
+import { backoffDelay, kafkaStartFailure, retryStart } from './start-retry.js';
 
 /** A running Kafka transport. */
 export interface KafkaTransportConsumer extends TransportConsumer {
@@ -56,6 +57,12 @@ class KafkaTransport implements KafkaTransportConsumer {
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   #removeListeners: (() => void)[] = [];
+  /** Aborted by stop(): ends a start that is still trying to connect. */
+  readonly #startAbort = new AbortController();
+  /** While an attempt waits for the group join: settled by the join or a final crash. */
+  #join: Deferred | undefined;
+  /** The clean-up of a start attempt that stop() or the start timeout left running. */
+  #abandoned: Promise<void> | undefined;
 
   constructor(options: ResolvedKafkaConsumerOptions) {
     this.options = options;
@@ -90,41 +97,113 @@ class KafkaTransport implements KafkaTransportConsumer {
 
   async #start(): Promise<void> {
     this.#state = 'starting';
-    const { consumer, logger } = this.options;
-    try {
-      await this.#deadLetters.start();
-      await consumer.connect();
-      this.#removeListeners = [
+    const o = this.options;
+    const { consumer, logger } = o;
+    this.#removeListeners = [
+      consumer.on('consumer.group_join', () => {
         // A join may change the assignment: attempt bookkeeping starts afresh (see AttemptLedger).
-        consumer.on('consumer.group_join', () => this.#ledger.reset()),
-        consumer.on('consumer.crash', (event) =>
-          logger.error(
-            { err: event.payload.error, restart: event.payload.restart },
-            'inboxkit: the kafkajs consumer crashed',
-          ),
-        ),
-      ];
-      await consumer.subscribe({
-        topics: [...this.options.topics],
-        fromBeginning: this.options.fromBeginning,
+        this.#ledger.reset();
+        this.#join?.resolve();
+      }),
+      consumer.on('consumer.crash', (event) => {
+        const { error, restart } = event.payload;
+        if (this.#state === 'starting' && this.#join !== undefined) {
+          // The group could not be joined yet (no coordinator, a broker restarting): kafkajs restarts the
+          // consumer by itself when it can; otherwise the start fails.
+          if (restart) {
+            logger.warn(
+              {
+                err: error,
+                consumer: o.handler.name,
+                retryInMs: (error as { retryTime?: number }).retryTime,
+              },
+              'inboxkit: kafka consumer cannot join its group at start; kafkajs restarts it',
+            );
+          } else this.#join.reject(error);
+          return;
+        }
+        logger.error({ err: error, restart }, 'inboxkit: the kafkajs consumer crashed');
+      }),
+    ];
+    let started: { readonly value: void } | undefined;
+    try {
+      started = await retryStart({
+        attempt: () => this.#startOnce(),
+        permanent: kafkaStartFailure,
+        delayMs: (attempt) => backoffDelay(attempt, o.startRetryInitialDelayMs, o.startRetryMaxDelayMs),
+        timeoutMs: o.startTimeoutMs,
+        signal: this.#startAbort.signal,
+        abandon: (attempt) => {
+          this.#abandoned = attempt.then(
+            () => this.#undoStart(),
+            () => this.#undoStart(),
+          );
+        },
+        logger,
+        what: 'inboxkit: kafka consumer',
+        context: { consumer: o.handler.name, topics: o.topics },
       });
-      await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: this.options.partitionConcurrency,
-        eachBatch: (payload) => this.#processor.process(payload),
-      });
-      this.#state = 'running';
-      logger.info(
-        { consumer: this.options.handler.name, topics: this.options.topics, mode: this.options.mode },
-        'inboxkit: kafka consumer started',
-      );
     } catch (error) {
       this.#state = 'stopped';
       this.#detach();
-      await this.#deadLetters.stop().catch(() => undefined);
+      await (this.#abandoned ?? this.#undoStart());
       throw error;
+    } finally {
+      this.#join = undefined;
     }
+    if (started === undefined) {
+      // stop() was called: undo what the attempts did (the attempt in flight, once it has settled).
+      this.#state = 'stopped';
+      this.#detach();
+      this.#abandoned ??= this.#undoStart();
+      return;
+    }
+    this.#state = 'running';
+    logger.info(
+      { consumer: o.handler.name, topics: o.topics, mode: o.mode },
+      'inboxkit: kafka consumer started',
+    );
+  }
+
+  /** One attempt: connect, subscribe, run, and wait until the group is joined. */
+  async #startOnce(): Promise<void> {
+    const { consumer } = this.options;
+    const signal = this.#startAbort.signal;
+    const stillStarting = (): void => {
+      if (signal.aborted) throw new Error('kafkaConsumer: stopped during start');
+    };
+    await this.#deadLetters.start();
+    stillStarting();
+    await consumer.connect();
+    stillStarting();
+    await consumer.subscribe({ topics: [...this.options.topics], fromBeginning: this.options.fromBeginning });
+    stillStarting();
+    const join = deferred();
+    this.#join = join;
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.options.partitionConcurrency,
+      eachBatch: (payload) => this.#processor.process(payload),
+    });
+    // kafkajs' run() returns after the first join, or after a failed one (it then restarts by itself, or
+    // crashes for good): wait for the join, or the crash.
+    await join.promise;
+  }
+
+  /** Stops what a failed or stopped start left running: kafkajs' restarts, the dead-letter producer. */
+  async #undoStart(): Promise<void> {
+    const { consumer, logger } = this.options;
+    await consumer
+      .stop()
+      .catch((error: unknown) =>
+        logger.debug({ err: error }, 'inboxkit: consumer.stop() after a failed start'),
+      );
+    await this.#deadLetters
+      .stop()
+      .catch((error: unknown) =>
+        logger.debug({ err: error }, 'inboxkit: dead-letter producer disconnect failed'),
+      );
   }
 
   stop(): Promise<void> {
@@ -133,13 +212,16 @@ class KafkaTransport implements KafkaTransportConsumer {
   }
 
   async #stop(): Promise<void> {
-    // A stop during start waits for the start, then stops what it started.
+    const { consumer, logger, closeTimeoutMs } = this.options;
+    // A stop during start ends the start (its pauses at once; an attempt in flight is left to finish, then
+    // undone, within closeTimeoutMs).
+    this.#startAbort.abort();
     await this.#starting?.catch(() => undefined);
+    if (this.#abandoned !== undefined) await withTimeout(this.#abandoned, closeTimeoutMs);
     if (this.#state === 'idle' || this.#state === 'stopped') {
       this.#state = 'stopped';
       return;
     }
-    const { consumer, logger, closeTimeoutMs } = this.options;
     this.#scheduler.cancel();
     // kafkajs' stop waits for the batches in flight (each ends after its current record and commits what
     // finished), then leaves the group.
@@ -177,4 +259,28 @@ class KafkaTransport implements KafkaTransportConsumer {
     for (const remove of this.#removeListeners) remove();
     this.#removeListeners = [];
   }
+}
+
+/** Waits for `promise`, at most `ms`. */
+async function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
+interface Deferred {
+  readonly promise: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
 }
