@@ -79,6 +79,10 @@ export interface ConsumerPoolOptions {
   readonly log: (line: string) => void;
   /** Where each consumer's stderr is appended in full (`consumer-<index>.log`). */
   readonly logDir: string;
+  /** The process's entry file (the pipeline's service and relay). Default is consumer-process.ts. */
+  readonly entry?: string;
+  /** Prefix of the log files and of the pool's log lines. Default is `consumer`. */
+  readonly role?: string;
 }
 
 export class ConsumerPool {
@@ -198,7 +202,13 @@ export class ConsumerPool {
     const settings = this.#options.settings(slot.index);
     const child = spawn(
       process.execPath,
-      ['--conditions=@inboxkit/source', '--import', 'tsx', ENTRY, JSON.stringify(settings)],
+      [
+        '--conditions=@inboxkit/source',
+        '--import',
+        'tsx',
+        this.#options.entry ?? ENTRY,
+        JSON.stringify(settings),
+      ],
       {
         cwd: ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -209,7 +219,7 @@ export class ConsumerPool {
     slot.child = child;
     slot.ready = false;
     slot.expectedExit = false;
-    const logFile = join(this.#options.logDir, `consumer-${slot.index}.log`);
+    const logFile = join(this.#options.logDir, `${this.#options.role ?? 'consumer'}-${slot.index}.log`);
     appendFileSync(logFile, `--- start ${new Date().toISOString()} pid ${child.pid}\n`);
     child.stderr.on('data', (d: Buffer) => {
       slot.stderr = (slot.stderr + d.toString()).slice(-STDERR_KEPT);

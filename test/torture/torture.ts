@@ -1,13 +1,14 @@
 // `npm run torture` / `npm run torture:quick`: the chaos harness of docs/torture.md. Exits 1 when the
 // invariant is violated on any transport (or a run fails), 2 on bad arguments.
 //
-//   npm run torture -- [--transport kafka,rabbitmq,sqs] [--messages 10000] [--kills 20] [--seed N]
+//   npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages 10000] [--kills 20] [--seed N]
 //                      [--consumers 3] [--duration 90] [--drain-timeout 300] [--restarts broker,postgres|none]
 //                      [--max-attempts 5] [--keep] [--quick]
 
 import { parseArgs } from 'node:util';
 
 import { killAllConsumers } from './consumer-pool.js';
+import { formatPipelineReport, pipelinePassed, runPipeline } from './pipeline-run.js';
 import type { TransportName } from './consumer-settings.js';
 import { TRANSPORTS } from './consumer-settings.js';
 import { randomSeed } from './prng.js';
@@ -37,6 +38,10 @@ function parse() {
       // For a Postgres that is not the project's own (DATABASE_URL pointing elsewhere): how to restart it.
       'pg-restart-cmd': { type: 'string' },
       keep: { type: 'boolean', default: false },
+      // The pipeline's own sizes (docs/torture.md, "The pipeline").
+      'pipeline-messages': { type: 'string' },
+      'pipeline-kills': { type: 'string' },
+      'pipeline-duration': { type: 'string' },
       // The harness's self-test (hidden): consumers that write the effect outside the inbox transaction.
       break: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -52,8 +57,9 @@ try {
 const v = args.values;
 if (v.help) {
   process.stdout.write(
-    'npm run torture -- [--transport kafka,rabbitmq,sqs] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
+    'npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
       '                   [--duration S] [--drain-timeout S] [--restarts broker,postgres|none] [--max-attempts N] [--keep] [--quick]\n' +
+      '                   [--pipeline-messages N] [--pipeline-kills N] [--pipeline-duration S]\n' +
       'See docs/torture.md.\n',
   );
   process.exit(0);
@@ -66,20 +72,26 @@ function count(name: string, value: string | undefined, fallback: number, min = 
   return n;
 }
 
-const transports: TransportName[] =
-  v.transport === 'all'
-    ? [...TRANSPORTS]
-    : v.transport.split(',').map((t) => {
-        if (!TRANSPORTS.includes(t as TransportName))
-          fail(`--transport must be kafka, rabbitmq, sqs or all, got ${t}`);
-        return t as TransportName;
-      });
+// `pipeline` (part of `all`) is the outbox pipeline of docs/torture.md, run after the transports.
+const selected = v.transport === 'all' ? [...TRANSPORTS, 'pipeline'] : v.transport.split(',');
+const pipeline = selected.includes('pipeline');
+const transports: TransportName[] = selected
+  .filter((t) => t !== 'pipeline')
+  .map((t) => {
+    if (!TRANSPORTS.includes(t as TransportName))
+      fail(`--transport must be kafka, rabbitmq, sqs, pipeline or all, got ${t}`);
+    return t as TransportName;
+  });
 const restarts = v.restarts === 'none' ? [] : v.restarts.split(',');
 for (const r of restarts)
   if (r !== 'broker' && r !== 'postgres') fail(`--restarts takes broker, postgres or none, got ${r}`);
 const seed = count('seed', v.seed, randomSeed());
 const messages = count('messages', v.messages, v.quick ? 1_000 : 10_000, 1);
 const kills = count('kills', v.kills, v.quick ? 4 : 20);
+
+const pipelineMessages = count('pipeline-messages', v['pipeline-messages'], v.quick ? 600 : 4_000, 1);
+const pipelineKills = count('pipeline-kills', v['pipeline-kills'], v.quick ? 6 : 18);
+const pipelineDuration = count('pipeline-duration', v['pipeline-duration'], v.quick ? 20 : 60, 5);
 
 const options = {
   transports,
@@ -102,19 +114,24 @@ const options = {
 const reproduce = [
   'npm run torture --',
   `--seed ${seed}`,
-  `--transport ${transports.join(',')}`,
+  `--transport ${selected.join(',')}`,
   `--messages ${messages}`,
   `--kills ${kills}`,
   `--consumers ${options.consumers}`,
   `--duration ${options.durationSeconds}`,
   `--restarts ${restarts.length > 0 ? restarts.join(',') : 'none'}`,
+  ...(pipeline
+    ? [
+        `--pipeline-messages ${pipelineMessages} --pipeline-kills ${pipelineKills} --pipeline-duration ${pipelineDuration}`,
+      ]
+    : []),
   ...(options.maxAttempts !== 5 ? [`--max-attempts ${options.maxAttempts}`] : []),
   ...(v['pg-restart-cmd'] !== undefined ? [`--pg-restart-cmd ${JSON.stringify(v['pg-restart-cmd'])}`] : []),
   ...(v.break ? ['--break'] : []),
 ].join(' ');
 process.stderr.write(
-  `torture: seed ${seed}; ${transports.join(', ')}; ${messages} messages each (${SHARES.duplicates * 100}% duplicate sends, ${SHARES.poison * 100}% poison), ` +
-    `${kills} kills, ${options.consumers} consumers, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
+  `torture: seed ${seed}; ${selected.join(', ')}; ${messages} messages each (${SHARES.duplicates * 100}% duplicate sends, ${SHARES.poison * 100}% poison), ` +
+    `${kills} kills, ${options.consumers} consumers${pipeline ? `; pipeline: ${pipelineMessages} messages, ${pipelineKills} kills over ${pipelineDuration} s` : ''}, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
 );
 
 // Interrupted (Ctrl-C, a CI timeout): take the consumer processes down too, or they would go on consuming.
@@ -129,9 +146,25 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 process.once('exit', killAllConsumers);
 
-const reports = await runTorture(options);
-process.stdout.write(`\n${formatReport(reports)}\n\nseed ${seed} — reproduce with: ${reproduce}\n`);
-const ok = reports.every(passed);
+const reports = transports.length > 0 ? await runTorture(options) : [];
+// The pipeline runs with its own sizes (--pipeline-messages, --pipeline-kills, --pipeline-duration).
+const pipelineReport = pipeline
+  ? await runPipeline({
+      ...options,
+      messages: pipelineMessages,
+      kills: pipelineKills,
+      durationSeconds: pipelineDuration,
+      services: 2,
+      relays: 2,
+      sinks: 2,
+    })
+  : undefined;
+const tables = [
+  ...(reports.length > 0 ? [formatReport(reports)] : []),
+  ...(pipelineReport !== undefined ? [formatPipelineReport(pipelineReport)] : []),
+];
+process.stdout.write(`\n${tables.join('\n\n')}\n\nseed ${seed} — reproduce with: ${reproduce}\n`);
+const ok = reports.every(passed) && (pipelineReport === undefined || pipelinePassed(pipelineReport));
 process.stdout.write(
   ok ? 'torture: the invariant holds on every transport\n' : 'torture: INVARIANT VIOLATED (see above)\n',
 );
