@@ -12,9 +12,11 @@ import type { Database } from './billing-consumer.js';
 const topic = process.env.ORDERS_TOPIC ?? 'orders';
 
 // 1. Your database, your pool. inboxkit borrows connections and never closes what you gave it.
-const db = new Kysely<Database>({
-  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: process.env.DATABASE_URL }) }),
-});
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+// An idle pooled connection whose backend goes away (a Postgres restart) is reported here; without a listener
+// Node exits. The pool drops the connection and opens a new one on the next checkout.
+pool.on('error', (error) => console.warn(`postgres: idle connection lost: ${error.message}`));
+const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 
 // 2. The inbox tables (inboxkit.inbox, inboxkit.inbox_replays). Safe to run on every start.
 await migrateInbox(db);

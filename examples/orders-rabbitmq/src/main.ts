@@ -36,6 +36,9 @@ const QUEUE = 'orders-example';
 const amqpUrl = setting('AMQP_URL');
 
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), options: `-c search_path=${SCHEMA}` });
+// An idle pooled connection whose backend goes away (a Postgres restart) is reported here; without a listener
+// Node exits. The pool drops the connection and opens a new one on the next checkout.
+pool.on('error', (error) => console.warn(`postgres: idle connection lost: ${error.message}`));
 await pool.query(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
 const db = new Kysely<OrdersDatabase>({ dialect: new PostgresDialect({ pool }) });
 const recorder = new OutcomeRecorder();

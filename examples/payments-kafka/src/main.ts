@@ -36,6 +36,9 @@ const SCHEMA = 'payments_example';
 const TOPIC = 'payments-example';
 
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), options: `-c search_path=${SCHEMA}` });
+// An idle pooled connection whose backend goes away (a Postgres restart) is reported here; without a listener
+// Node exits. The pool drops the connection and opens a new one on the next checkout.
+pool.on('error', (error) => console.warn(`postgres: idle connection lost: ${error.message}`));
 await pool.query(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
 const db = new Kysely<PaymentsDatabase>({ dialect: new PostgresDialect({ pool }) });
 const kafka = new Kafka({

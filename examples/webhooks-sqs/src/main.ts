@@ -38,6 +38,9 @@ const SCHEMA = 'webhooks_example';
 const SECRET = 'whsec_example';
 
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), options: `-c search_path=${SCHEMA}` });
+// An idle pooled connection whose backend goes away (a Postgres restart) is reported here; without a listener
+// Node exits. The pool drops the connection and opens a new one on the next checkout.
+pool.on('error', (error) => console.warn(`postgres: idle connection lost: ${error.message}`));
 await pool.query(`CREATE SCHEMA IF NOT EXISTS ${SCHEMA}`);
 const db = new Kysely<WebhooksDatabase>({ dialect: new PostgresDialect({ pool }) });
 const client = new SQSClient({

@@ -34,7 +34,7 @@ import { InboxStatements, type ClaimRow, type PreparedClaim } from './inbox-stat
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { loadPgPipelineRunner, type PipelineRunner, type Rows } from './pipelined-query.js';
-import { LazySession, SqlSession, sqlState } from './sql-session.js';
+import { holding, LazySession, type SqlSession, sqlState } from './sql-session.js';
 
 /** Options of `PostgresInboxStore`. */
 export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
@@ -149,10 +149,12 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         value = await work(handlerTx.tx, claimed);
       } catch (error) {
         handlerTx.close();
+        s.assertAlive();
         await s.rollbackQuietly();
         return { kind: 'failed', claimed, error };
       }
       handlerTx.close();
+      s.assertAlive();
       if (!(await s.commit())) return { kind: 'failed', claimed, error: abortedTransactionError() };
       return { kind: 'completed', claimed, value };
     });
@@ -224,6 +226,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
           failed = true;
           error = e;
         }
+        if (failed) s.assertAlive();
         if (failed && !savepoints) {
           await s.rollbackQuietly();
           return 'rerun';
@@ -236,6 +239,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     } finally {
       handlerTx.close();
     }
+    s.assertAlive();
     try {
       if (failures.length > 0) {
         const written = await s.query(this.#sql.batchFailures(settings, failures.map((f) => f.record)));
@@ -309,6 +313,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         handlerTx.close();
         if (lazy.started) {
           const s = await lazy.begin().catch(() => undefined);
+          s?.assertAlive();
           await s?.rollbackQuietly();
         }
         return { kind: 'failed', error };
@@ -320,6 +325,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       }
       try {
         const s = await lazy.begin();
+        s.assertAlive();
         const rows = await s.query(fence);
         if (rows.length === 0) {
           await s.rollbackQuietly();
@@ -551,15 +557,9 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   async #session<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
     const runner = this.#knownRunner !== null ? this.#knownRunner : await this.#pipelineRunner();
     try {
-      return await this.#raw.provideConnection(async (connection) => {
-        const session = new SqlSession(connection, runner);
-        try {
-          return await fn(session);
-        } finally {
-          // Never hand a connection back to the application's pool inside our transaction.
-          if (session.inTransaction) await session.rollbackQuietly();
-        }
-      });
+      // Never hand a connection back to the application's pool inside our transaction, and never hold one
+      // without a guard against its backend dying meanwhile (held-connection.ts).
+      return await this.#raw.provideConnection((connection) => holding(connection, runner, fn));
     } catch (error) {
       throw unavailable(error);
     }

@@ -3,17 +3,37 @@
 // transaction instead of reporting a commit that did not happen.
 
 import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kysely';
+import { StoreUnavailableError } from '../errors.js';
+import { ConnectionGuard } from './held-connection.js';
 import type { PipelineRunner, Rows } from './pipelined-query.js';
 
 export class SqlSession {
   readonly connection: DatabaseConnection;
   readonly #runner: PipelineRunner | undefined;
+  readonly #guard: ConnectionGuard | undefined;
   /** True between a BEGIN sent through this session and its COMMIT or ROLLBACK. */
   #open = false;
 
-  constructor(connection: DatabaseConnection, runner: PipelineRunner | undefined) {
+  constructor(connection: DatabaseConnection, runner: PipelineRunner | undefined, guard?: ConnectionGuard) {
     this.connection = connection;
     this.#runner = runner;
+    this.#guard = guard;
+  }
+
+  /** True once the backend went away while the session held the connection (see held-connection.ts). */
+  get broken(): boolean {
+    return this.#guard?.broken === true;
+  }
+
+  /**
+   * Throws `StoreUnavailableError` when the connection was lost while held: a handler that failed meanwhile
+   * failed because of the store, not of itself, and its delivery must be retried without counting an attempt.
+   */
+  assertAlive(): void {
+    if (this.#guard?.broken !== true) return;
+    const cause = this.#guard.error;
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    throw new StoreUnavailableError(`the connection to Postgres was lost while the handler ran: ${detail}`, { cause });
   }
 
   /** True when several statements can share one round trip. */
@@ -121,13 +141,13 @@ export class LazySession {
   begin(): Promise<SqlSession> {
     this.#session ??= new Promise<SqlSession>((resolve, reject) => {
       this.#held = this.#executor
-        .provideConnection(async (connection) => {
-          const session = new SqlSession(connection, this.#runner);
-          await session.query('BEGIN');
-          resolve(session);
-          await new Promise<void>((done) => (this.#release = done));
-          if (session.inTransaction) await session.rollbackQuietly();
-        })
+        .provideConnection((connection) =>
+          holding(connection, this.#runner, async (session) => {
+            await session.query('BEGIN');
+            resolve(session);
+            await new Promise<void>((done) => (this.#release = done));
+          }),
+        )
         .catch(reject);
     });
     return this.#session;
@@ -137,6 +157,29 @@ export class LazySession {
   async release(): Promise<void> {
     this.#release?.();
     await this.#held;
+  }
+}
+
+/**
+ * Runs `fn` over a session on `connection`, guarded on node-postgres (`runner` set) for as long as it runs;
+ * never hands the connection back inside a transaction.
+ */
+export async function holding<T>(
+  connection: DatabaseConnection,
+  runner: PipelineRunner | undefined,
+  fn: (session: SqlSession) => Promise<T>,
+): Promise<T> {
+  const guard = runner === undefined ? undefined : new ConnectionGuard();
+  await guard?.hold(connection);
+  const session = new SqlSession(connection, runner, guard);
+  try {
+    return await fn(session);
+  } finally {
+    try {
+      if (session.inTransaction) await session.rollbackQuietly();
+    } finally {
+      guard?.release();
+    }
   }
 }
 
