@@ -6,6 +6,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import { maxReceiveCountOf } from './redrive-policy.js';
 import { isQueueDoesNotExist } from './sqs-client.js';
+import { isSqsTransient, sqsAuthFailure, tlsFailure } from './start-retry.js';
 import type { SqsClient } from './sqs-client.js';
 
 async function attributes(
@@ -28,6 +29,9 @@ async function attributes(
         },
       );
     }
+    // Unreachable, throttled, refused credentials: start() retries or rejects. Anything else only costs the check.
+    if (isSqsTransient(error) || sqsAuthFailure(error) !== undefined || tlsFailure(error) !== undefined)
+      throw error;
     logger.warn(
       { error, queueUrl },
       `sqsConsumer: could not read the ${role}'s attributes; skipping the start-up check`,

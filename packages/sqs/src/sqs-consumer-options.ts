@@ -83,6 +83,15 @@ export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
    * `sqs:GetQueueAttributes`. Default is true.
    */
   readonly checkQueues?: boolean;
+  /**
+   * How long `start()` keeps trying to read the queues' attributes while SQS cannot be reached (connection
+   * refused or reset, timeouts, throttling, 5xx) before it rejects with a `StartTimeoutError`; it backs off as
+   * a failed receive does (100 ms doubling to 5 s). Refused credentials or access and a missing queue reject at
+   * once. Default is `Infinity`: after start the receive loop never gives up either, and a consumer started
+   * during an outage should behave like one that was running through it. Unused with `checkQueues: false`
+   * (start() then resolves at once and the receive loop does the waiting).
+   */
+  readonly startTimeoutMs?: number;
   /** Default is the handler's logger. */
   readonly logger?: Logger;
 }
@@ -106,6 +115,7 @@ export interface SqsConsumerConfig {
   readonly closeTimeoutMs: number;
   readonly deleteBatchDelayMs: number;
   readonly checkQueues: boolean;
+  readonly startTimeoutMs: number;
   readonly logger: Logger;
 }
 
@@ -207,6 +217,12 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
       `sqsConsumer: deleteBatchDelayMs must be from 0 to 1000, got ${String(deleteBatchDelayMs)}`,
     );
   }
+  const startTimeoutMs = options.startTimeoutMs ?? Infinity;
+  if (typeof startTimeoutMs !== 'number' || Number.isNaN(startTimeoutMs) || startTimeoutMs <= 0) {
+    throw new ConfigurationError(
+      `sqsConsumer: startTimeoutMs must be a positive number of ms (or Infinity), got ${String(startTimeoutMs)}`,
+    );
+  }
   return Object.freeze({
     queueUrl,
     deadLetterQueueUrl,
@@ -225,6 +241,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     closeTimeoutMs,
     deleteBatchDelayMs,
     checkQueues: options.checkQueues ?? true,
+    startTimeoutMs,
     logger: options.logger ?? handler.config.logger ?? silent,
   });
 }

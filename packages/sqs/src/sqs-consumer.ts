@@ -13,6 +13,7 @@ import {
 import type { Message } from '@aws-sdk/client-sqs';
 import type { DeadLetterOutcome, InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import { checkQueues } from './check-queues.js';
+import { retryStart, sqsStartFailure } from './start-retry.js';
 import { deadLetterMessage } from './dead-letter-message.js';
 import { DeleteBatcher } from './delete-batcher.js';
 import { MAX_VISIBILITY_SECONDS, resolveSqsConsumerConfig } from './sqs-consumer-options.js';
@@ -36,6 +37,7 @@ interface Group {
   readonly waiting: Held[];
 }
 
+const FIRST_POLL_BACKOFF_MS = 100;
 const MAX_POLL_BACKOFF_MS = 5_000;
 
 /** True for an error SQS blames on the request (the AWS SDK's `$fault: 'client'`). */
@@ -90,6 +92,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   #running = false;
   /** Aborted by `stop()`: ends the back-off pause after a failed receive (never a receive itself). */
   readonly #abort = new AbortController();
+  /** Aborted by `stop()` first thing: ends a start that is still retrying. */
+  readonly #startAbort = new AbortController();
   /** Set once `stop()` gave up waiting: late outcomes are then left to the visibility timeout. */
   #closed = false;
   #pollers: Promise<void>[] = [];
@@ -131,13 +135,28 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     const config = this.#config;
     const { client, handler } = this.#options;
     if (config.checkQueues) {
-      await checkQueues(
-        client,
-        config.queueUrl,
-        config.deadLetterQueueUrl,
-        handler.config.maxAttempts,
-        config.logger,
-      );
+      // SQS down or unreachable at start (ElasticMQ not up yet, a network blip): keep trying with the receive
+      // loop's backoff, as a running consumer does; credentials, access and missing queues reject at once.
+      const checked = await retryStart({
+        attempt: () =>
+          checkQueues(
+            client,
+            config.queueUrl,
+            config.deadLetterQueueUrl,
+            handler.config.maxAttempts,
+            config.logger,
+          ),
+        permanent: sqsStartFailure,
+        delayMs: (attempt) =>
+          Math.min(MAX_POLL_BACKOFF_MS, FIRST_POLL_BACKOFF_MS * 2 ** Math.min(attempt, 30)),
+        timeoutMs: config.startTimeoutMs,
+        signal: this.#startAbort.signal,
+        abandon: () => undefined, // a read of attributes leaves nothing behind
+        logger: config.logger,
+        what: 'sqsConsumer',
+        context: { queueUrl: config.queueUrl },
+      });
+      if (checked === undefined) return;
     }
     if (this.#stopping !== undefined) return;
     this.#started = true;
@@ -158,6 +177,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   }
 
   async #stop(): Promise<void> {
+    this.#startAbort.abort();
     await this.#starting?.catch(() => undefined);
     const config = this.#config;
     if (!this.#started) return;
@@ -202,7 +222,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   async #poll(config: SqsConsumerConfig): Promise<void> {
     // Ask for full batches: one receive costs a round trip whatever it brings.
     const want = Math.min(config.batchSize, config.concurrency + config.prefetch);
-    let backoffMs = 100;
+    let backoffMs = FIRST_POLL_BACKOFF_MS;
     while (this.#running) {
       if (!(await this.#buffer.acquire(want))) break;
       let messages: Message[];
@@ -221,7 +241,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
           }),
         );
         messages = result.Messages ?? [];
-        backoffMs = 100;
+        backoffMs = FIRST_POLL_BACKOFF_MS;
       } catch (error) {
         this.#buffer.release(want);
         if (!this.#running) break;
