@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareTopology, rabbitmqConsumer } from '../src/index.js';
 import type { DeclaredTopology } from '../src/index.js';
 import { amqpUrl, restartRabbitmq } from './amqp-service.js';
+import { stopService } from '../../../test/support/services.js';
 import { exclusiveBrokerLock } from './broker-lock.js';
 import { insertEffect, postgresFixture } from './postgres-fixture.js';
 import type { EffectsDatabase, PostgresFixture } from './postgres-fixture.js';
@@ -135,6 +136,56 @@ describe('broker restart', () => {
       await expect.poll(() => depth(queues), { timeout: 30_000 }).toBe(0);
       await transport.stop();
       expect(await pg.inboxStatuses()).toEqual({ completed: all.length });
+    },
+  );
+  it(
+    'a consumer started while the broker is down becomes ready once it is up, and applies every message once',
+    { timeout: 240_000 },
+    async () => {
+      const warnings: unknown[] = [];
+      const logger: Logger = {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (o) => void warnings.push(o),
+        error: () => undefined,
+      };
+      const name = uniqueName('down-at-start');
+      const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
+        name,
+        store: pg.store,
+        handler: insertEffect(pg.schema, name),
+      });
+      const ids = Array.from({ length: 100 }, (_, n) => `down-${n}`);
+      await publish(topology, ids);
+      const before = (await pg.effectCounts()).size;
+      await stopService('rabbitmq');
+      const transport = rabbitmqConsumer({
+        connect: () => amqp.connect(amqpUrl()),
+        queue: topology.queue,
+        handler: consumer,
+        concurrency: 4,
+        topology: TEST_TOPOLOGY,
+        reconnect: { initialDelayMs: 100, maxDelayMs: 500 },
+        logger,
+      });
+      let ready = false;
+      const started = transport.start().then(() => {
+        ready = true;
+      });
+      try {
+        await expect.poll(() => warnings.length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+        expect(ready).toBe(false);
+      } finally {
+        // Start it again whatever happened: the other chaos tests need it.
+        await restartRabbitmq();
+      }
+      await started;
+      await expect
+        .poll(async () => (await pg.effectCounts()).size - before, { timeout: 60_000 })
+        .toBe(ids.length);
+      await transport.stop();
+      const counts = await pg.effectCounts();
+      expect(ids.filter((id) => counts.get(id) !== 1)).toEqual([]);
     },
   );
 });
