@@ -96,33 +96,50 @@ export function idempotencyKeys<DB, N = unknown>(
     const method = request.method.toUpperCase();
     const id = { principal, method, route: request.route, key: header };
     const fingerprint = requestFingerprint(method, request.route, request.body);
-    // A row pruned between the claim and the read is claimable again: try once more.
-    for (let round = 0; round < 3; round++) {
+    const where = sql`principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`;
+    // Three steps, so that only a request that runs the handler writes: (1) a new key is claimed by a plain
+    // INSERT; (2) on a conflict the row is read, and a replay, a 422 or a 409 is answered from it without
+    // locking it (ON CONFLICT DO UPDATE would lock the row even when its WHERE refuses, and a replay would then
+    // cost a commit with a WAL flush); (3) a row that may be taken over (expired, released, lease over) is
+    // claimed by a conditional UPDATE. A row that changes between the steps (pruned, claimed by another
+    // request) sends the request round again.
+    for (let round = 0; round < 5; round++) {
       const token = randomUUID();
-      const claimed = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
-        INSERT INTO ${table} AS k (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
-        VALUES (${principal}, ${method}, ${request.route}, ${header}, ${fingerprint}, 'processing', ${token}::uuid,
-                now() + ${leaseSeconds}::float8 * interval '1 second', now() + ${retentionSeconds}::float8 * interval '1 second')
-        ON CONFLICT (principal, method, route, idempotency_key) DO UPDATE SET
-          fingerprint = EXCLUDED.fingerprint, status = 'processing', lease_token = EXCLUDED.lease_token,
-          locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at,
-          attempts = CASE WHEN k.expires_at <= now() THEN 1 ELSE k.attempts + 1 END,
-          created_at = CASE WHEN k.expires_at <= now() THEN now() ELSE k.created_at END,
-          recovery_points = CASE WHEN k.expires_at <= now() THEN '{}'::jsonb ELSE k.recovery_points END,
-          response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL
-        WHERE k.expires_at <= now()
-           OR (k.fingerprint = EXCLUDED.fingerprint
-               AND (k.status = 'released' OR (k.status = 'processing' AND k.locked_until <= now())))
+      const leaseUntil = sql`now() + ${leaseSeconds}::float8 * interval '1 second'`;
+      const expiresAt = sql`now() + ${retentionSeconds}::float8 * interval '1 second'`;
+      const inserted = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
+        INSERT INTO ${table} (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
+        VALUES (${principal}, ${method}, ${request.route}, ${header}, ${fingerprint}, 'processing', ${token}::uuid, ${leaseUntil}, ${expiresAt})
+        ON CONFLICT (principal, method, route, idempotency_key) DO NOTHING
         RETURNING attempts, recovery_points`.execute(db);
-      const row = claimed.rows[0];
+      const row = inserted.rows[0];
       if (row !== undefined) return proceed(id, token, row.attempts, { ...row.recovery_points });
-      const existing = await sql<KeyRow>`
-        SELECT status, fingerprint, response_status, response_headers, response_body FROM ${table}
-        WHERE principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`.execute(
-        db,
-      );
+      const existing = await sql<KeyRow & { expired: boolean; lease_over: boolean }>`
+        SELECT status, fingerprint, response_status, response_headers, response_body,
+               expires_at <= now() AS expired, (status = 'processing' AND locked_until <= now()) AS lease_over
+        FROM ${table} WHERE ${where}`.execute(db);
       const found = existing.rows[0];
       if (found === undefined) continue;
+      if (
+        found.expired ||
+        (found.fingerprint === fingerprint && (found.status === 'released' || found.lease_over))
+      ) {
+        const claimed = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
+          UPDATE ${table} AS k SET
+            fingerprint = ${fingerprint}, status = 'processing', lease_token = ${token}::uuid,
+            locked_until = ${leaseUntil}, expires_at = ${expiresAt},
+            attempts = CASE WHEN k.expires_at <= now() THEN 1 ELSE k.attempts + 1 END,
+            created_at = CASE WHEN k.expires_at <= now() THEN now() ELSE k.created_at END,
+            recovery_points = CASE WHEN k.expires_at <= now() THEN '{}'::jsonb ELSE k.recovery_points END,
+            response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL
+          WHERE ${where} AND (k.expires_at <= now()
+             OR (k.fingerprint = ${fingerprint}
+                 AND (k.status = 'released' OR (k.status = 'processing' AND k.locked_until <= now()))))
+          RETURNING attempts, recovery_points`.execute(db);
+        const taken = claimed.rows[0];
+        if (taken !== undefined) return proceed(id, token, taken.attempts, { ...taken.recovery_points });
+        continue; // another request took it first: answer from the row as it is now
+      }
       if (found.fingerprint !== fingerprint) {
         return answered(
           'mismatch',
@@ -152,7 +169,7 @@ export function idempotencyKeys<DB, N = unknown>(
         ),
       );
     }
-    throw new Error('the idempotency key kept disappearing between claim and read (pruned concurrently?)');
+    throw new Error('the idempotency key kept changing between claim and read (pruned or taken over concurrently)');
   }
 
   function proceed(
