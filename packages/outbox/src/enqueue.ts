@@ -36,14 +36,14 @@ async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: Out
   const text = typeof message.body === 'string';
   const payload = text ? Buffer.from(message.body, 'utf8') : Buffer.from(message.body);
   // ON CONFLICT: a deterministic id enqueued again (a replayed handler) keeps the first row; downstream
-  // inboxes deduplicate by id anyway.
-  await sql`INSERT INTO ${sql.raw(names.qualifiedTable)}
+  // inboxes deduplicate by id anyway. The NOTIFY rides in the same statement (one round trip per enqueue); it is
+  // delivered at commit only, and dropped on rollback, so relays LISTENing wake for committed rows without polling.
+  await sql`WITH inserted AS (INSERT INTO ${sql.raw(names.qualifiedTable)}
       (id, publisher, destination, routing_key, partition_key, headers, payload, payload_text, delay_ms)
     VALUES (${id}, ${message.publisher ?? 'default'}, ${message.destination}, ${message.routingKey ?? null},
       ${message.key ?? null}, ${JSON.stringify(message.headers ?? {})}::jsonb, ${payload}, ${text}, ${message.delayMs ?? null})
-    ON CONFLICT (id) DO NOTHING`.execute(db);
-  // Delivered at commit only (and dropped on rollback): relays LISTENing wake without polling.
-  await sql`SELECT pg_notify(${names.channel}, '')`.execute(db);
+    ON CONFLICT (id) DO NOTHING)
+    SELECT pg_notify(${names.channel}, '')`.execute(db);
   return id;
 }
 
