@@ -34,11 +34,12 @@ export interface IdempotencyContext<DB> {
   /**
    * A recovery point for multi-step handlers with external calls between steps: `fn`'s writes and its
    * result commit together; a retry of the same key skips completed phases and gets their recorded results.
-   * Put external calls between phases, keyed with `context.key` so the downstream dedupes them.
+   * Put external calls between phases, with a downstream key that is the same on every attempt, e.g. an id a
+   * phase created (unique across principals, unlike `context.key` alone), so the downstream dedupes them.
    *
    * @example
    * const order = await context.phase('reserve', (tx) => reserveStock(tx, req.body));
-   * const charge = await psp.charge({ amount: order.total, idempotencyKey: `${context.key}:charge` });
+   * const charge = await psp.charge({ amount: order.total, idempotencyKey: `order-${order.id}` });
    * return context.transaction(async (tx) => ({ status: 201, body: await recordCharge(tx, order, charge) }));
    */
   phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
