@@ -9,6 +9,17 @@ import { uuidv7 } from './uuid-v7.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Where `enqueue` writes, and whether it wakes the relays. */
+export interface EnqueueOptions extends OutboxTableOptions {
+  /**
+   * Send `pg_notify` with the row, so relays LISTENing wake at once when the transaction commits. Default is
+   * true. Postgres serialises the commits of all notifying transactions (a database-wide lock held through the
+   * commit's WAL flush), which caps a busy producer's commit rate; with `false`, relays find the rows by polling
+   * (give them a short `pollIntervalMs`, e.g. 50 ms). Correctness does not depend on it either way.
+   */
+  readonly notify?: boolean;
+}
+
 /** An outbox bound to one transaction. */
 export interface BoundOutbox {
   /** Enqueues a message in the bound transaction; resolves with its id. */
@@ -30,7 +41,7 @@ function validate(message: OutboxMessage): void {
   }
 }
 
-async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: OutboxMessage): Promise<string> {
+async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: OutboxMessage, notify: boolean): Promise<string> {
   validate(message);
   const id = message.id ?? uuidv7();
   const text = typeof message.body === 'string';
@@ -38,19 +49,28 @@ async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: Out
   // ON CONFLICT: a deterministic id enqueued again (a replayed handler) keeps the first row; downstream
   // inboxes deduplicate by id anyway. The NOTIFY rides in the same statement (one round trip per enqueue); it is
   // delivered at commit only, and dropped on rollback, so relays LISTENing wake for committed rows without polling.
-  await sql`WITH inserted AS (INSERT INTO ${sql.raw(names.qualifiedTable)}
+  const row = sql`INSERT INTO ${sql.raw(names.qualifiedTable)}
       (id, publisher, destination, routing_key, partition_key, headers, payload, payload_text, delay_ms)
     VALUES (${id}, ${message.publisher ?? 'default'}, ${message.destination}, ${message.routingKey ?? null},
       ${message.key ?? null}, ${JSON.stringify(message.headers ?? {})}::jsonb, ${payload}, ${text}, ${message.delayMs ?? null})
-    ON CONFLICT (id) DO NOTHING)
-    SELECT pg_notify(${names.channel}, '')`.execute(db);
+    ON CONFLICT (id) DO NOTHING`;
+  await (notify ? sql`WITH inserted AS (${row}) SELECT pg_notify(${names.channel}, '')` : row).execute(db);
   return id;
+}
+
+/** Validates `notify` (a `ConfigurationError` otherwise); default true. */
+export function notifyOption(options: EnqueueOptions): boolean {
+  if (options.notify !== undefined && typeof options.notify !== 'boolean') {
+    throw new ConfigurationError(`enqueue: \`notify\` must be a boolean, got ${JSON.stringify(options.notify)}`);
+  }
+  return options.notify ?? true;
 }
 
 /**
  * Enqueues `message` in `tx`, the caller's Kysely transaction (inside `idempotentConsumer()`, the handler's
  * `context.tx`): the row commits or rolls back with it. Resolves with the message id (a new UUIDv7 unless the
- * message carries one), which every re-publish keeps. Table options default to `inboxkit.outbox`.
+ * message carries one), which every re-publish keeps. Table options default to `inboxkit.outbox`; `notify`
+ * (default true) wakes LISTENing relays at commit.
  *
  * @example
  * handler: async (message, context) => {
@@ -58,8 +78,8 @@ async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: Out
  *   await enqueue(context.tx, { publisher: 'kafka', destination: 'orders.created', key: order.id, body: JSON.stringify(order) });
  * }
  */
-export async function enqueue<DB>(tx: Kysely<DB>, message: OutboxMessage, options: OutboxTableOptions = {}): Promise<string> {
-  return insert(tx as unknown as Kysely<unknown>, resolveOutboxTableNames(options), message);
+export async function enqueue<DB>(tx: Kysely<DB>, message: OutboxMessage, options: EnqueueOptions = {}): Promise<string> {
+  return insert(tx as unknown as Kysely<unknown>, resolveOutboxTableNames(options), message, notifyOption(options));
 }
 
 /**
@@ -69,8 +89,9 @@ export async function enqueue<DB>(tx: Kysely<DB>, message: OutboxMessage, option
  * const out = outbox(context.tx);
  * await out.enqueue({ destination: 'ledger', body });
  */
-export function outbox<DB>(tx: Kysely<DB>, options: OutboxTableOptions = {}): BoundOutbox {
+export function outbox<DB>(tx: Kysely<DB>, options: EnqueueOptions = {}): BoundOutbox {
   const names = resolveOutboxTableNames(options);
+  const notify = notifyOption(options);
   const db = tx as unknown as Kysely<unknown>;
-  return Object.freeze({ enqueue: (message: OutboxMessage) => insert(db, names, message) });
+  return Object.freeze({ enqueue: (message: OutboxMessage) => insert(db, names, message, notify) });
 }

@@ -5,9 +5,9 @@
 import { ConfigurationError, type OutboxBinder, type OutboxOrigin } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 import { deterministicMessageId } from './deterministic-message-id.js';
-import { outbox } from './enqueue.js';
+import { notifyOption, outbox, type EnqueueOptions } from './enqueue.js';
 import type { OutboxMessage } from './outbox-message.js';
-import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
+import { resolveOutboxTableNames } from './outbox-table-names.js';
 
 /** Options of one `context.outbox.enqueue` call. */
 export interface HandlerEnqueueOptions {
@@ -48,7 +48,7 @@ function checkStep(step: unknown): string | number {
 /**
  * The `outbox` option of `idempotentConsumer()`: gives each handler run `context.outbox`, bound to its Kysely
  * transaction, so outgoing messages commit with the inbox record and the effect (a failed attempt leaves none).
- * Table options as `enqueue`'s (default `inboxkit.outbox`), validated here, once. Pass
+ * Options as `enqueue`'s (table, default `inboxkit.outbox`; `notify`, default true), validated here, once. Pass
  * `{ step }` to `enqueue` for an id derived from (consumer, incoming id, step), the same on every attempt.
  *
  * @example
@@ -62,9 +62,9 @@ function checkStep(step: unknown): string | number {
  * });
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any Kysely transaction, whatever its DB type
-export function transactionalOutbox(options: OutboxTableOptions = {}): OutboxBinder<Kysely<any>> {
+export function transactionalOutbox(options: EnqueueOptions = {}): OutboxBinder<Kysely<any>> {
   const names = resolveOutboxTableNames(options);
-  const table = { schema: names.schema, table: names.table };
+  const table = { schema: names.schema, table: names.table, notify: notifyOption(options) };
   return (tx, origin) => {
     if (typeof tx?.executeQuery !== 'function') {
       throw new ConfigurationError('transactionalOutbox: the consumer\'s transaction is not a Kysely transaction (use PostgresInboxStore)');

@@ -61,4 +61,29 @@ describe('enqueue', () => {
     await expect(t.db.transaction().execute((tx) => enqueue(tx, { destination: '', body: 'x' }, opts))).rejects.toThrow(ConfigurationError);
     await expect(t.db.transaction().execute((tx) => enqueue(tx, { destination: 'd', body: 'x', id: 'abc' }, opts))).rejects.toThrow(/UUID/);
   });
+
+  it('notifies the relays at commit unless notify is false (the row is written either way)', async () => {
+    const client = await t.schema.pool.connect();
+    try {
+      const heard: string[] = [];
+      let first: () => void = () => undefined;
+      const arrived = new Promise<void>((resolve) => (first = resolve));
+      client.on('notification', (n) => {
+        heard.push(n.channel);
+        first();
+      });
+      await client.query(`LISTEN "${opts.schema}.outbox"`);
+      const quiet = await t.db.transaction().execute((tx) => enqueue(tx, { destination: 'quiet', body: 'x' }, { ...opts, notify: false }));
+      const loud = await t.db.transaction().execute((tx) => outbox(tx, opts).enqueue({ destination: 'loud', body: 'x' }));
+      await arrived;
+      // Both committed before this round trip, so any notification of theirs is delivered before its answer.
+      await client.query('SELECT 1');
+      expect(heard).toEqual([`${opts.schema}.outbox`]);
+      expect(await ids()).toEqual(expect.arrayContaining([quiet, loud]));
+      await client.query('UNLISTEN *');
+    } finally {
+      client.release();
+    }
+    expect(() => outbox(t.db, { ...opts, notify: 'no' as never })).toThrow(ConfigurationError);
+  });
 });
