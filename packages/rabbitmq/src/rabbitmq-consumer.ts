@@ -6,6 +6,7 @@
 import { ConfigurationError, isInboxkitError } from '@inboxkit/core';
 import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
+import { AckCoalescer } from './ack-coalescer.js';
 import { confirmPublish } from './confirm-publish.js';
 import type { RawPublish } from './confirm-publish.js';
 import { resolveConsumerOptions } from './consumer-options.js';
@@ -25,6 +26,8 @@ export type {
 interface Session {
   readonly connection: AmqpConnection;
   readonly channel: AmqpConfirmChannel;
+  /** The channel's acks, coalesced per turn of the event loop. */
+  readonly acks: AckCoalescer;
   consumerTag: string | undefined;
   alive: boolean;
   /** Set once consuming: from then on a close triggers a reconnect. */
@@ -231,7 +234,10 @@ class RabbitmqConsumer implements TransportConsumer {
   async #openSession(): Promise<void> {
     const connection = await this.#connection();
     const channel = await connection.createConfirmChannel();
-    const session: Session = { connection, channel, consumerTag: undefined, alive: true, ready: false };
+    const acks = new AckCoalescer(channel, (err) =>
+      this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: ack on a closing channel dropped'),
+    );
+    const session: Session = { connection, channel, acks, consumerTag: undefined, alive: true, ready: false };
     channel.on('error', (err: Error) => this.#o.logger.warn(errorInfo(err), 'rabbitmq channel error'));
     channel.on('close', () => this.#sessionLost(session, new Error('channel closed')));
     try {
@@ -261,6 +267,7 @@ class RabbitmqConsumer implements TransportConsumer {
   #sessionLost(session: Session, reason: Error): void {
     if (!session.alive) return;
     session.alive = false;
+    session.acks.close();
     if (!session.ready || this.#state !== 'running') return;
     this.#o.logger.warn(
       { queue: this.#o.topology.queue, reason: reason.message, running: this.#running.size },
@@ -297,7 +304,10 @@ class RabbitmqConsumer implements TransportConsumer {
   }
 
   async #closeSession(session: Session): Promise<void> {
+    // Acks requested but not sent yet go out before the channel closes (closing would requeue those messages).
+    if (session.alive) session.acks.flush();
     session.alive = false;
+    session.acks.close();
     try {
       await session.channel.close();
     } catch {
@@ -325,6 +335,7 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#sessionLost(session, new Error('consumer cancelled by the broker'));
       return;
     }
+    session.acks.delivered(message);
     this.#pending.push({ session, message });
     this.#pump();
   }
@@ -523,17 +534,14 @@ class RabbitmqConsumer implements TransportConsumer {
 
   #ack(session: Session, message: AmqpMessage): void {
     if (!session.alive) return; // The broker already took it back; the inbox absorbs the redelivery.
-    try {
-      session.channel.ack(message);
-    } catch (err) {
-      this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: ack on a closing channel dropped');
-    }
+    session.acks.ack(message);
   }
 
   #nack(session: Session, message: AmqpMessage): void {
     if (!session.alive) return;
     try {
       session.channel.nack(message, false, true);
+      session.acks.settledAlone(message);
     } catch (err) {
       this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: nack on a closing channel dropped');
     }
