@@ -44,6 +44,8 @@ export interface PipelineVerdict {
   readonly sinkLost: number;
   /** Sink effects of ids that are not a good source id's outgoing id. */
   readonly sinkUnexpected: number;
+  /** Effect rows at the sink beyond one per good source id, whatever their ids (copies under fresh ids count too). */
+  readonly sinkSurplusRows: number;
   readonly outbox: OutboxState;
   /** Every violated rule (service rules prefixed `service:`, sink rules `sink:`). Empty = the invariant holds. */
   readonly violations: readonly string[];
@@ -96,6 +98,13 @@ export function checkPipeline(
     );
   if (lost.length > 0)
     violations.push(`sink: lost (never applied at the sink): ${lost.length} source ids (${examples(lost)})`);
+  let sinkRows = 0;
+  for (const n of evidence.sink.effects.values()) sinkRows += n;
+  const surplus = Math.max(0, sinkRows - plan.good.size);
+  if (surplus > 0)
+    violations.push(
+      `sink: ${sinkRows} effect rows for ${plan.good.size} good source ids (${surplus} more than one each)`,
+    );
   if (unexpected.length > 0)
     violations.push(
       `sink: effects of messages the service did not emit for a good source id: ${unexpected.length} (${examples(unexpected)})`,
@@ -127,6 +136,7 @@ export function checkPipeline(
     sinkExtraRows: extraRows,
     sinkLost: lost.length,
     sinkUnexpected: unexpected.length,
+    sinkSurplusRows: surplus,
     outbox,
     violations,
   };

@@ -62,7 +62,9 @@ describe('pipeline checker', () => {
   it('passes what a correct run leaves', () => {
     const verdict = check(correct());
     expect(verdict.violations).toEqual([]);
-    expect(verdict.sinkAppliedTwice + verdict.sinkLost + verdict.sinkUnexpected).toBe(0);
+    expect(
+      verdict.sinkAppliedTwice + verdict.sinkLost + verdict.sinkUnexpected + verdict.sinkSurplusRows,
+    ).toBe(0);
   });
 
   it('reports a source id applied twice at the sink', () => {
@@ -71,6 +73,7 @@ describe('pipeline checker', () => {
     const verdict = check(e);
     expect(verdict.sinkAppliedTwice).toBe(1);
     expect(verdict.sinkExtraRows).toBe(1);
+    expect(verdict.sinkSurplusRows).toBe(1);
     expect(verdict.violations.join('\n')).toMatch(
       new RegExp(`sink: effects applied twice: 1 source ids, 1 extra rows \\(${first}\\)`),
     );
@@ -93,6 +96,10 @@ describe('pipeline checker', () => {
     e.sinkEffects.set('0190aaaa-0000-7000-8000-000000000001', 1);
     const verdict = check({ ...e, outbox: { rows: plan.good.size + 1, undispatched: 1, parked: 0 } });
     expect(verdict.sinkUnexpected).toBe(1);
+    expect(verdict.sinkSurplusRows).toBe(1);
+    expect(verdict.violations.join('\n')).toMatch(
+      /sink: \d+ effect rows for \d+ good source ids \(1 more than one each\)/,
+    );
     expect(verdict.violations.join('\n')).toMatch(/effects of messages the service did not emit/);
     expect(verdict.violations.join('\n')).toMatch(/outbox: \d+ rows for \d+ good source ids/);
     expect(verdict.violations.join('\n')).toMatch(/outbox: 1 rows never dispatched/);

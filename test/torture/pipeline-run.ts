@@ -461,6 +461,7 @@ export function formatPipelineReport(r: PipelineReport): string {
     ['SINK: EFFECTS APPLIED TWICE', v?.sinkAppliedTwice],
     ['SINK: LOST', v?.sinkLost],
     ['sink: effects of unexpected ids', v?.sinkUnexpected],
+    ['sink: effect rows beyond one per good id', v?.sinkSurplusRows],
     ['violations', r.error !== undefined ? 'RUN FAILED' : v?.violations.length],
     ['seconds', Math.round(r.seconds)],
     ['verdict', pipelinePassed(r) ? 'PASS' : 'FAIL'],
