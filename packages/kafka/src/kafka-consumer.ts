@@ -134,6 +134,8 @@ class KafkaTransport implements KafkaTransportConsumer {
         timeoutMs: o.startTimeoutMs,
         signal: this.#startAbort.signal,
         abandon: (attempt) => {
+          // An attempt waiting for the join would wait for ever once kafkajs is stopped: end it now.
+          this.#join?.reject(new Error('kafkaConsumer: start abandoned'));
           this.#abandoned = attempt.then(
             () => this.#undoStart(),
             () => this.#undoStart(),
@@ -146,7 +148,9 @@ class KafkaTransport implements KafkaTransportConsumer {
     } catch (error) {
       this.#state = 'stopped';
       this.#detach();
-      await (this.#abandoned ?? this.#undoStart());
+      // An attempt still in flight (a kafkajs connect within its own retries) is undone once it ends; stop()
+      // waits for that.
+      if (this.#abandoned === undefined) await this.#undoStart();
       throw error;
     } finally {
       this.#join = undefined;
