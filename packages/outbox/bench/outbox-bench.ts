@@ -47,6 +47,7 @@ const { values: v } = parseArgs({
     'latency-rate': { type: 'string' },
     handlers: { type: 'string', default: '16' },
     'batch-size': { type: 'string', default: '500' },
+    'relay-concurrency': { type: 'string', default: '1' },
     only: { type: 'string', default: 'kafka,rabbitmq,sqs' },
   },
   strict: true,
@@ -56,6 +57,7 @@ const LATENCY_MESSAGES = Number(v['latency-messages'] ?? (v.quick ? 300 : 1_500)
 const LATENCY_RATE = Number(v['latency-rate'] ?? 300);
 const HANDLERS = Number(v.handlers);
 const BATCH_SIZE = Number(v['batch-size']);
+const RELAY_CONCURRENCY = Number(v['relay-concurrency']);
 const BROKERS = v.only.split(',') as ('kafka' | 'rabbitmq' | 'sqs')[];
 const TARGET = 0.7;
 const BODY = JSON.stringify({ order: 'o-1', amount: 4200, note: 'x'.repeat(120) });
@@ -206,6 +208,7 @@ async function viaOutbox(rig: Rig, count: number, rate: number | undefined, noti
     publishers: { default: publisher },
     ...(notify ? { listen: relayPool } : {}),
     batchSize: BATCH_SIZE,
+    concurrency: RELAY_CONCURRENCY,
     pollIntervalMs: notify ? 1_000 : 50,
   });
   const t0 = performance.now();
@@ -239,7 +242,7 @@ async function drain(rig: Rig, count: number): Promise<number> {
     if (confirmed.size >= count) allConfirmed();
   });
   const t0 = performance.now();
-  const relay = startOutboxRelay({ db: relayDb, schema, publishers: { default: publisher }, batchSize: BATCH_SIZE, pollIntervalMs: 200 });
+  const relay = startOutboxRelay({ db: relayDb, schema, publishers: { default: publisher }, batchSize: BATCH_SIZE, concurrency: RELAY_CONCURRENCY, pollIntervalMs: 200 });
   await done;
   const seconds = (performance.now() - t0) / 1000;
   await relay.stop();

@@ -44,6 +44,12 @@ export interface OutboxRelayOptions<DB> extends OutboxTableOptions {
    * for a publisher that retries entries of a batch separately (SQS FIFO). Default is 1.
    */
   readonly rowsPerKey?: number;
+  /**
+   * Claim–publish–mark transactions one relay runs at once, each on its own connection: while one waits for the
+   * broker or its commit, another claims. They share nothing but the table, exactly like that many relays
+   * (`SKIP LOCKED`, only a key's oldest row eligible), so order per key holds. Default is 1.
+   */
+  readonly concurrency?: number;
   /** Polling interval when no notification arrives. Default is 1,000 ms. */
   readonly pollIntervalMs?: number;
   /** A pool to LISTEN on for immediate wake-ups; without it the relay only polls. Default is none. */
@@ -134,6 +140,8 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
   const batchSize = positive(options.batchSize, 100, 'batchSize');
   const rowsPerKey = positive(options.rowsPerKey, 1, 'rowsPerKey');
   if (!Number.isInteger(rowsPerKey)) throw new ConfigurationError(`startOutboxRelay: \`rowsPerKey\` must be an integer, got ${rowsPerKey}`);
+  const concurrency = positive(options.concurrency, 1, 'concurrency');
+  if (!Number.isInteger(concurrency)) throw new ConfigurationError(`startOutboxRelay: \`concurrency\` must be an integer, got ${concurrency}`);
   const pollIntervalMs = positive(options.pollIntervalMs, 1_000, 'pollIntervalMs');
   const parkAfterMs = positive(options.parkAfterMs, 86_400_000, 'parkAfterMs');
   const retentionMs = positive(options.retentionMs, 604_800_000, 'retentionMs');
@@ -163,9 +171,10 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
   oldestAge.addCallback(observeAge);
 
   let stopped = false;
-  let wake: (() => void) | undefined;
-  /** A notification arrived since the last claim began: claim again instead of sleeping (none is lost mid-batch). */
-  let notified = false;
+  /** The wake-ups of the loops sleeping now. */
+  const sleepers = new Set<() => void>();
+  /** Notifications received so far: one that arrived since a loop's claim began makes it claim again instead of sleeping. */
+  let notifications = 0;
   let lastPrune = 0;
   let listenClient: ListenClient | undefined;
 
@@ -246,16 +255,28 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
       const timer = setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);
-        wake = undefined;
+        sleepers.delete(done);
         resolve();
       }
-      wake = done;
+      sleepers.add(done);
     });
   }
 
+  function wakeAll(): void {
+    for (const done of [...sleepers]) done();
+  }
+
   /** (Re)opens the LISTEN connection when there is none; a lost one is replaced on a later cycle. */
-  async function listen(): Promise<void> {
-    if (options.listen === undefined || listenClient !== undefined || stopped) return;
+  /** The LISTEN connection being opened, so that concurrent loops open one. */
+  let opening: Promise<void> | undefined;
+  function listen(): Promise<void> {
+    if (options.listen === undefined || listenClient !== undefined || stopped) return Promise.resolve();
+    opening ??= openListen().finally(() => (opening = undefined));
+    return opening;
+  }
+
+  async function openListen(): Promise<void> {
+    if (options.listen === undefined) return;
     let client: ListenClient | undefined;
     try {
       client = await options.listen.connect();
@@ -268,8 +289,8 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
         own.release(true);
       });
       own.on('notification', () => {
-        notified = true;
-        wake?.();
+        notifications += 1;
+        wakeAll();
       });
       await own.query(`LISTEN "${names.channel}"`);
     } catch (error) {
@@ -285,24 +306,24 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
     while (!stopped) {
       await listen();
       let count = 0;
-      notified = false;
+      const seen = notifications;
       try {
         count = await publishBatch();
         await prune();
       } catch (error) {
         logger.error({ err: error }, 'outbox relay cycle failed; retrying after the poll interval');
       }
-      if (!stopped && count === 0 && !notified) await sleep(pollIntervalMs);
+      if (!stopped && count === 0 && notifications === seen) await sleep(pollIntervalMs);
     }
   }
 
-  const running = run();
+  const running = Promise.all(Array.from({ length: concurrency }, () => run()));
   let stopping: Promise<void> | undefined;
   return Object.freeze({
     stop(): Promise<void> {
       stopping ??= (async () => {
         stopped = true;
-        wake?.();
+        wakeAll();
         await running;
         backlog.removeCallback(observeBacklog);
         oldestAge.removeCallback(observeAge);

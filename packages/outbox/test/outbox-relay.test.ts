@@ -192,4 +192,39 @@ describe('startOutboxRelay', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     await relay.stop();
   });
+
+  it('with concurrency 4 in one relay publishes every row exactly once, in order per key, over one LISTEN connection', async () => {
+    const publisher = recordingPublisher();
+    const ids = await enqueueMany(400, (i) => (i % 2 === 0 ? undefined : `c${i % 7}`), 'concurrent');
+    const relay = startOutboxRelay({
+      db: t.db,
+      publishers: { default: publisher },
+      concurrency: 4,
+      rowsPerKey: 3,
+      pollIntervalMs: 60_000,
+      batchSize: 20,
+      listen: t.schema.pool,
+      ...opts,
+    });
+    relays.push(relay);
+    await waitFor(() => publisher.published.length >= 400);
+    // Asleep now (a 60 s poll): a commit wakes it through the one LISTEN connection the four loops share.
+    const late = await t.db.transaction().execute((tx) => enqueue(tx, { destination: 'concurrent', key: 'c1', body: '400' }, opts));
+    await waitFor(() => publisher.published.some((m) => m.id === late), 10_000);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE query = ${`LISTEN "${opts.schema}.outbox"`}`.execute(t.db);
+    expect(rows[0]!.n).toBe(1);
+    await relay.stop();
+    const published = publisher.published.map((m) => m.id);
+    expect(new Set(published).size).toBe(published.length);
+    expect(published.sort()).toEqual([...ids, late].sort());
+    for (let k = 0; k < 7; k++) {
+      const bodies = publisher.published.filter((m) => m.key === `c${k}`).map((m) => Number(m.body));
+      expect(bodies).toEqual([...bodies].sort((a, b) => a - b));
+    }
+  });
+
+  it('refuses a concurrency that is not a positive integer', () => {
+    expect(() => startOutboxRelay({ db: t.db, publishers: { default: recordingPublisher() }, concurrency: 1.5, ...opts })).toThrow(/concurrency/);
+  });
 });
