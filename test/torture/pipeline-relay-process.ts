@@ -46,6 +46,7 @@ const relay = startOutboxRelay({
   listen: pool,
   batchSize: settings.batchSize,
   rowsPerKey: settings.rowsPerKey,
+  concurrency: settings.concurrency,
   pollIntervalMs: 250,
   backoff: { initialDelayMs: 200, multiplier: 2, maxDelayMs: 2_000 },
   logger,

@@ -163,6 +163,7 @@ export async function runPipeline(options: PipelineOptions): Promise<PipelineRep
         kafkaBrokers: brokers,
         batchSize: 100,
         rowsPerKey: 10,
+        concurrency: 2,
       }),
     }),
     sink: new ConsumerPool({

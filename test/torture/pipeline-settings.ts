@@ -20,4 +20,6 @@ export interface PipelineRelaySettings extends ConsumerSettings {
   readonly kafkaBrokers: readonly string[];
   readonly batchSize: number;
   readonly rowsPerKey: number;
+  /** Claim loops per relay process (startOutboxRelay's `concurrency`). */
+  readonly concurrency: number;
 }
