@@ -1,9 +1,11 @@
 // Where the consumer's own CPU goes, per delivery: Node CPU time (user + system, process.cpuUsage) divided by
 // deliveries, for the same one-row effect at concurrency 16 on the same pool. Throughput on a busy 2-core
 // machine is noisy, and Node competes with Postgres for the same cores; CPU microseconds per delivery are
-// far steadier and say how much of a gap is the JS path itself. Beside it, the rest of the machine's busy CPU
-// time per delivery (from /proc/stat, minus Node's): on a quiet machine that is Postgres' share; on a busy
-// one it includes everyone else's work and says little.
+// far steadier and say how much of a gap is the JS path itself. Beside it, the CPU time of the pool's own
+// Postgres backends per delivery (/proc/<pid>/stat of each connection's backend, when Postgres runs on this
+// machine): Postgres' share of the work, whoever else is busy — the WAL writer and checkpointer are not in it.
+// And the rest of the machine's busy CPU time per delivery (from /proc/stat, minus Node's): on a quiet machine
+// that is Postgres' whole share; on a busy one it includes everyone else's work and says little.
 //   bare pg        BEGIN; INSERT effect; COMMIT on node-postgres (no dedupe)
 //   bare kysely    the same transaction through Kysely's db.transaction() (what a handler's tx costs)
 //   raw claim      BEGIN + a two-column claim row in one round trip, the effect, COMMIT (the design's bare SQL)
@@ -35,6 +37,12 @@ const schema = `bench_cpu_${randomBytes(4).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: CONCURRENCY });
 const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
 const effects = `"${schema}".effects`;
+/** Backend pids of the pool's connections (pg reports each in BackendKeyData). */
+const backends = new Set<number>();
+pool.on('connect', (client) => {
+  const pid = (client as unknown as { processID?: number }).processID;
+  if (typeof pid === 'number') backends.add(pid);
+});
 const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
   name: 'cpu',
   store: new PostgresInboxStore<unknown>({ db, schema }),
@@ -62,8 +70,24 @@ function machineBusyUs(): number {
   }
 }
 
+/** CPU time (µs) of the pool's Postgres backends so far; NaN when they cannot be read (remote Postgres). */
+function backendsCpuUs(): number {
+  let ticks = 0;
+  for (const pid of backends) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the line)
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return ticks * 10_000; // USER_HZ = 100
+}
+
 interface Cost {
   readonly cpuUs: number;
+  readonly pgUs: number;
   readonly otherUs: number;
   readonly perSecond: number;
 }
@@ -72,6 +96,7 @@ async function drive(ids: readonly string[], work: (id: string) => Promise<void>
   let next = 0;
   const cpu0 = process.cpuUsage();
   const busy0 = machineBusyUs();
+  const pg0 = backendsCpuUs();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -83,6 +108,7 @@ async function drive(ids: readonly string[], work: (id: string) => Promise<void>
   const node = cpu.user + cpu.system;
   return {
     cpuUs: node / ids.length,
+    pgUs: (backendsCpuUs() - pg0) / ids.length,
     otherUs: (machineBusyUs() - busy0 - node) / ids.length,
     perSecond: ids.length / seconds,
   };
@@ -136,6 +162,7 @@ const keep = (name: Name, r: Cost): void => {
     prev
       ? {
           cpuUs: Math.min(prev.cpuUs, r.cpuUs),
+          pgUs: Math.min(prev.pgUs, r.pgUs),
           otherUs: Math.min(prev.otherUs, r.otherUs),
           perSecond: Math.max(prev.perSecond, r.perSecond),
         }
@@ -181,6 +208,7 @@ const bare = best.get('bare pg')!;
 for (const [name, r] of best) {
   console.log(
     `${name.padEnd(12)} ${r.cpuUs.toFixed(0).padStart(6)} µs Node CPU per delivery (${(r.cpuUs / bare.cpuUs).toFixed(2)}× bare pg), ` +
+      `${r.pgUs.toFixed(0).padStart(6)} µs its Postgres backends (${(r.pgUs / bare.pgUs).toFixed(2)}×), ` +
       `${r.otherUs.toFixed(0).padStart(6)} µs the rest of the machine (${(r.otherUs / bare.otherUs).toFixed(2)}×)   ${r.perSecond.toFixed(0).padStart(6)} deliveries/s`,
   );
 }

@@ -1,0 +1,163 @@
+// Core's own JavaScript per delivery, without Postgres: idempotentConsumer().handle() over PostgresInboxStore on a
+// fake node-postgres connection that answers every statement at once (no socket, no server). What is left is
+// the path's CPU — decode, fingerprint, SQL text, the pipeline runner, Kysely's handler transaction, outcome,
+// metrics, hook — beside the same handler run in a bare Kysely transaction on the same fake. Steadier than a
+// real-Postgres run on a busy machine, since no syscall or server time is in it; use it to see each change.
+//
+//   node --conditions=@inboxkit/source --import tsx packages/core/bench/js-path.ts [--deliveries 50000] [--rounds 5]
+
+import { parseArgs } from 'node:util';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  sql,
+  type DatabaseConnection,
+  type Driver,
+  type QueryResult,
+  type Transaction,
+} from 'kysely';
+import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import type { InboundMessage } from '../src/message.js';
+import { PostgresInboxStore } from '../src/postgres/index.js';
+
+const { values } = parseArgs({
+  options: { deliveries: { type: 'string', default: '50000' }, rounds: { type: 'string', default: '5' } },
+});
+const N = Number(values.deliveries);
+const ROUNDS = Number(values.rounds);
+const CONCURRENCY = 16;
+
+type Rows = Record<string, unknown>[];
+const completed = new Set<string>();
+const fingerprints = new Map<string, string>();
+
+function stateOf(id: string): Record<string, unknown> {
+  const now = Date.now();
+  return {
+    consumer: 'cpu', message_id: id, status: 'completed', fingerprint: fingerprints.get(id), attempts: 1, started_attempts: 1,
+    locked_until: null, available_at: now, received_at: now, message_timestamp: null, completed_at: now,
+    expires_at: now + 7 * 86_400_000, last_error: null, dead_letter_reason: null, dead_lettered_at: null, replay_count: 0,
+    last_replay_id: null, first_failure_at: null, last_failure_at: null, claimed_from: 'new', lease_token: null,
+    available_in_ms: 0, lease_remaining_ms: 0,
+  };
+}
+
+/** What the fake server answers to one statement (statements of one query string come in order). */
+function answer(statement: string): Rows {
+  const args = /^EXECUTE inboxkit_(claim|new)_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text(?:, '([0-9a-f]+)'::text)?/.exec(statement);
+  if (args !== null) {
+    const [, kind, id, fingerprint] = args as unknown as [string, string, string, string | undefined];
+    if (!completed.has(id)) {
+      completed.add(id);
+      fingerprints.set(id, fingerprint ?? '');
+      if (kind === 'new') return [{ attempts: 1, state: null }];
+      return [{ claimed: true, message_id: id, status: 'completed', attempts: 1, lease_token: null, claimed_from: 'new', state: null }];
+    }
+    if (kind === 'new') return [{ attempts: null, state: stateOf(id) }];
+    return [{ claimed: false, message_id: id, status: 'completed', attempts: 1, lease_token: null, claimed_from: 'new', state: stateOf(id) }];
+  }
+  if (statement === 'SELECT 1 AS a') return [{ a: 1 }];
+  if (statement === 'SELECT 2 AS b') return [{ b: 2 }];
+  if (statement === 'COMMIT' || statement === 'ROLLBACK') return [{ command: statement }];
+  return [];
+}
+
+interface Submittable {
+  text?: string;
+  submit?: (wire: unknown) => Error | null;
+  handleError?: (error: Error) => void;
+  callback?: (error: Error | null, results: unknown) => void;
+}
+
+/** Kysely's PostgresConnection, faked: the store's probe looks for this class name. */
+class PostgresConnection implements DatabaseConnection {
+  readonly #wire = { emit: () => true };
+
+  async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
+    await Promise.resolve(); // a "round trip": the answer comes on a later microtask
+    const q = compiled.sql as unknown as string | Submittable;
+    if (typeof q === 'object') {
+      if (typeof q.text === 'string' && q.callback !== undefined) {
+        const results = q.text.split(/;\n?\s*/).map((s) => ({ rows: answer(s.trim()) }));
+        q.callback(null, results.length === 1 ? results[0] : results);
+      } else {
+        const error = q.submit?.(this.#wire);
+        if (error) q.handleError?.(error);
+      }
+      return { rows: [] };
+    }
+    return { rows: answer(q) as R[], numAffectedRows: q.startsWith('insert') ? 1n : undefined };
+  }
+
+  // eslint-disable-next-line require-yield
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('not faked');
+  }
+}
+
+const connections: PostgresConnection[] = [];
+const driver: Driver = {
+  init: async () => {},
+  acquireConnection: async () => connections.pop() ?? new PostgresConnection(),
+  beginTransaction: async (c) => void (await c.executeQuery(CompiledQuery.raw('begin'))),
+  commitTransaction: async (c) => void (await c.executeQuery(CompiledQuery.raw('commit'))),
+  rollbackTransaction: async (c) => void (await c.executeQuery(CompiledQuery.raw('rollback'))),
+  releaseConnection: async (c) => void connections.push(c as PostgresConnection),
+  destroy: async () => {},
+};
+const db = new Kysely<unknown>({
+  dialect: {
+    createAdapter: () => new PostgresAdapter(),
+    createDriver: () => driver,
+    createQueryCompiler: () => new PostgresQueryCompiler(),
+    createIntrospector: (k) => new PostgresIntrospector(k),
+  },
+});
+
+const effect = (tx: Kysely<unknown>, id: string) =>
+  sql`INSERT INTO ${sql.table('bench.effects')} (message_id, amount) VALUES (${id}, 42)`.execute(tx);
+const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
+  name: 'cpu',
+  store: new PostgresInboxStore<unknown>({ db, schema: 'bench' }),
+  handler: async (message, { tx }) => void (await effect(tx, message.id)),
+});
+const message = (id: string): InboundMessage => ({ id, body: JSON.stringify({ id, amount: 42 }), headers: {}, source: { transport: 'bench' } });
+
+async function drive(ids: readonly string[], work: (id: string) => Promise<void>): Promise<number> {
+  let next = 0;
+  const cpu0 = process.cpuUsage();
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (next < ids.length) await work(ids[next++]!);
+  }));
+  const cpu = process.cpuUsage(cpu0);
+  return (cpu.user + cpu.system) / ids.length;
+}
+
+const variants: Record<string, (round: number) => Promise<number>> = {
+  'bare kysely tx': (r) => drive(ids(`b${r}`), async (id) => db.transaction().execute((tx) => effect(tx, id)).then(() => undefined)),
+  'inbox first': (r) =>
+    drive(ids(`f${r}`), async (id) => {
+      const o = await consumer.handle(message(id));
+      if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
+    }),
+  'inbox dup': (r) =>
+    drive(ids(`f${r}`), async (id) => {
+      const o = await consumer.handle(message(id));
+      if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
+    }),
+};
+function ids(prefix: string): string[] {
+  return Array.from({ length: N }, (_, i) => `${prefix}-${i}`);
+}
+
+const best = new Map<string, number>();
+for (let r = -1; r < ROUNDS; r++) {
+  for (const [name, run] of Object.entries(variants)) {
+    const us = await run(r);
+    if (r >= 0) best.set(name, Math.min(best.get(name) ?? Infinity, us));
+  }
+}
+for (const [name, us] of best) console.log(`${name.padEnd(15)} ${us.toFixed(1).padStart(7)} µs JS CPU per delivery`);
