@@ -1,6 +1,7 @@
 // The payload fingerprint: SHA-256 of a canonical JSON form, so the same intent re-encoded with keys in
 // another order still matches, and a different payload under the same id is caught as `payload-mismatch`.
 
+import * as crypto from 'node:crypto';
 import { createHash } from 'node:crypto';
 
 /**
@@ -9,68 +10,61 @@ import { createHash } from 'node:crypto';
  * same rules as `JSON.stringify`, with sorted keys. Bigints are written as decimal strings.
  */
 export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
-  write(value, out, new Set());
-  return out.join('');
+  return write(value, []);
 }
 
-function write(value: unknown, out: string[], seen: Set<object>): void {
+/** The canonical JSON of `value`; `ancestors` are the objects being written around it (a cycle throws). */
+function write(value: unknown, ancestors: object[]): string {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     value = (value as { toJSON(): unknown }).toJSON();
   }
   switch (typeof value) {
     case 'string':
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'number':
-      out.push(Number.isFinite(value) ? JSON.stringify(value) : 'null');
-      return;
+      // Number#toString is what JSON.stringify writes for a finite number (-0 included: "0").
+      return Number.isFinite(value) ? String(value) : 'null';
     case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return;
+      return value ? 'true' : 'false';
     case 'bigint':
-      out.push(JSON.stringify(value.toString()));
-      return;
+      return `"${value.toString()}"`;
     case 'object':
       break;
     default:
-      out.push('null');
-      return;
+      return 'null';
   }
-  if (value === null) {
-    out.push('null');
-    return;
-  }
-  if (seen.has(value)) throw new TypeError('cannot fingerprint a cyclic payload');
-  seen.add(value);
+  if (value === null) return 'null';
+  if (ancestors.includes(value)) throw new TypeError('cannot fingerprint a cyclic payload');
+  ancestors.push(value);
+  let out: string;
   if (Array.isArray(value)) {
-    out.push('[');
-    value.forEach((item, i) => {
-      if (i > 0) out.push(',');
+    out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      const item: unknown = value[i];
       const t = typeof item;
-      if (item === undefined || t === 'function' || t === 'symbol') out.push('null');
-      else write(item, out, seen);
-    });
-    out.push(']');
+      out += item === undefined || t === 'function' || t === 'symbol' ? 'null' : write(item, ancestors);
+    }
+    out += ']';
   } else if (ArrayBuffer.isView(value)) {
-    out.push(JSON.stringify(Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64')));
+    out = JSON.stringify(Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'));
   } else {
     const record = value as Record<string, unknown>;
     const keys = Object.keys(record).sort();
-    out.push('{');
+    out = '{';
     let first = true;
     for (const key of keys) {
       const item = record[key];
       const t = typeof item;
       if (item === undefined || t === 'function' || t === 'symbol') continue;
-      if (!first) out.push(',');
+      if (!first) out += ',';
       first = false;
-      out.push(JSON.stringify(key), ':');
-      write(item, out, seen);
+      out += `${JSON.stringify(key)}:${write(item, ancestors)}`;
     }
-    out.push('}');
+    out += '}';
   }
-  seen.delete(value);
+  ancestors.pop();
+  return out;
 }
 
 /**
@@ -80,5 +74,11 @@ function write(value: unknown, out: string[], seen: Set<object>): void {
  * fingerprintPayload({ b: 1, a: 2 }) === fingerprintPayload({ a: 2, b: 1 }) // true
  */
 export function fingerprintPayload(payload: unknown): string {
-  return createHash('sha256').update(canonicalJson(payload)).digest('hex');
+  return sha256Hex(canonicalJson(payload));
 }
+
+/** One-shot SHA-256 (`crypto.hash`, Node 20.12+: no Hash object per call), else through a Hash object. */
+const sha256Hex: (text: string) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (text) => (crypto as unknown as { hash(algorithm: string, data: string, encoding: 'hex'): string }).hash('sha256', text, 'hex')
+    : (text) => createHash('sha256').update(text).digest('hex');

@@ -8,6 +8,7 @@
  * which Postgres text cannot hold, becomes U+FFFD.
  */
 export function sqlString(value: string): string {
+  if (!value.includes("'") && !value.includes('\\') && !value.includes('\u0000')) return `'${value}'`;
   let text = value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
   text = text.replaceAll("'", "''");
   if (text.includes('\\')) return ` E'${text.replaceAll('\\', '\\\\')}'`;
