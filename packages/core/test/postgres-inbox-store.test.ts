@@ -42,7 +42,7 @@ describe('PostgresInboxStore', () => {
     await t?.close();
   });
 
-  it('sends BEGIN and the claim (with its lock timeout) in one round trip; a duplicate costs one more round trip and no COMMIT', async () => {
+  it('sends BEGIN and the claim of a new id (with its lock timeout) in one round trip; a duplicate then sends only a ROLLBACK, not waited for', async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-rt');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -55,7 +55,9 @@ describe('PostgresInboxStore', () => {
       sent.length = 0;
       expect((await consumer.handle(message('m1'))).status).toBe('processed');
       expect(sent).toHaveLength(3);
-      expect(sent[0]).toMatch(/^BEGIN;\nEXECUTE inboxkit_claim_[0-9a-f]+ \('round-trips'::text, 'm1'::text.*, '5000'\)$/s);
+      expect(sent[0]).toMatch(
+        /^BEGIN;\nEXECUTE inboxkit_new_[0-9a-f]+ \('round-trips'::text, 'm1'::text.*, '5000'\)$/s,
+      );
       expect(sent[1]).toMatch(/insert into/i);
       expect(sent[2]).toBe('COMMIT');
       sent.length = 0;
@@ -203,6 +205,18 @@ describe('PostgresInboxStore', () => {
       });
       await Promise.all(['a', 'b', 'fail-1', 'a', 'fail-1', 'c'].map((id) => consumer.handle(message(id))));
       await consumer.handleBatch([message('d'), message('fail-2'), message('d')]);
+      // Whatever the pool hands out next starts outside a transaction. A duplicate's ROLLBACK is sent without
+      // waiting for its answer, so it may still be on its way, but node-postgres sends it before anything the
+      // next borrower sends: in a fresh transaction now() is this statement's own start.
+      const borrowed = await Promise.all([pool.connect(), pool.connect(), pool.connect()]);
+      try {
+        for (const client of borrowed) {
+          const { rows } = await client.query<{ fresh: boolean }>('SELECT now() = statement_timestamp() AS fresh');
+          expect(rows[0]!.fresh).toBe(true);
+        }
+      } finally {
+        for (const client of borrowed) client.release();
+      }
       const idleInTx = await sql<{ n: number }>`
         SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ${app} AND state <> 'idle'`.execute(t.db);
       expect(idleInTx.rows[0]!.n).toBe(0);

@@ -45,10 +45,22 @@ export class ConnectionGuard {
     return this.#broken;
   }
 
-  /** Starts guarding `connection` (a Kysely PostgresConnection over node-postgres). */
-  async hold(connection: DatabaseConnection): Promise<void> {
-    const wire = await wireOf(connection);
-    if (wire === undefined) return;
+  /**
+   * Starts guarding `connection` (a Kysely PostgresConnection over node-postgres). Synchronous (undefined) once
+   * the connection's wire is known, which is every time but the first per pooled client.
+   */
+  hold(connection: DatabaseConnection): Promise<void> | undefined {
+    const known = wires.get(connection);
+    if (known !== undefined) {
+      this.#guard(known);
+      return undefined;
+    }
+    return wireOf(connection).then((wire) => {
+      if (wire !== undefined) this.#guard(wire);
+    });
+  }
+
+  #guard(wire: Wire): void {
     this.#wire = wire;
     this.#ownEmit = Object.prototype.hasOwnProperty.call(wire, 'emit');
     const emit = wire.emit;
@@ -80,8 +92,6 @@ export class ConnectionGuard {
 
 /** pg's protocol Connection under a Kysely connection, or undefined when it is not node-postgres. */
 async function wireOf(connection: DatabaseConnection): Promise<Wire | undefined> {
-  const known = wires.get(connection);
-  if (known !== undefined) return known;
   let found: Wire | undefined;
   let settle: () => void = () => {};
   const settled = new Promise<void>((resolve) => (settle = resolve));

@@ -104,13 +104,16 @@ function digest(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
-/** The single-delivery claim as a prepared statement (see `InboxStatements.preparedClaim`). */
-export interface PreparedClaim {
+/** The single-delivery claim of a new id as a prepared statement (see `InboxStatements.preparedNewClaim`). */
+export interface PreparedNewClaim {
   /** The statement name, to remember per connection. */
   readonly name: string;
   /** The PREPARE statement creating it. */
   readonly prepare: string;
-  /** EXECUTE with this delivery's values. */
+  /**
+   * EXECUTE with this delivery's values: one row with `attempts` when it wrote the new row, one row with the
+   * existing row's `state` (json) when the id has a row, none when it did neither.
+   */
   claim(settings: ClaimSettings, row: ClaimRow, leaseMs?: number): string;
 }
 
@@ -160,31 +163,41 @@ export class InboxStatements {
   }
 
   /**
-   * The single-delivery claim and state read as server-side prepared statements: the claim is a large
-   * statement whose parsing and planning would otherwise cost more than its execution. `prepare` creates them
-   * on a connection (once); `execute` runs them.
+   * The claim of one delivery whose id has no row — the common case — without the full claim's machinery: an
+   * `INSERT … ON CONFLICT DO NOTHING` writing the same new row the full claim would (status `target`, attempt
+   * `max(1, deliveryCount)` if within `maxAttempts`), which takes no lock and writes nothing when the id has a
+   * row, and in the same statement a read of the row as it was before (a data-modifying CTE does not see its
+   * own insert, so a new id reads nothing). The lock timeout is set (transaction-local) before the insert can
+   * wait on a concurrent delivery's uncommitted row. When the id has a row, the store decides from its state:
+   * a duplicate (completed, waiting, leased …) is answered at once; a row this delivery may take over (a retry
+   * due, an expired lease, a replay) goes to the full `claim`, in the same transaction.
    */
-  preparedClaim(target: 'completed' | 'processing'): PreparedClaim {
-    const claim = this.#claimText(target, {
-      values: '($1::text, $2::text, $3::text, $4::timestamptz, $5::int, $6::text, $7::uuid)',
-      lockTimeout: `$${target === 'processing' ? 11 : 10}::text`,
-      consumer: '$1::text',
-      ids: 'ARRAY[$2::text]',
-      max: '$8::int',
-      window: 'make_interval(secs => $9::float8 / 1000)',
-      lockedUntil: target === 'processing' ? 'now() + make_interval(secs => $10::float8 / 1000)' : 'NULL::timestamptz',
-    });
-    const name = `inboxkit_claim_${digest(claim)}`;
-    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${target === 'processing' ? ', float8' : ''}, text`;
+  preparedNewClaim(target: 'completed' | 'processing'): PreparedNewClaim {
+    const leased = target === 'processing';
+    const text = `WITH inserted AS (
+INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+  locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
+SELECT $1::text, $2::text, '${target}', $3::text, $5::int, $5::int, $7::uuid,
+  ${leased ? 'now() + make_interval(secs => $10::float8 / 1000)' : 'NULL::timestamptz'}, $4::timestamptz,
+  ${leased ? 'NULL::timestamptz' : 'now()'}, now() + make_interval(secs => $9::float8 / 1000), $6::text, 'new'
+FROM (SELECT set_config('lock_timeout', $${leased ? 11 : 10}::text, true)) AS lock_timeout
+WHERE $5::int <= $8::int
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING attempts)
+SELECT attempts, NULL::json AS state FROM inserted
+UNION ALL
+SELECT NULL::int, ${stateJson('x')} FROM ${this.#t} x WHERE x.consumer = $1::text AND x.message_id = $2::text`;
+    const name = `inboxkit_new_${digest(text)}`;
+    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${leased ? ', float8' : ''}, text`;
     return {
       name,
-      prepare: `PREPARE ${name} (${types}) AS ${claim}`,
+      prepare: `PREPARE ${name} (${types}) AS ${text}`,
       claim: (settings, r, leaseMs) =>
         `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(
           r.messageTimestamp,
         )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)}, ${sqlInt(
           settings.maxAttempts,
-        )}, ${sqlInt(settings.dedupeWindowMs)}${target === 'processing' ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''}, '${sqlInt(
+        )}, ${sqlInt(settings.dedupeWindowMs)}${leased ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''}, '${sqlInt(
           Math.max(1, Math.round(settings.lockTimeoutMs)),
         )}')`,
     };

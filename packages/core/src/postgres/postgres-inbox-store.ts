@@ -30,7 +30,7 @@ import type {
   StatusCount,
   TransactionalRun,
 } from '../store.js';
-import { InboxStatements, type ClaimRow, type PreparedClaim } from './inbox-statements.js';
+import { InboxStatements, type ClaimRow, type PreparedNewClaim } from './inbox-statements.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { loadPgPipelineRunner, type PipelineRunner, type Rows } from './pipelined-query.js';
@@ -64,6 +64,12 @@ export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
 
 const DEFAULT_LIMIT = 100;
 
+/** The claim statement after BEGIN; `lean` for the single-delivery claim of `InboxStatements.preparedNewClaim`. */
+interface ClaimPlan {
+  readonly statement: string;
+  readonly lean: boolean;
+}
+
 /** What a claim answered about one id. */
 type ClaimAnswer =
   /** Taken; `state` is set when the claim dead-lettered it (attempts beyond `maxAttempts`) instead. */
@@ -95,7 +101,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   readonly #sql: InboxStatements;
   readonly #pipelining: 'auto' | 'off';
   readonly #pruneKey: bigint;
-  readonly #claims: { readonly completed: PreparedClaim; readonly processing: PreparedClaim };
+  /** The lean claim of one delivery (node-postgres, prepared per connection). */
+  readonly #newClaims: { readonly completed: PreparedNewClaim; readonly processing: PreparedNewClaim };
   /** Statements prepared on each connection (Kysely keeps one connection object per pg client). */
   readonly #preparedOn = new WeakMap<object, Set<string>>();
   #usePrepared: boolean;
@@ -117,7 +124,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     this.#pipelining = options.pipelining ?? 'auto';
     this.#usePrepared = options.preparedStatements ?? true;
     this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';
-    this.#claims = { completed: this.#sql.preparedClaim('completed'), processing: this.#sql.preparedClaim('processing') };
+    this.#newClaims = { completed: this.#sql.preparedNewClaim('completed'), processing: this.#sql.preparedNewClaim('processing') };
     const digest = createHash('sha256').update(`inboxkit:prune:${this.names.qualifiedTable}`).digest();
     this.#pruneKey = digest.readBigInt64BE(0);
     this.pruneLockKey = this.#pruneKey;
@@ -135,7 +142,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       if (!(answers instanceof Map)) return answers;
       const answer = answers.get(request.messageId);
       if (answer === undefined || !answer.claimed) {
-        await s.rollback();
+        // A duplicate: its transaction wrote nothing; the ROLLBACK goes out without a wait for its answer.
+        await s.rollbackUnawaited();
         return { kind: 'not-claimed', row: answer?.state };
       }
       if (answer.state !== undefined) {
@@ -450,6 +458,10 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
    * connection — and leaves the transaction open. Answers per id; an id whose row only became visible after the
    * claim's snapshot (a concurrent delivery committed it while we waited) is read again. On a lock timeout or a
    * lost race, rolls back and answers `busy`.
+   *
+   * One delivery on node-postgres takes the lean path first (`InboxStatements.preparedNewClaim`): an insert of
+   * the new row and, when the id already has one, that row's state, in the same round trip. Only a row this
+   * delivery may take over (a retry due, an expired lease, a replay) then needs the full claim statement.
    */
   async #claim(
     s: SqlSession,
@@ -458,12 +470,32 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     target: 'completed' | 'processing',
     leaseMs?: number,
   ): Promise<Map<string, ClaimAnswer> | { readonly kind: 'busy'; readonly reason: BusyReason }> {
-    let result: Rows[];
+    const answers = new Map<string, ClaimAnswer>();
+    let claimRows: Rows | undefined;
     for (let retried = false; ; retried = true) {
-      const statement = this.#claimStatement(s, settings, rows, target, leaseMs);
-      const claim = typeof statement === 'string' ? statement : await statement;
+      const planned = this.#claimPlan(s, settings, rows, target, leaseMs);
+      const plan = 'statement' in planned ? planned : await planned;
       try {
-        result = await s.all(['BEGIN', claim]);
+        const result = (await s.all(['BEGIN', plan.statement]))[1] ?? [];
+        if (!plan.lean) claimRows = result;
+        else {
+          // The lean claim of one delivery: the new row's attempt, or the existing row's state.
+          const row = rows[0]!;
+          const answer = result[0];
+          if (answer !== undefined && answer['attempts'] !== null && answer['attempts'] !== undefined) {
+            const claimed = { messageId: row.messageId, attempt: Number(answer['attempts']), from: 'new', leaseToken: row.leaseToken } as const;
+            answers.set(row.messageId, { claimed, state: undefined });
+            return answers;
+          }
+          if (answer !== undefined && answer['state'] !== null && answer['state'] !== undefined) {
+            const state = toRowState(parseJson(answer['state']));
+            // A row this delivery may take over goes to the full claim (same transaction); any other is the answer.
+            if (claimableBy(state, row)) claimRows = await s.query(this.#sql.claim(settings, rows, target, leaseMs));
+            else answers.set(row.messageId, { claimed: false, state });
+          }
+          // Neither written nor read: the attempt is beyond maxAttempts, or a concurrent delivery committed the
+          // row after this statement's snapshot (read again below).
+        }
         break;
       } catch (error) {
         await s.rollbackQuietly();
@@ -478,8 +510,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         throw error;
       }
     }
-    const answers = new Map<string, ClaimAnswer>();
-    for (const r of result[1] ?? []) {
+    for (const r of claimRows ?? []) {
       const id = String(r['message_id']);
       if (r['claimed'] === true) {
         answers.set(id, {
@@ -523,30 +554,36 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     return answers;
   }
 
-  /** The claim statement: `EXECUTE` of the prepared claim for one delivery on node-postgres, else literal SQL. */
-  #claimStatement(
+  /**
+   * The claim statement sent after BEGIN: for one delivery on node-postgres the lean claim, prepared on the
+   * connection on first use (see `#claim`); else the full claim, literal SQL (a batch, another driver, or with
+   * prepared statements turned off).
+   */
+  #claimPlan(
     s: SqlSession,
     settings: ClaimSettings,
     rows: readonly ClaimRow[],
     target: 'completed' | 'processing',
     leaseMs?: number,
-  ): string | Promise<string> {
-    if (rows.length !== 1 || !s.pipelined || !this.#usePrepared) return this.#sql.claim(settings, rows, target, leaseMs);
-    const prepared = this.#claims[target];
+  ): ClaimPlan | Promise<ClaimPlan> {
+    if (rows.length !== 1 || !s.pipelined || !this.#usePrepared) {
+      return { statement: this.#sql.claim(settings, rows, target, leaseMs), lean: false };
+    }
     let known = this.#preparedOn.get(s.connection);
     if (known === undefined) {
       known = new Set();
       this.#preparedOn.set(s.connection, known);
     }
-    const execute = prepared.claim(settings, rows[0]!, leaseMs);
-    if (known.has(prepared.name)) return execute;
+    const prepared = this.#newClaims[target];
+    const plan = { statement: prepared.claim(settings, rows[0]!, leaseMs), lean: true };
+    if (known.has(prepared.name)) return plan;
     const remember = known;
     return s.query(prepared.prepare).then(
-      () => (remember.add(prepared.name), execute),
+      () => (remember.add(prepared.name), plan),
       (error: unknown) => {
         if (sqlState(error) !== '42P05') throw error; // 42P05: already prepared on this session
         remember.add(prepared.name);
-        return execute;
+        return plan;
       },
     );
   }

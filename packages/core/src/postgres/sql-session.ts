@@ -110,6 +110,18 @@ export class SqlSession {
     await this.query('ROLLBACK');
   }
 
+  /**
+   * Ends a transaction that wrote nothing (a claim that took no row) without waiting for the answer, on
+   * node-postgres: the client sends queries in order, so the ROLLBACK reaches Postgres before anything the
+   * connection's next borrower sends, and the caller saves a round trip. A failure is the connection's, and its
+   * next user meets it. Elsewhere (PGlite …) it waits.
+   */
+  async rollbackUnawaited(): Promise<void> {
+    if (this.#runner === undefined) return this.rollbackQuietly();
+    this.#track(['ROLLBACK']);
+    this.connection.executeQuery(CompiledQuery.raw('ROLLBACK')).catch(() => undefined);
+  }
+
   /** Rolls back, ignoring errors (the connection may already be gone; the pool will notice). */
   async rollbackQuietly(): Promise<void> {
     try {
@@ -170,7 +182,8 @@ export async function holding<T>(
   fn: (session: SqlSession) => Promise<T>,
 ): Promise<T> {
   const guard = runner === undefined ? undefined : new ConnectionGuard();
-  await guard?.hold(connection);
+  const holding = guard?.hold(connection);
+  if (holding !== undefined) await holding;
   const session = new SqlSession(connection, runner, guard);
   try {
     return await fn(session);
