@@ -62,6 +62,8 @@ export function startFailure(err: unknown, queue: string): unknown {
       { cause: err },
     );
   }
+  // A queue process restarting (a node booting, a leader moving) answers NOT_FOUND for a moment: transient.
+  if (code === 404 && /stopped by supervisor|not running|home node|is down/i.test(message)) return undefined;
   if (code === 404) {
     return new ConfigurationError(
       `RabbitMQ has no queue or exchange needed by "${queue}" (NOT_FOUND: ${message}): declare the topology ` +

@@ -231,6 +231,9 @@ describe('startFailure', () => {
         { code: 320 },
       ),
       new Error('Expected ConnectionOpenOk; got <ConnectionClose channel:0>'),
+      Object.assign(new Error(`NOT_FOUND - queue 'q' in vhost '/' process is stopped by supervisor`), {
+        code: 404,
+      }),
     ])
       expect(startFailure(transient, 'q'), String(transient)).toBeUndefined();
     for (const permanent of [
@@ -239,6 +242,7 @@ describe('startFailure', () => {
       ),
       Object.assign(new Error('PRECONDITION_FAILED - inequivalent arg'), { code: 406 }),
       Object.assign(new Error('ACCESS_REFUSED - access to queue'), { code: 403 }),
+      Object.assign(new Error(`NOT_FOUND - no exchange 'orders-in' in vhost '/'`), { code: 404 }),
       new Error('Expected amqp: or amqps: as the protocol; got '),
       Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }),
       new TypeError('Invalid URL'),
