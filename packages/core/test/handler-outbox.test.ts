@@ -6,7 +6,7 @@ import { ConfigurationError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
 import type { InboundMessage } from '../src/message.js';
-import type { OutboxOrigin } from '../src/consumer-types.js';
+import type { HandlerOutbox, OutboxOrigin } from '../src/consumer-types.js';
 
 const message = (id: string): InboundMessage => ({ id, body: '{}', headers: {}, source: { transport: 'memory' } });
 
@@ -19,7 +19,9 @@ describe('context.outbox', () => {
       store: new InMemoryInboxStore(),
       outbox: (tx, origin) => {
         binds.push({ tx, origin });
-        return { marker: origin.messageId };
+        // A stand-in: typed through unknown because @inboxkit/outbox widens HandlerOutbox when compiled together.
+        const stand: unknown = { marker: origin.messageId };
+        return stand as HandlerOutbox;
       },
       handler: async (m, context) => {
         if (m.id === 'silent') return;
