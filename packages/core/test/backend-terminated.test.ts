@@ -78,6 +78,46 @@ describe('a backend terminated while the store holds its connection', () => {
     }
   });
 
+  it("handle(): a backend terminated during the handler's own statement is retry (store-unavailable), not a handler failure", async () => {
+    const name = 'terminated-mid-statement';
+    const db = bareDb();
+    let terminated = false;
+    let killer: Promise<void> = Promise.resolve();
+    try {
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name,
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+        handler: async (m, { tx }) => {
+          await insertEffect(tx, t.schema, name, m.id);
+          if (terminated) return;
+          const { rows } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(tx);
+          const pid = rows[0]!.pid;
+          killer = (async () => {
+            // Once the statement below is running on that backend, terminate it.
+            for (;;) {
+              const busy = await admin.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_sleep(30)%' AND state = 'active'`, [pid]);
+              if (busy.rows.length > 0) break;
+              await new Promise((r) => setTimeout(r, 20));
+            }
+            await terminate(admin, pid);
+            terminated = true;
+          })();
+          // Fails as soon as the backend's FATAL arrives, often before the end of the socket does.
+          await sql`SELECT pg_sleep(30)`.execute(tx);
+        },
+      });
+      const first = await consumer.handle(message('m1'));
+      await killer;
+      expect(terminated).toBe(true);
+      expect(first).toMatchObject({ status: 'retry', reason: 'store-unavailable' });
+      expect((await consumer.handle(message('m1')))).toMatchObject({ status: 'processed', attempt: 1 });
+      expect(await countEffects(t.db, t.schema, name)).toBe(1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
   it('handleBatch(): the whole batch gets retry (store-unavailable); the redelivery applies each once', async () => {
     const name = 'terminated-batch';
     const db = bareDb();

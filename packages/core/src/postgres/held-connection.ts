@@ -12,6 +12,9 @@
 // store-unavailable, and pg-pool discards the client when Kysely releases it (a released client that is not
 // queryable is removed and ended, never reused). The guard is taken off when the store lets the connection go.
 //
+// One side effect: when the client's 'end' handler throws, the client skips emitting its own 'end' event; pg-pool
+// listens to it only to clear a maxLifetimeSeconds timer, which finds the client already removed.
+//
 // Finding the wire costs no round trip: the Submittable answers its submit() with an error, which pg settles
 // on the next tick without writing anything. It is looked up once per pooled client.
 

@@ -159,6 +159,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         handlerTx.close();
         s.assertAlive();
         await s.rollbackQuietly();
+        // A handler whose own statement met the dying backend: the end of the socket may only come now.
+        s.assertAlive();
         return { kind: 'failed', claimed, error };
       }
       handlerTx.close();
@@ -237,6 +239,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         if (failed) s.assertAlive();
         if (failed && !savepoints) {
           await s.rollbackQuietly();
+          s.assertAlive();
           return 'rerun';
         }
         if (failed) {
@@ -323,6 +326,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
           const s = await lazy.begin().catch(() => undefined);
           s?.assertAlive();
           await s?.rollbackQuietly();
+          s?.assertAlive();
         }
         return { kind: 'failed', error };
       }
