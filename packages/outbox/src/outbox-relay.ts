@@ -14,6 +14,7 @@ import {
 } from '@inboxkit/core';
 import { metrics, type MeterProvider } from '@opentelemetry/api';
 import { sql, type Kysely } from 'kysely';
+import { guardedTransaction } from '@inboxkit/core/postgres';
 import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
 
 /** The slice of a `pg` pool client the relay LISTENs on. */
@@ -180,7 +181,9 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
 
   /** One claim–publish–mark transaction; resolves once it committed, with the rows it dispatched and parked. */
   async function publishBatch(): Promise<number> {
-    const counts = await db.transaction().execute(async (trx) => {
+    // Guarded: the transaction stays open while the broker confirms, and a Postgres restart meanwhile must
+    // reject this batch (the rows stay undispatched), not crash the process (guardedTransaction).
+    const counts = await guardedTransaction(db, async (trx) => {
       let parkedRows = 0;
       const { rows } = await sql<Row>`SELECT seq, id, publisher, destination, routing_key, partition_key, headers,
           payload, payload_text, delay_ms, created_at, attempts

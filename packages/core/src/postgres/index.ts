@@ -5,3 +5,4 @@ export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
 export { inboxSchemaSql, inboxSchemaStatements, inboxSchemaDownStatements } from './inbox-schema.js';
 export { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+export { guardedTransaction } from './guarded-transaction.js';
