@@ -1,12 +1,10 @@
 // Real Postgres for the RabbitMQ transport's end-to-end tests: one fresh schema per test with the inbox
 // tables and an `effects` table that has no unique key, so a doubled effect is counted, never prevented.
 
-import { randomBytes } from 'node:crypto';
 import { PostgresInboxStore, migrateInbox } from '@inboxkit/core/postgres';
-import { Kysely, PostgresDialect, sql } from 'kysely';
-import type { Generated, Transaction } from 'kysely';
-import pg from 'pg';
-import { databaseUrl } from './amqp-service.js';
+import { sql, type Generated, type Kysely, type Transaction } from 'kysely';
+import type pg from 'pg';
+import { openInboxTestDatabase } from '../../../test/support/inbox-database.js';
 
 /** The effects table as Kysely sees it. */
 export interface EffectsDatabase {
@@ -29,20 +27,8 @@ export interface PostgresFixture {
 
 /** Creates the schema, migrates the inbox into it and adds the effects table. Fails clearly if Postgres is down. */
 export async function postgresFixture(label: string, poolSize = 12): Promise<PostgresFixture> {
-  const url = databaseUrl();
-  const pool = new pg.Pool({ connectionString: url, max: poolSize });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(`Postgres is not reachable at ${url}: start it with \`npm run services:up\``, {
-      cause: error,
-    });
-  }
-  const schema = `rmq_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
-  const db = new Kysely<EffectsDatabase>({ dialect: new PostgresDialect({ pool }) });
-  await createSchema(db as Kysely<unknown>, schema);
+  const t = await openInboxTestDatabase<EffectsDatabase>(`rmq_${label}`, { poolSize });
+  const { url, schema, pool, db } = t;
   const store = new PostgresInboxStore<EffectsDatabase>({ db, schema });
   return {
     url,
@@ -62,10 +48,7 @@ export async function postgresFixture(label: string, poolSize = 12): Promise<Pos
       );
       return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
     },
-    async dispose() {
-      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
-      await db.destroy();
-    },
+    dispose: () => t.close(),
   };
 }
 

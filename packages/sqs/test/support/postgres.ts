@@ -1,14 +1,9 @@
 // Real Postgres for the SQS tests: the services' server, one fresh schema per test file holding the inbox
 // tables and an `effects` table without a unique key, so an effect applied twice is counted, not prevented.
 
-import { randomBytes } from 'node:crypto';
+import type { Generated, Kysely, Transaction } from 'kysely';
 
-import { migrateInbox } from '@inboxkit/core/postgres';
-import { Kysely, PostgresDialect, sql } from 'kysely';
-import type { Generated, Transaction } from 'kysely';
-import pg from 'pg';
-
-import { databaseUrl } from './sqs-test-client.js';
+import { openInboxTestDatabase } from '../../../../test/support/inbox-database.js';
 
 /** The tables handlers write in these tests. */
 export interface TestDB {
@@ -32,42 +27,13 @@ export interface TestDatabase {
   close(): Promise<void>;
 }
 
-/** Connects (failing with instructions when Postgres is down) and creates the schema, inbox and effects table. */
+/** Creates the schema with the inbox and an effects table (test/support/inbox-database.ts). */
 export async function openTestDatabase(label: string, poolSize = 12): Promise<TestDatabase> {
-  const url = databaseUrl();
-  const pool = new pg.Pool({ connectionString: url, max: poolSize });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(
-      `Postgres is not reachable at ${url} (${(error as Error).message}): start it with \`npm run services:up\``,
-      {
-        cause: error,
-      },
-    );
-  }
-  const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
-  const schema = `sqs_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
-  await migrateInbox(db, { schema });
-  await sql
-    .raw(
-      `CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, consumer text NOT NULL, message_id text NOT NULL, group_key text, n int)`,
-    )
-    .execute(db);
-  return {
-    db,
-    url,
-    schema,
-    async close() {
-      try {
-        await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);
-      } finally {
-        await db.destroy();
-      }
-    },
-  };
+  const t = await openInboxTestDatabase<TestDB>(`sqs_${label}`, {
+    poolSize,
+    extraEffectColumns: 'group_key text, n int',
+  });
+  return { db: t.db, url: t.url, schema: t.schema, close: () => t.close() };
 }
 
 /** Inserts one effect row through the handler's transaction. */
