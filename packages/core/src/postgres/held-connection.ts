@@ -95,6 +95,9 @@ export class ConnectionGuard {
 
 /** pg's protocol Connection under a Kysely connection, or undefined when it is not node-postgres. */
 async function wireOf(connection: DatabaseConnection): Promise<Wire | undefined> {
+  // Only Kysely's PostgresDialect connection hands `sql` to pg.Client#query untouched; other drivers (PGlite …)
+  // are never given the probe, which they could not make sense of.
+  if ((connection as { constructor?: { name?: string } }).constructor?.name !== 'PostgresConnection') return undefined;
   let found: Wire | undefined;
   let settle: () => void = () => {};
   const settled = new Promise<void>((resolve) => (settle = resolve));
