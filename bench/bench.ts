@@ -343,23 +343,30 @@ if (core !== undefined) {
 
 // Node CPU per delivery.
 const cpu = runs.cpu?.result as
-  | { deliveries: number; variants: Record<string, { cpuUs: number; otherUs?: number; perSecond: number }> }
+  | {
+      deliveries: number;
+      variants: Record<string, { cpuUs: number; pgUs?: number; otherUs?: number; perSecond: number }>;
+    }
   | undefined;
 if (runs.cpu !== undefined) {
   md.push('## Where the consumer’s CPU goes', '');
   if (cpu) {
     const bare = cpu.variants['bare pg']?.cpuUs;
     const bareOther = cpu.variants['bare pg']?.otherUs;
+    const barePg = cpu.variants['bare pg']?.pgUs;
+    const ratio = (v: number | undefined, base: number | undefined): string =>
+      v !== undefined && base !== undefined && Number.isFinite(v) && base > 0 ? x(v / base) : '—';
     md.push(
       `Node CPU time (user + system) per delivery, concurrency 16, same pool and one-row effect (\`bench/core-cpu.ts\`, ${fmt(cpu.deliveries)} deliveries per variant, lowest of the rounds). ` +
         'On two cores shared by Node and Postgres, every microsecond Node spends is one Postgres cannot: this is steadier than throughput and shows how much of a gap is the JS path itself. ' +
-        '“Rest of the machine” is all other busy CPU time per delivery (/proc/stat minus Node): Postgres’ share when the machine is otherwise quiet (load at start in the table above), anyone’s when it is not.',
+        '“Its Postgres backends” is the CPU time of the pool’s own backend processes per delivery (/proc/<pid>/stat), meaningful even on a busy machine; ' +
+        '“rest of the machine” is all other busy CPU time per delivery (/proc/stat minus Node): Postgres’ share when the machine is otherwise quiet (load at start in the table above), anyone’s when it is not.',
       '',
-      '| path | Node CPU per delivery | × bare pg | rest of the machine per delivery | × bare pg | deliveries/s (same run) |',
-      '|---|---:|---:|---:|---:|---:|',
+      '| path | Node CPU per delivery | × bare pg | its Postgres backends per delivery | × bare pg | rest of the machine per delivery | × bare pg | deliveries/s (same run) |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|',
       ...Object.entries(cpu.variants).map(
         ([name, v]) =>
-          `| ${name} | ${fmt(v.cpuUs)} µs | ${bare ? x(v.cpuUs / bare) : '—'} | ${fmt(v.otherUs)} µs | ${bareOther && v.otherUs !== undefined ? x(v.otherUs / bareOther) : '—'} | ${fmt(v.perSecond)} |`,
+          `| ${name} | ${fmt(v.cpuUs)} µs | ${ratio(v.cpuUs, bare)} | ${fmt(v.pgUs)} µs | ${ratio(v.pgUs, barePg)} | ${fmt(v.otherUs)} µs | ${ratio(v.otherUs, bareOther)} | ${fmt(v.perSecond)} |`,
       ),
       '',
     );
