@@ -2,11 +2,10 @@
 // testcontainers, or `npm run services:up`), one fresh schema per test file. A test that needs Postgres and
 // cannot reach it fails, saying how to start it.
 
-import { randomBytes } from 'node:crypto';
-import { Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
-import pg from 'pg';
+import { sql, type Generated, type Kysely, type Transaction } from 'kysely';
+import type pg from 'pg';
+import { openInboxTestDatabase } from '../../../../test/support/inbox-database.js';
 import { requireService } from '../../../../test/support/services.js';
-import { migrateInbox } from '../../src/postgres/index.js';
 
 /** The tables tests write through handlers: effects without a unique key, so a double effect is counted. */
 export interface TestDB {
@@ -33,38 +32,12 @@ export interface TestDatabase {
 }
 
 /**
- * Connects (failing with instructions when Postgres is down), creates a unique schema with the inbox tables
- * and an `effects` table (no unique key, so double effects are counted, not prevented).
+ * A unique schema with the inbox tables and an `effects` table (no unique key, so double effects are counted,
+ * not prevented): test/support/inbox-database.ts, shared with the transports' tests.
  */
 export async function openTestDatabase(label: string, poolSize = 10): Promise<TestDatabase> {
-  const url = databaseUrl();
-  const pool = new pg.Pool({ connectionString: url, max: poolSize });
-  pool.on('error', () => {});
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(`Postgres is not reachable at ${url} (${(error as Error).message}): start it with \`npm run services:up\``, {
-      cause: error,
-    });
-  }
-  const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
-  const schema = `core_${label.replace(/\W/g, '_').slice(0, 30)}_${randomBytes(4).toString('hex')}`;
-  await migrateInbox(db, { schema });
-  await sql.raw(`CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, consumer text NOT NULL, message_id text NOT NULL)`).execute(db);
-  return {
-    db,
-    pool,
-    url,
-    schema,
-    async close() {
-      try {
-        await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);
-      } finally {
-        await db.destroy();
-      }
-    },
-  };
+  const t = await openInboxTestDatabase<TestDB>(`core_${label}`, { poolSize });
+  return { db: t.db, pool: t.pool, url: t.url, schema: t.schema, close: () => t.close() };
 }
 
 /** Inserts one effect row through the handler's transaction. */
