@@ -20,3 +20,14 @@ export { METRIC_NAMES } from './consumer-metrics.js';
 export { silentLogger } from './silent-logger.js';
 export { pruneInbox, startPruner, startPruneSchedule, type Pruner, type PrunerOptions, type PruneScheduleOptions } from './prune-inbox.js';
 export { replayDecision, type ReplayDecision } from './replay-decision.js';
+export {
+  StartTimeoutError,
+  retryStart,
+  errorChain,
+  isTransientSocketError,
+  tlsFailure,
+  isProgrammerError,
+  startRetryDelay,
+  abortableSleep,
+  type RetryStartOptions,
+} from './start-retry.js';
