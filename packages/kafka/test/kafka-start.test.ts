@@ -17,7 +17,7 @@ import { holdBrokerShared } from './support/broker-lock.js';
 import { kafkaBrokers } from './support/kafka-services.js';
 import { schemaName, testDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
-import { tcpProxy } from './support/tcp-proxy.js';
+import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 
 let kafka: Kafka;
 let producer: Producer;

@@ -16,8 +16,8 @@ import { useSharedBroker } from './broker-lock.js';
 import { insertEffect, postgresFixture } from './postgres-fixture.js';
 import type { EffectsDatabase, PostgresFixture } from './postgres-fixture.js';
 import { TEST_TOPOLOGY } from './rabbitmq-harness.js';
-import { tcpProxy } from './tcp-proxy.js';
-import type { TcpProxy } from './tcp-proxy.js';
+import { tcpProxy } from '../../../test/support/tcp-proxy.js';
+import type { TcpProxy } from '../../../test/support/tcp-proxy.js';
 
 useSharedBroker();
 

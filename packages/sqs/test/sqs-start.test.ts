@@ -16,7 +16,7 @@ import { sqsStartFailure } from '../src/start-retry.js';
 import { effectCounts, insertEffect, openTestDatabase } from './support/postgres.js';
 import type { TestDB, TestDatabase, TestTx } from './support/postgres.js';
 import { deleteQueues, freshQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
-import { tcpProxy } from './support/tcp-proxy.js';
+import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 
 let database: TestDatabase;
 let admin: SQSClient;
