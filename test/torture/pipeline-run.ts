@@ -5,31 +5,28 @@
 // again), optionally restarts the destination broker and Postgres, waits for quiescence, stops everything, and
 // checks that every good source id took effect exactly once at the sink.
 
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 
 import { migrateInbox } from '@inboxkit/core/postgres';
 import { migrateOutbox } from '@inboxkit/outbox';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 
-import { requireService, restartService } from '../support/services.js';
+import { requireService } from '../support/services.js';
 import type { InboxState } from './check-invariant.js';
 import { ConsumerPool } from './consumer-pool.js';
 import type { ConsumerSettings } from './consumer-settings.js';
 import { planMessages } from './message-plan.js';
-import type { PlannedMessage } from './message-plan.js';
 import type { PipelineVerdict } from './pipeline-check.js';
 import { checkPipeline } from './pipeline-check.js';
 import type { PipelineRelaySettings, PipelineServiceSettings } from './pipeline-settings.js';
 import { seededRandom } from './prng.js';
 import type { TortureOptions } from './run-torture.js';
-import { SHARES } from './run-torture.js';
+import { produce, restartPostgres, SHARES } from './run-torture.js';
 import { kafkaRig } from './transports/kafka-rig.js';
 import { rabbitmqRig } from './transports/rabbitmq-rig.js';
 import type { TransportRig } from './transports/transport-rig.js';
@@ -341,30 +338,6 @@ export async function runPipeline(options: PipelineOptions): Promise<PipelineRep
     verdict,
     error,
   };
-}
-
-async function restartPostgres(command: string | undefined): Promise<void> {
-  if (command === undefined) return restartService('postgres', { timeoutMs: 240_000 });
-  await promisify(execFile)('bash', ['-c', command], { timeout: 240_000 });
-}
-
-/** Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (as the transport torture does). */
-async function produce(
-  rig: TransportRig,
-  sends: readonly PlannedMessage[],
-  t0: number,
-  spreadMs: number,
-  log: (l: string) => void,
-): Promise<void> {
-  const chunk = 20;
-  for (let i = 0; i < sends.length; i += chunk) {
-    const wait = t0 + (i / sends.length) * spreadMs - Date.now();
-    if (wait > 0) await sleep(wait);
-    await rig.send(sends.slice(i, i + chunk));
-  }
-  log(
-    `all ${sends.length} messages sent to the source${rig.resent > 0 ? ` (${rig.resent} sent again)` : ''}`,
-  );
 }
 
 async function drainProgress(

@@ -303,13 +303,14 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   };
 }
 
-async function restartPostgres(command: string | undefined): Promise<void> {
+/** Restarts the test Postgres (services.sh), or runs `command` when the run was given one. */
+export async function restartPostgres(command: string | undefined): Promise<void> {
   if (command === undefined) return restartService('postgres', { timeoutMs: 240_000 });
   await promisify(execFile)('bash', ['-c', command], { timeout: 240_000 });
 }
 
 /** Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (catching up after an outage). */
-async function produce(
+export async function produce(
   rig: TransportRig,
   sends: readonly PlannedMessage[],
   t0: number,
