@@ -166,8 +166,10 @@ export class InboxStatements {
    * The claim of one delivery whose id has no row — the common case — without the full claim's machinery: an
    * `INSERT … ON CONFLICT DO NOTHING` writing the same new row the full claim would (status `target`, attempt
    * `max(1, deliveryCount)` if within `maxAttempts`), which takes no lock and writes nothing when the id has a
-   * row, and in the same statement a read of the row as it was before (a data-modifying CTE does not see its
-   * own insert, so a new id reads nothing). The lock timeout is set (transaction-local) before the insert can
+   * row, and in the same statement a read of the row as it was before — skipped when the insert wrote one
+   * (a data-modifying CTE does not see its own insert, so the read would find nothing, but the index probe for
+   * the fresh entry still cost Postgres CPU: pgbench with this statement, 7 s runs twice, 2,926 and 2,739 tps
+   * with the read always done, 3,483 and 3,449 with it skipped). The lock timeout is set (transaction-local) before the insert can
    * wait on a concurrent delivery's uncommitted row. When the id has a row, the store decides from its state:
    * a duplicate (completed, waiting, leased …) is answered at once; a row this delivery may take over (a retry
    * due, an expired lease, a replay) goes to the full `claim`, in the same transaction.
@@ -186,7 +188,8 @@ ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING attempts)
 SELECT attempts, NULL::json AS state FROM inserted
 UNION ALL
-SELECT NULL::int, ${stateJson('x')} FROM ${this.#t} x WHERE x.consumer = $1::text AND x.message_id = $2::text`;
+SELECT NULL::int, ${stateJson('x')} FROM ${this.#t} x
+WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.message_id = $2::text`;
     const name = `inboxkit_new_${digest(text)}`;
     const types = `text, text, text, timestamptz, int, text, uuid, int, float8${leased ? ', float8' : ''}, text`;
     return {
