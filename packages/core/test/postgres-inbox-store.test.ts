@@ -42,7 +42,7 @@ describe('PostgresInboxStore', () => {
     await t?.close();
   });
 
-  it('sends BEGIN and the claim of a new id (with its lock timeout) in one round trip; a duplicate then sends only a ROLLBACK, not waited for', async () => {
+  it("sends BEGIN and the claim of a new id (with its lock timeout) in one round trip; a duplicate's ROLLBACK rides with the next claim, or goes alone on the next turn", async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-rt');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -62,8 +62,18 @@ describe('PostgresInboxStore', () => {
       expect(sent[2]).toBe('COMMIT');
       sent.length = 0;
       expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
-      expect(sent).toHaveLength(2);
-      expect(sent[1]).toBe('ROLLBACK');
+      expect(sent).toHaveLength(1); // the claim's round trip only
+      // The next claim in the same turn takes the parked connection: the ROLLBACK goes in front of its BEGIN.
+      expect((await consumer.handle(message('m2'))).status).toBe('processed');
+      expect(sent).toHaveLength(4);
+      expect(sent[1]).toMatch(/^ROLLBACK;\nBEGIN;\nEXECUTE inboxkit_new_[0-9a-f]+ \('round-trips'::text, 'm2'::text/s);
+      sent.length = 0;
+      // With no claim after it, the ROLLBACK goes out alone on the next turn of the event loop.
+      expect((await consumer.handle(message('m2'))).status).toBe('duplicate');
+      expect(sent).toHaveLength(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent).toEqual([expect.stringMatching(/^BEGIN;\nEXECUTE /), 'ROLLBACK']);
+      expect(await countEffects(t.db, t.schema, 'round-trips')).toBe(3);
     } finally {
       await db.destroy();
     }

@@ -13,6 +13,8 @@ export class SqlSession {
   readonly #guard: ConnectionGuard | undefined;
   /** True between a BEGIN sent through this session and its COMMIT or ROLLBACK. */
   #open = false;
+  /** A ROLLBACK owed to Postgres, sent in front of this session's next statement (see `deferRollback`). */
+  #rollbackOwed = false;
 
   constructor(connection: DatabaseConnection, runner: PipelineRunner | undefined, guard?: ConnectionGuard) {
     this.connection = connection;
@@ -47,12 +49,19 @@ export class SqlSession {
   }
 
   async query(sql: string): Promise<Rows> {
+    if (this.#rollbackOwed) return (await this.all([sql]))[0]!;
     this.#track([sql]);
     return (await this.connection.executeQuery(CompiledQuery.raw(sql))).rows as Rows;
   }
 
   /** Runs `statements` in order, stopping at the first error; one round trip when pipelined. */
   async all(statements: readonly string[]): Promise<Rows[]> {
+    if (this.#rollbackOwed) {
+      // Only set with a runner: the owed ROLLBACK shares the round trip, and its (empty) result is dropped.
+      this.#rollbackOwed = false;
+      this.#track(['ROLLBACK', ...statements]);
+      return (await this.#runner!(this.connection, ['ROLLBACK', ...statements].join(';\n'))).slice(1);
+    }
     if (this.#runner !== undefined && statements.length > 1) {
       this.#track(statements);
       return this.#runner(this.connection, statements.join(';\n'));
@@ -75,6 +84,10 @@ export class SqlSession {
    * statement returned no rows. The follow-up's rows are `undefined` when it was skipped.
    */
   async withFollowUp(statements: readonly string[], followUp: string): Promise<{ rows: Rows[]; followUp: Rows | undefined }> {
+    if (this.#rollbackOwed) {
+      const rows = await this.all([...statements, followUp]);
+      return { rows: rows.slice(0, statements.length), followUp: rows[statements.length] };
+    }
     if (this.#runner !== undefined) {
       this.#track(statements);
       const rows = await this.#runner(this.connection, [...statements, followUp].join(';\n'));
@@ -107,6 +120,7 @@ export class SqlSession {
   }
 
   async rollback(): Promise<void> {
+    this.#rollbackOwed = false;
     await this.query('ROLLBACK');
   }
 
@@ -118,12 +132,31 @@ export class SqlSession {
    */
   async rollbackUnawaited(): Promise<void> {
     if (this.#runner === undefined) return this.rollbackQuietly();
+    this.#rollbackOwed = false;
     this.#track(['ROLLBACK']);
     this.connection.executeQuery(CompiledQuery.raw('ROLLBACK')).catch(() => undefined);
   }
 
+  /**
+   * Ends a transaction that wrote nothing by sending its ROLLBACK in front of this session's next statement, in
+   * the same round trip, instead of on its own; the holder must then either send a next statement or call
+   * `rollbackUnawaited`. On a connection without pipelining, the ROLLBACK is sent now (`rollbackUnawaited`).
+   * Returns true when the ROLLBACK was deferred.
+   */
+  deferRollback(): boolean {
+    if (this.#runner === undefined || !this.#open) return false;
+    this.#rollbackOwed = true;
+    return true;
+  }
+
+  /** True while a ROLLBACK is owed (see `deferRollback`). */
+  get rollbackOwed(): boolean {
+    return this.#rollbackOwed;
+  }
+
   /** Rolls back, ignoring errors (the connection may already be gone; the pool will notice). */
   async rollbackQuietly(): Promise<void> {
+    this.#rollbackOwed = false;
     try {
       await this.query('ROLLBACK');
     } catch {

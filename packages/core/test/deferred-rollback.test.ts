@@ -1,0 +1,151 @@
+// A duplicate's transaction wrote nothing, and its ROLLBACK rides with the next claim on the same store instead
+// of costing a round trip of its own (PostgresInboxStore#claimSession). What must hold: the connection is never
+// handed back to the application inside that transaction, it goes back within one turn of the event loop when
+// no claim comes, and a claim that takes it over starts from a clean transaction (its effect commits, nothing
+// of the duplicate's transaction leaks into it). A one-connection pool makes every case share the connection.
+
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import type { InboundMessage } from '../src/message.js';
+import { PostgresInboxStore } from '../src/postgres/index.js';
+import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
+
+const message = (id: string): InboundMessage => ({ id, body: JSON.stringify({ id }), headers: {}, source: { transport: 'memory' } });
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe("a duplicate's deferred ROLLBACK", () => {
+  let t: TestDatabase;
+  let pool: pg.Pool;
+  let db: Kysely<TestDB>;
+  beforeAll(async () => {
+    t = await openTestDatabase('deferred_rollback');
+    pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+  });
+  afterAll(async () => {
+    await db?.destroy();
+    await t?.close();
+  });
+
+  function consumer(name: string) {
+    return idempotentConsumer<unknown, TestTx>({
+      name,
+      store: new PostgresInboxStore({ db, schema: t.schema }),
+      handler: async (m, { tx }) => insertEffect(tx, t.schema, name, m.id),
+    });
+  }
+
+  /** True when the statement runs in a transaction of its own (no transaction was left open on the connection). */
+  async function freshTransaction(): Promise<boolean> {
+    const { rows } = await pool.query<{ fresh: boolean }>('SELECT now() = statement_timestamp() AS fresh');
+    return rows[0]!.fresh;
+  }
+
+  it('goes out within one turn of the event loop when no claim follows, and the pool gets the connection back', async () => {
+    const c = consumer('alone');
+    expect((await c.handle(message('a'))).status).toBe('processed');
+    expect((await c.handle(message('a'))).status).toBe('duplicate');
+    expect(pool.idleCount).toBe(0); // parked for this turn
+    await nextTurn();
+    await nextTurn();
+    expect(pool.idleCount).toBe(1);
+    expect(await freshTransaction()).toBe(true);
+    // The backend is idle, not idle in a transaction.
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`,
+    );
+    expect(rows[0]!.n).toBe(0);
+  });
+
+  it('an application query waiting for the pool meanwhile gets the connection outside any transaction', async () => {
+    const c = consumer('waiting-app');
+    expect((await c.handle(message('w'))).status).toBe('processed');
+    expect((await c.handle(message('w'))).status).toBe('duplicate');
+    // Queued on the one-connection pool while the connection is parked.
+    expect(await freshTransaction()).toBe(true);
+  });
+
+  it('rides with the next claim: first deliveries and duplicates in turn each apply once, on one connection', async () => {
+    const name = 'interleaved';
+    const c = consumer(name);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      // Each duplicate is followed at once (same turn) by a new delivery, which takes the parked connection.
+      outcomes.push((await c.handle(message(`i-${i}`))).status);
+      outcomes.push((await c.handle(message(`i-${i}`))).status);
+    }
+    expect(outcomes.filter((o) => o === 'processed')).toHaveLength(30);
+    expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(30);
+    expect(await countEffects(db, t.schema, name)).toBe(30);
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${t.schema}.inbox WHERE consumer = $1 AND status = 'completed'`,
+      [name],
+    );
+    expect(rows[0]!.n).toBe(30);
+    expect(await freshTransaction()).toBe(true);
+  });
+
+  it("the claim that takes the connection over runs in a transaction of its own, not in the duplicate's", async () => {
+    const name = 'own-transaction';
+    const ages: number[] = [];
+    const c = idempotentConsumer<unknown, TestTx>({
+      name,
+      store: new PostgresInboxStore({ db, schema: t.schema }),
+      handler: async (m, { tx }) => {
+        // How long ago this transaction began: the duplicate's began before the busy wait below.
+        const { rows } = await sql<{ ms: number }>`SELECT (extract(epoch FROM statement_timestamp() - now()) * 1000)::float8 AS ms`.execute(tx);
+        ages.push(rows[0]!.ms);
+        await insertEffect(tx, t.schema, name, m.id);
+      },
+    });
+    expect((await c.handle(message('x'))).status).toBe('processed');
+    expect((await c.handle(message('x'))).status).toBe('duplicate');
+    const until = Date.now() + 60;
+    while (Date.now() < until); // same turn of the event loop: the connection is still parked
+    expect((await c.handle(message('y'))).status).toBe('processed');
+    expect(ages).toHaveLength(2);
+    expect(ages[1]!).toBeLessThan(40);
+    expect(await countEffects(db, t.schema, name)).toBe(2);
+  });
+
+  it('concurrent deliveries over a one-connection pool: each id applied once, none stuck', async () => {
+    const name = 'concurrent';
+    const c = consumer(name);
+    const ids = Array.from({ length: 40 }, (_, i) => `c-${i % 20}`);
+    const outcomes = await Promise.all(ids.map((id) => c.handle(message(id))));
+    const statuses = outcomes.map((o) => o.status);
+    expect(statuses.filter((s) => s === 'processed')).toHaveLength(20);
+    expect(statuses.every((s) => s === 'processed' || s === 'duplicate' || s === 'retry')).toBe(true);
+    expect(await countEffects(db, t.schema, name)).toBe(20);
+    await nextTurn();
+    await nextTurn();
+    expect(pool.idleCount).toBe(1);
+  });
+
+  it('a claim that takes over the connection and fails leaves nothing open', async () => {
+    const name = 'takeover-fails';
+    let fail = true;
+    const c = idempotentConsumer<unknown, TestTx>({
+      name,
+      store: new PostgresInboxStore({ db, schema: t.schema }),
+      backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+      handler: async (m, { tx }) => {
+        await insertEffect(tx, t.schema, name, m.id);
+        if (fail && m.id === 'second') throw new Error('boom');
+      },
+    });
+    expect((await c.handle(message('first'))).status).toBe('processed');
+    expect((await c.handle(message('first'))).status).toBe('duplicate');
+    expect((await c.handle(message('second'))).status).toBe('retry');
+    fail = false;
+    expect((await c.handle(message('second'))).status).toBe('processed');
+    expect(await countEffects(db, t.schema, name)).toBe(2);
+    await nextTurn();
+    await nextTurn();
+    expect(await freshTransaction()).toBe(true);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`.execute(db);
+    expect(rows[0]!.n).toBe(0);
+  });
+});
