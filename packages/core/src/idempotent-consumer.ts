@@ -87,6 +87,9 @@ export function idempotentConsumer<P = unknown, Tx = unknown>(
   return new InboxConsumer(resolveConsumerConfig(config));
 }
 
+/** How many ids recorded as started are remembered for their claim (`InboxConsumer#started`). */
+const STARTED_IDS_KEPT = 10_000;
+
 class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly name: string;
   readonly config: ResolvedConsumerConfig<P, Tx>;
@@ -96,6 +99,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #logger: Logger;
   readonly #decode: (body: Uint8Array | string | null) => unknown;
   readonly #consumerBytes: number;
+  /**
+   * Ids whose attempt was just recorded as started (`recordAttemptsStarted`), so they have a row: their claim
+   * is sent as a take-over (`ClaimRequest.expectsRow`). Forgotten when handled, bounded for ids never handled.
+   */
+  readonly #started = new Set<string>();
 
   constructor(config: ResolvedConsumerConfig<P, Tx>) {
     this.config = config;
@@ -138,6 +146,10 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     if (ids.size === 0) return;
     try {
       await this.#store.recordAttemptsStarted(this.#settings, [...ids]);
+      for (const id of ids) {
+        if (this.#started.size >= STARTED_IDS_KEPT) this.#started.delete(this.#started.values().next().value!);
+        this.#started.add(id);
+      }
     } catch (error) {
       // handle() will meet the same store and answer `retry`; nothing is acked on this path.
       this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: could not record attempts as started');
@@ -260,6 +272,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   #prepared(message: InboundMessage, id: string, payload: P, fingerprint: string, timestamp: Date | undefined): Prepared<P> {
     const deliveryCount = message.deliveryCount;
+    const count = typeof deliveryCount === 'number' && Number.isSafeInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 0;
     return {
       message,
       id,
@@ -275,8 +288,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         messageId: id,
         fingerprint,
         messageTimestamp: timestamp,
-        deliveryCount: typeof deliveryCount === 'number' && Number.isSafeInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 0,
+        deliveryCount: count,
         replayId: message.replay?.replayId,
+        expectsRow: this.#started.delete(id) || count > 1 || message.replay !== undefined,
       },
     };
   }

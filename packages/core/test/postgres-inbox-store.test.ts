@@ -79,6 +79,45 @@ describe('PostgresInboxStore', () => {
     }
   });
 
+  it('claims an id whose attempt was recorded as started with the prepared take-over claim, in the same round trip as BEGIN', async () => {
+    const { pool, sent } = recordingPool(t.url, 'inboxkit-takeover');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const attempts: number[] = [];
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'take-over',
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        handler: async (m, { tx, attempt }) => {
+          attempts.push(attempt);
+          await insertEffect(tx, t.schema, 'take-over', m.id);
+        },
+      });
+      await consumer.handle(message('warm-up'));
+      await consumer.recordAttemptsStarted([message('s1'), message('s2')]);
+      sent.length = 0;
+      expect((await consumer.handle(message('s1'))).status).toBe('processed');
+      expect(sent).toHaveLength(4); // PREPARE of the take-over on this connection, then the three round trips
+      expect(sent[0]).toMatch(/^PREPARE inboxkit_takeover_[0-9a-f]+ /);
+      expect(sent[1]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_[0-9a-f]+ \('take-over'::text, 's1'::text/s);
+      expect(sent[3]).toBe('COMMIT');
+      sent.length = 0;
+      expect((await consumer.handle(message('s2'))).status).toBe('processed');
+      expect(sent).toHaveLength(3);
+      expect(sent[0]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_/);
+      // Once handled, an id is claimed as new again: its duplicate takes the lean claim and is answered at once.
+      expect((await consumer.handle(message('s2'))).status).toBe('duplicate');
+      expect(attempts).toEqual([1, 1, 1]);
+      expect(await countEffects(t.db, t.schema, 'take-over')).toBe(3);
+      // A redelivery (the broker's count above 1) takes the take-over claim too, and applies a new id once.
+      sent.length = 0;
+      expect((await consumer.handle({ ...message('r1'), deliveryCount: 2 })).status).toBe('processed');
+      expect(sent[0]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_/);
+      expect(await countEffects(t.db, t.schema, 'take-over', 'r1')).toBe(1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
   it('sends one statement per round trip when pipelining is off, with the same outcomes', async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-off');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });

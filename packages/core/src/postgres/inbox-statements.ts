@@ -190,20 +190,28 @@ SELECT attempts, NULL::json AS state FROM inserted
 UNION ALL
 SELECT NULL::int, ${stateJson('x')} FROM ${this.#t} x
 WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.message_id = $2::text`;
-    const name = `inboxkit_new_${digest(text)}`;
-    const types = `text, text, text, timestamptz, int, text, uuid, int, float8${leased ? ', float8' : ''}, text`;
-    return {
-      name,
-      prepare: `PREPARE ${name} (${types}) AS ${text}`,
-      claim: (settings, r, leaseMs) =>
-        `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(
-          r.messageTimestamp,
-        )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)}, ${sqlInt(
-          settings.maxAttempts,
-        )}, ${sqlInt(settings.dedupeWindowMs)}${leased ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''}, '${sqlInt(
-          Math.max(1, Math.round(settings.lockTimeoutMs)),
-        )}')`,
-    };
+    return preparedClaim('inboxkit_new', text, leased);
+  }
+
+  /**
+   * The full `claim` of one delivery as a prepared statement (same parameters as `preparedNewClaim`), for a
+   * delivery whose id probably has a row already — an attempt recorded as started (Kafka), a broker
+   * redelivery, a replay: it takes a claimable row over in the same round trip as BEGIN, where the lean claim
+   * would answer the row's state and need the full claim after it, planned anew each time. (For a new id it
+   * is dearer than the lean claim: its probe for a row that is not claimable costs an index lookup.)
+   */
+  preparedTakeOverClaim(target: 'completed' | 'processing'): PreparedNewClaim {
+    const leased = target === 'processing';
+    const text = this.#claimText(target, {
+      values: '($1::text, $2::text, $3::text, $4::timestamptz, $5::int, $6::text, $7::uuid)',
+      lockTimeout: `$${leased ? 11 : 10}::text`,
+      consumer: '$1::text',
+      ids: 'ARRAY[$2::text]',
+      max: '$8::int',
+      window: 'make_interval(secs => $9::float8 / 1000)',
+      lockedUntil: leased ? 'now() + make_interval(secs => $10::float8 / 1000)' : 'NULL::timestamptz',
+    });
+    return preparedClaim('inboxkit_takeover', text, leased);
   }
 
   #claimText(
@@ -484,4 +492,22 @@ SELECT count(*)::int AS deleted FROM gone`;
     const consumer = options.consumer === undefined ? '' : ` AND consumer = ${sqlText(options.consumer)}`;
     return `SELECT count(*)::int AS count FROM ${this.#t} WHERE status = 'completed' AND expires_at < now()${consumer}`;
   }
+}
+
+/** A prepared claim statement of one delivery: its name, its PREPARE, and its EXECUTE for a delivery. */
+function preparedClaim(prefix: string, text: string, leased: boolean): PreparedNewClaim {
+  const name = `${prefix}_${digest(text)}`;
+  const types = `text, text, text, timestamptz, int, text, uuid, int, float8${leased ? ', float8' : ''}, text`;
+  return {
+    name,
+    prepare: `PREPARE ${name} (${types}) AS ${text}`,
+    claim: (settings, r, leaseMs) =>
+      `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(
+        r.messageTimestamp,
+      )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)}, ${sqlInt(
+        settings.maxAttempts,
+      )}, ${sqlInt(settings.dedupeWindowMs)}${leased ? `, ${sqlInt(Math.round(leaseMs ?? 0))}` : ''}, '${sqlInt(
+        Math.max(1, Math.round(settings.lockTimeoutMs)),
+      )}')`,
+  };
 }

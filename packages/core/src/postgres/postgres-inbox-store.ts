@@ -110,6 +110,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   readonly #pruneKey: bigint;
   /** The lean claim of one delivery (node-postgres, prepared per connection). */
   readonly #newClaims: { readonly completed: PreparedNewClaim; readonly processing: PreparedNewClaim };
+  /** The full claim of one delivery, prepared, for an id that probably has a row (`ClaimRequest.expectsRow`). */
+  readonly #takeOverClaims: { readonly completed: PreparedNewClaim; readonly processing: PreparedNewClaim };
   /** Statements prepared on each connection (Kysely keeps one connection object per pg client). */
   readonly #preparedOn = new WeakMap<object, Set<string>>();
   #usePrepared: boolean;
@@ -134,6 +136,10 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     this.#usePrepared = options.preparedStatements ?? true;
     this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';
     this.#newClaims = { completed: this.#sql.preparedNewClaim('completed'), processing: this.#sql.preparedNewClaim('processing') };
+    this.#takeOverClaims = {
+      completed: this.#sql.preparedTakeOverClaim('completed'),
+      processing: this.#sql.preparedTakeOverClaim('processing'),
+    };
     const digest = createHash('sha256').update(`inboxkit:prune:${this.names.qualifiedTable}`).digest();
     this.#pruneKey = digest.readBigInt64BE(0);
     this.pruneLockKey = this.#pruneKey;
@@ -588,8 +594,11 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       known = new Set();
       this.#preparedOn.set(s.connection, known);
     }
-    const prepared = this.#newClaims[target];
-    const plan = { statement: prepared.claim(settings, rows[0]!, leaseMs), lean: true };
+    const row = rows[0]!;
+    // An id that probably has a row goes straight to the full claim (prepared too), one round trip with BEGIN.
+    const takeOver = row.expectsRow === true;
+    const prepared = (takeOver ? this.#takeOverClaims : this.#newClaims)[target];
+    const plan = { statement: prepared.claim(settings, row, leaseMs), lean: !takeOver };
     if (known.has(prepared.name)) return plan;
     const remember = known;
     return s.query(prepared.prepare).then(
