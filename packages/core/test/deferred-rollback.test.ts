@@ -4,6 +4,7 @@
 // no claim comes, and a claim that takes it over starts from a clean transaction (its effect commits, nothing
 // of the duplicate's transaction leaks into it). A one-connection pool makes every case share the connection.
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -108,6 +109,25 @@ describe("a duplicate's deferred ROLLBACK", () => {
     expect(ages).toHaveLength(2);
     expect(ages[1]!).toBeLessThan(40);
     expect(await countEffects(db, t.schema, name)).toBe(2);
+  });
+
+  it("the handler of a claim that takes the connection over runs in its own caller's async context", async () => {
+    const name = 'async-context';
+    const als = new AsyncLocalStorage<string>();
+    const seen: [string, string | undefined][] = [];
+    const c = idempotentConsumer<unknown, TestTx>({
+      name,
+      store: new PostgresInboxStore({ db, schema: t.schema }),
+      handler: async (m, { tx }) => {
+        await insertEffect(tx, t.schema, name, m.id);
+        seen.push([m.id, als.getStore()]); // after an await: the context must still be this delivery's
+      },
+    });
+    for (let i = 0; i < 5; i++) {
+      await als.run(`caller-a${i}`, () => c.handle(message(`a${i}`)));
+      await als.run(`caller-a${i}-again`, () => c.handle(message(`a${i}`))); // duplicate: parks the connection
+    }
+    expect(seen).toEqual(Array.from({ length: 5 }, (_, i) => [`a${i}`, `caller-a${i}`]));
   });
 
   it('concurrent deliveries over a one-connection pool: each id applied once, none stuck', async () => {

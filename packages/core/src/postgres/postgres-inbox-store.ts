@@ -1,6 +1,7 @@
 // The inbox on Postgres through a caller-owned Kysely instance (node-postgres, or PGlite for embedded use).
 // The store never creates or destroys the client: it borrows connections from the application's pool.
 
+import { AsyncResource } from 'node:async_hooks';
 import { createHash, randomUUID } from 'node:crypto';
 import type { Kysely, QueryExecutor, Transaction } from 'kysely';
 import { isInboxkitError, StoreUnavailableError } from '../errors.js';
@@ -626,7 +627,12 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
    */
   async #claimSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
     const lend = this.#parked.pop();
-    if (lend !== undefined) return new Promise<T>((resolve, reject) => lend({ fn, resolve, reject } as Borrower<unknown>));
+    if (lend !== undefined) {
+      // The parked connection's loop runs `fn` in this caller's async context (AsyncLocalStorage, OpenTelemetry
+      // context, a test's crash probe), not in that of the delivery that parked it.
+      const own = AsyncResource.bind(fn);
+      return new Promise<T>((resolve, reject) => lend({ fn: own, resolve, reject } as Borrower<unknown>));
+    }
     const runner = this.#knownRunner !== null ? this.#knownRunner : await this.#pipelineRunner();
     if (runner === undefined) return this.#session(fn);
     return new Promise<T>((resolve, reject) => {
