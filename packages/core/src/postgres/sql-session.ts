@@ -49,26 +49,30 @@ export class SqlSession {
   }
 
   async query(sql: string): Promise<Rows> {
-    if (this.#rollbackOwed) return (await this.all([sql]))[0]!;
+    if (this.#rollbackOwed) return (await this.#pipelined([sql]))[0]!;
     this.#track([sql]);
     return (await this.connection.executeQuery(CompiledQuery.raw(sql))).rows as Rows;
   }
 
   /** Runs `statements` in order, stopping at the first error; one round trip when pipelined. */
   async all(statements: readonly string[]): Promise<Rows[]> {
-    if (this.#rollbackOwed) {
-      // Only set with a runner: the owed ROLLBACK shares the round trip, and its (empty) result is dropped.
-      this.#rollbackOwed = false;
-      this.#track(['ROLLBACK', ...statements]);
-      return (await this.#runner!(this.connection, ['ROLLBACK', ...statements].join(';\n'))).slice(1);
-    }
-    if (this.#runner !== undefined && statements.length > 1) {
-      this.#track(statements);
-      return this.#runner(this.connection, statements.join(';\n'));
-    }
+    if (this.#rollbackOwed || (this.#runner !== undefined && statements.length > 1)) return this.#pipelined(statements);
     const out: Rows[] = [];
     for (const statement of statements) out.push(await this.query(statement));
     return out;
+  }
+
+  /**
+   * Sends `statements` in one round trip through the runner (set whenever this is called), with an owed
+   * ROLLBACK (`deferRollback`) in front; the ROLLBACK's empty result is dropped.
+   */
+  async #pipelined(statements: readonly string[]): Promise<Rows[]> {
+    const owed = this.#rollbackOwed;
+    this.#rollbackOwed = false;
+    const sent = owed ? ['ROLLBACK', ...statements] : statements;
+    this.#track(sent);
+    const rows = await this.#runner!(this.connection, sent.join(';\n'));
+    return owed ? rows.slice(1) : rows;
   }
 
   /** Notes transaction control statements (before sending: a failed COMMIT or ROLLBACK still ends it). */
@@ -84,13 +88,8 @@ export class SqlSession {
    * statement returned no rows. The follow-up's rows are `undefined` when it was skipped.
    */
   async withFollowUp(statements: readonly string[], followUp: string): Promise<{ rows: Rows[]; followUp: Rows | undefined }> {
-    if (this.#rollbackOwed) {
-      const rows = await this.all([...statements, followUp]);
-      return { rows: rows.slice(0, statements.length), followUp: rows[statements.length] };
-    }
     if (this.#runner !== undefined) {
-      this.#track(statements);
-      const rows = await this.#runner(this.connection, [...statements, followUp].join(';\n'));
+      const rows = await this.#pipelined([...statements, followUp]);
       return { rows: rows.slice(0, statements.length), followUp: rows[statements.length] };
     }
     const rows = await this.all(statements);
