@@ -1,7 +1,7 @@
 // @inboxkit/kafka: kafkajs transport for inboxkit: commit offsets only after durable work.
 
 export { kafkaConsumer } from './kafka-consumer.js';
-export { StartTimeoutError } from './start-retry.js';
+export { StartTimeoutError } from '@inboxkit/core';
 export type { KafkaTransportConsumer } from './kafka-consumer.js';
 export type {
   KafkaConsumerOptions,

@@ -8,7 +8,8 @@ import { DeadLetterProducer } from './dead-letter-producer.js';
 import { resolveKafkaConsumerOptions } from './kafka-consumer-options.js';
 import type { KafkaConsumerOptions, ResolvedKafkaConsumerOptions } from './kafka-consumer-options.js';
 import { RetryScheduler } from './retry-scheduler.js';
-import { backoffDelay, kafkaStartFailure, retryStart } from './start-retry.js';
+import { retryStart, startRetryDelay } from '@inboxkit/core';
+import { kafkaStartFailure } from './start-retry.js';
 
 /** A running Kafka transport. */
 export interface KafkaTransportConsumer extends TransportConsumer {
@@ -130,7 +131,7 @@ class KafkaTransport implements KafkaTransportConsumer {
       started = await retryStart({
         attempt: () => this.#startOnce(),
         permanent: kafkaStartFailure,
-        delayMs: (attempt) => backoffDelay(attempt, o.startRetryInitialDelayMs, o.startRetryMaxDelayMs),
+        delayMs: (attempt) => startRetryDelay(attempt, o.startRetryInitialDelayMs, o.startRetryMaxDelayMs),
         timeoutMs: o.startTimeoutMs,
         signal: this.#startAbort.signal,
         abandon: (attempt) => {

@@ -1,7 +1,7 @@
 // @inboxkit/rabbitmq: amqplib transport for inboxkit: ack after commit, delays and DLQ that lose nothing.
 
 export { rabbitmqConsumer } from './rabbitmq-consumer.js';
-export { StartTimeoutError } from './start-retry.js';
+export { StartTimeoutError } from '@inboxkit/core';
 export type {
   RabbitmqConsumerHandler,
   RabbitmqConsumerOptions,

@@ -3,7 +3,15 @@
 // channels and connections. A delivery is settled only on the channel that delivered it: when that channel
 // died, its acks are dropped and the broker redelivers the message, which the inbox then absorbs.
 
-import { ConfigurationError, isInboxkitError } from '@inboxkit/core';
+import {
+  abortableSleep,
+  ConfigurationError,
+  isInboxkitError,
+  isProgrammerError,
+  retryStart,
+  startRetryDelay,
+  tlsFailure,
+} from '@inboxkit/core';
 import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { AckCoalescer } from './ack-coalescer.js';
@@ -14,7 +22,6 @@ import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consume
 import { declareTopology } from './declare-topology.js';
 import { toInboundMessage } from './inbound-message.js';
 import { deadLetterCopy, retryCopy } from './settlement-copies.js';
-import { backoffDelay, isProgrammerError, retryStart, sleep, tlsFailure } from './start-retry.js';
 
 export type {
   RabbitmqConsumerHandler,
@@ -140,7 +147,7 @@ class RabbitmqConsumer implements TransportConsumer {
       started = await retryStart({
         attempt: () => this.#openSession(),
         permanent: (err) => startFailure(err, o.topology.queue),
-        delayMs: (attempt) => backoffDelay(attempt, o.reconnectInitialDelayMs, o.reconnectMaxDelayMs),
+        delayMs: (attempt) => startRetryDelay(attempt, o.reconnectInitialDelayMs, o.reconnectMaxDelayMs),
         timeoutMs: o.startTimeoutMs,
         signal: this.#stopSignal.signal,
         // An attempt left running finds the consumer no longer running and closes what it opened.
@@ -284,8 +291,8 @@ class RabbitmqConsumer implements TransportConsumer {
     const lost = this.#session;
     if (lost) await this.#closeSession(lost);
     for (let attempt = 0; this.#state === 'running'; attempt++) {
-      await sleep(
-        backoffDelay(attempt, this.#o.reconnectInitialDelayMs, this.#o.reconnectMaxDelayMs),
+      await abortableSleep(
+        startRetryDelay(attempt, this.#o.reconnectInitialDelayMs, this.#o.reconnectMaxDelayMs),
         this.#stopSignal.signal,
       );
       if (this.#state !== 'running') return;
@@ -527,7 +534,7 @@ class RabbitmqConsumer implements TransportConsumer {
         'rabbitmq consumer: copy not confirmed; the original stays in the queue',
       );
       // A dead channel already returned the original; otherwise hold it so a broken path does not spin.
-      if (session.alive) await sleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
+      if (session.alive) await abortableSleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
       this.#nack(session, message);
       return;
     }

@@ -2,11 +2,11 @@
 // crash-loop backstop) lets inboxkit reach maxAttempts before SQS moves a message on its own.
 
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, tlsFailure } from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import { maxReceiveCountOf } from './redrive-policy.js';
 import { isQueueDoesNotExist } from './sqs-client.js';
-import { isSqsTransient, sqsAuthFailure, tlsFailure } from './start-retry.js';
+import { isSqsTransient, sqsAuthFailure } from './start-retry.js';
 import type { SqsClient } from './sqs-client.js';
 
 async function attributes(

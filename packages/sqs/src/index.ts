@@ -2,7 +2,7 @@
 // is durable, keeps long handlers' messages invisible with a heartbeat, and keeps FIFO group order.
 
 export { sqsConsumer } from './sqs-consumer.js';
-export { StartTimeoutError } from './start-retry.js';
+export { StartTimeoutError } from '@inboxkit/core';
 export type { SqsConsumerOptions } from './sqs-consumer-options.js';
 export { sqsPublisher } from './sqs-publisher.js';
 export type { SqsPublisherOptions } from './sqs-publisher.js';

@@ -13,7 +13,8 @@ import {
 import type { Message } from '@aws-sdk/client-sqs';
 import type { DeadLetterOutcome, InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import { checkQueues } from './check-queues.js';
-import { retryStart, sqsStartFailure } from './start-retry.js';
+import { retryStart } from '@inboxkit/core';
+import { sqsStartFailure } from './start-retry.js';
 import { deadLetterMessage } from './dead-letter-message.js';
 import { DeleteBatcher } from './delete-batcher.js';
 import { MAX_VISIBILITY_SECONDS, resolveSqsConsumerConfig } from './sqs-consumer-options.js';
