@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { CamelCasePlugin, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RetryableError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
@@ -210,6 +211,90 @@ describe('PostgresInboxStore', () => {
     expect(await countEffects(t.db, t.schema, 'swallow', 'bad-1')).toBe(0);
     expect(await countEffects(t.db, t.schema, 'swallow', 'bad-2')).toBe(0);
     expect(await countEffects(t.db, t.schema, 'swallow')).toBe(2);
+  });
+
+  it('claims a batch of new ids with the lean batch claim, and takes rows that are due over in the same transaction', async () => {
+    const { pool, sent } = recordingPool(t.url, 'inboxkit-lean-batch');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const name = 'lean-batch';
+      const store = new PostgresInboxStore({ db, schema: t.schema });
+      const attempts = new Map<string, number[]>();
+      const failing = new Map([
+        ['due', 0],
+        ['later', 60_000],
+      ]);
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name,
+        store,
+        maxAttempts: 3,
+        handler: async (m, { tx, attempt }) => {
+          attempts.set(m.id, [...(attempts.get(m.id) ?? []), attempt]);
+          const delayMs = failing.get(m.id);
+          failing.delete(m.id);
+          if (delayMs !== undefined) throw new RetryableError('not yet', { delayMs });
+          await insertEffect(tx, t.schema, name, m.id);
+        },
+      });
+      expect(await consumer.handle(message('due'))).toMatchObject({ status: 'retry', reason: 'handler-error' });
+      expect(await consumer.handle(message('later'))).toMatchObject({ status: 'retry', reason: 'handler-error' });
+      expect(await consumer.handle(message('done'))).toMatchObject({ status: 'processed' });
+      expect(await consumer.handle(message('other', { v: 1 }))).toMatchObject({ status: 'processed' });
+      sent.length = 0;
+      const outcomes = await consumer.handleBatch([
+        message('n1'),
+        message('due'),
+        message('later'),
+        message('done'),
+        message('other', { v: 2 }),
+        message('n2'),
+      ]);
+      expect(outcomes.map((o) => `${o.messageId}:${o.status}:${'reason' in o ? o.reason : ''}`)).toEqual([
+        'n1:processed:',
+        'due:processed:',
+        'later:retry:handler-error',
+        'done:duplicate:completed',
+        'other:dead-letter:payload-mismatch',
+        'n2:processed:',
+      ]);
+      // BEGIN and the lean claim in one round trip; the row that was due, taken over by the full claim after it.
+      expect(sent[0]).toMatch(/^BEGIN;\nWITH inserted AS \(\nINSERT INTO .*\nON CONFLICT \(consumer, message_id\) DO NOTHING/s);
+      expect(sent[1]).toMatch(/^WITH claimed AS \(.*'due'/s);
+      expect(sent[1]).not.toMatch(/'n1'|'later'|'done'/);
+      expect(attempts.get('due')).toEqual([1, 2]);
+      expect(attempts.get('later')).toEqual([1]); // not due: not run again
+      for (const id of ['n1', 'due', 'done', 'other', 'n2']) expect(await countEffects(t.db, t.schema, name, id)).toBe(1);
+      expect(await countEffects(t.db, t.schema, name, 'later')).toBe(0);
+
+      // A delivery whose broker count is beyond maxAttempts is not inserted by the lean claim: it is dead-lettered
+      // without running, beside a new id that runs.
+      const settings = { consumer: name, maxAttempts: 3, dedupeWindowMs: 86_400_000, lockTimeoutMs: 5_000 };
+      const request = (messageId: string, deliveryCount: number) => ({
+        messageId,
+        fingerprint: 'f'.repeat(64),
+        messageTimestamp: undefined,
+        deliveryCount,
+        replayId: undefined,
+      });
+      const ran: string[] = [];
+      const runs = await store.runTransactionalBatch(
+        settings,
+        [request('n3', 1), request('beyond', 4)],
+        async (tx, claimed) => {
+          ran.push(claimed.messageId);
+          await insertEffect(tx, t.schema, name, claimed.messageId);
+        },
+        () => {
+          throw new Error('no failure expected');
+        },
+      );
+      expect(runs.map((r) => r.kind)).toEqual(['completed', 'exhausted']);
+      expect(ran).toEqual(['n3']);
+      const [beyond] = await store.findRows(name, ['beyond']);
+      expect(beyond).toMatchObject({ status: 'dead_lettered', deadLetterReason: 'max-attempts' });
+    } finally {
+      await db.destroy();
+    }
   });
 
   it.each(['on-failure', 'always'] as const)(

@@ -163,6 +163,49 @@ export class InboxStatements {
   }
 
   /**
+   * The claim of a batch whose ids mostly have no row — the common case of a fetched batch — without the full
+   * claim's machinery: one `INSERT … ON CONFLICT DO NOTHING` of the new rows the full claim would write (in id
+   * order, so concurrent batches wait on each other's rows in one order), and in the same statement the state of
+   * every id that already had a row, read from the statement's snapshot (the CTE's own inserts are not visible to
+   * it). Answers rows shaped as `claim` answers them: `claimed` true for the ids it inserted, false with `state`
+   * for the ids with a row. An id with a row this batch may take over (a retry due, an expired lease, a replay)
+   * then goes to the full `claim`, in the same transaction; an id with neither (beyond `maxAttempts`, or committed
+   * by a concurrent delivery after the snapshot) is read again, as after `claim`. Planning this statement costs
+   * about a third of the full claim's (EXPLAIN, 16 rows: 0.20 against 0.64 ms; 50 rows: 0.38 against 0.86 ms),
+   * and Postgres plans a literal statement on every batch.
+   */
+  leanClaim(settings: ClaimSettings, rows: readonly ClaimRow[], target: 'completed' | 'processing', leaseMs?: number): string {
+    const values = rows
+      .map(
+        (r) =>
+          `(${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(Math.max(1, r.deliveryCount))}::int, ${sqlText(r.replayId)}, ${sqlUuid(r.leaseToken)})`,
+      )
+      .join(',\n  ');
+    const consumer = sqlText(settings.consumer);
+    const completed = target === 'completed';
+    return `WITH inserted AS (
+INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+  locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
+SELECT ${consumer}, v.message_id, '${target}', v.fingerprint, v.attempt, v.attempt, v.lease_token,
+  ${leaseMs === undefined ? 'NULL::timestamptz' : `now() + ${sqlMillis(leaseMs)}`}, v.message_timestamp,
+  ${completed ? 'now()' : 'NULL::timestamptz'}, now() + ${sqlMillis(settings.dedupeWindowMs)}, v.replay_id, 'new'
+FROM (VALUES
+  ${values}
+) AS v(message_id, fingerprint, message_timestamp, attempt, replay_id, lease_token)
+  CROSS JOIN (SELECT set_config('lock_timeout', '${sqlInt(Math.max(1, Math.round(settings.lockTimeoutMs)))}', true)) AS lock_timeout
+WHERE v.attempt <= ${sqlInt(settings.maxAttempts)}
+ORDER BY v.message_id
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING message_id, attempts, lease_token::text AS lease_token)
+SELECT true AS claimed, message_id, '${target}' AS status, attempts, lease_token, 'new' AS claimed_from, NULL::json AS state
+FROM inserted
+UNION ALL
+SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from, ${stateJson('x')}
+FROM ${this.#t} x
+WHERE x.consumer = ${consumer} AND x.message_id = ANY(${sqlTextArray(rows.map((r) => r.messageId))})`;
+  }
+
+  /**
    * The claim of one delivery whose id has no row — the common case — without the full claim's machinery: an
    * `INSERT … ON CONFLICT DO NOTHING` writing the same new row the full claim would (status `target`, attempt
    * `max(1, deliveryCount)` if within `maxAttempts`), which takes no lock and writes nothing when the id has a

@@ -65,10 +65,14 @@ export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
 
 const DEFAULT_LIMIT = 100;
 
-/** The claim statement after BEGIN; `lean` for the single-delivery claim of `InboxStatements.preparedNewClaim`. */
+/**
+ * The claim statement after BEGIN: `full` for `InboxStatements.claim` (and the prepared take-over claim),
+ * `lean-one` for the single-delivery claim of `InboxStatements.preparedNewClaim`, `lean-batch` for
+ * `InboxStatements.leanClaim`.
+ */
 interface ClaimPlan {
   readonly statement: string;
-  readonly lean: boolean;
+  readonly kind: 'full' | 'lean-one' | 'lean-batch';
 }
 
 /** A delivery waiting for a session: its work, and where its result goes. */
@@ -498,8 +502,25 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       const plan = 'statement' in planned ? planned : await planned;
       try {
         const result = (await s.all(['BEGIN', plan.statement]))[1] ?? [];
-        if (!plan.lean) claimRows = result;
-        else {
+        if (plan.kind === 'full') claimRows = result;
+        else if (plan.kind === 'lean-batch') {
+          // New ids were inserted; an id with a row answered its state. Rows this batch may take over go to the
+          // full claim (same transaction); any other state is the answer.
+          claimRows = [];
+          const byId = new Map(rows.map((r) => [r.messageId, r]));
+          const takeOver: ClaimRow[] = [];
+          for (const r of result) {
+            if (r['claimed'] === true || r['state'] === null || r['state'] === undefined) {
+              claimRows.push(r);
+              continue;
+            }
+            const row = byId.get(String(r['message_id']));
+            const state = toRowState(parseJson(r['state']));
+            if (row !== undefined && claimableBy(state, row)) takeOver.push(row);
+            else answers.set(String(r['message_id']), { claimed: false, state });
+          }
+          if (takeOver.length > 0) claimRows.push(...(await s.query(this.#sql.claim(settings, takeOver, target, leaseMs))));
+        } else {
           // The lean claim of one delivery: the new row's attempt, or the existing row's state.
           const row = rows[0]!;
           const answer = result[0];
@@ -577,8 +598,9 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
 
   /**
    * The claim statement sent after BEGIN: for one delivery on node-postgres the lean claim, prepared on the
-   * connection on first use (see `#claim`); else the full claim, literal SQL (a batch, another driver, or with
-   * prepared statements turned off).
+   * connection on first use (see `#claim`); for a batch of new ids the lean batch claim (literal SQL); else the
+   * full claim, literal SQL (a batch with ids expected to have rows, another driver, or with prepared
+   * statements turned off).
    */
   #claimPlan(
     s: SqlSession,
@@ -587,8 +609,11 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     target: 'completed' | 'processing',
     leaseMs?: number,
   ): ClaimPlan | Promise<ClaimPlan> {
+    if (rows.length > 1 && !rows.some((r) => r.expectsRow === true)) {
+      return { statement: this.#sql.leanClaim(settings, rows, target, leaseMs), kind: 'lean-batch' };
+    }
     if (rows.length !== 1 || !s.pipelined || !this.#usePrepared) {
-      return { statement: this.#sql.claim(settings, rows, target, leaseMs), lean: false };
+      return { statement: this.#sql.claim(settings, rows, target, leaseMs), kind: 'full' };
     }
     let known = this.#preparedOn.get(s.connection);
     if (known === undefined) {
@@ -599,7 +624,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     // An id that probably has a row goes straight to the full claim (prepared too), one round trip with BEGIN.
     const takeOver = row.expectsRow === true;
     const prepared = (takeOver ? this.#takeOverClaims : this.#newClaims)[target];
-    const plan = { statement: prepared.claim(settings, row, leaseMs), lean: !takeOver };
+    const plan: ClaimPlan = { statement: prepared.claim(settings, row, leaseMs), kind: takeOver ? 'full' : 'lean-one' };
     if (known.has(prepared.name)) return plan;
     const remember = known;
     return s.query(prepared.prepare).then(
