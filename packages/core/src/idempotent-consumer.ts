@@ -362,6 +362,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         return this.#deadLetterFromRow(prepared.id, 'max-attempts', result.row);
       case 'not-claimed':
         return this.#fromRowState(prepared, result.row);
+      case 'duplicate':
+        return { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' };
     }
   }
 

@@ -110,6 +110,12 @@ export type UnclaimedResult =
   | { readonly kind: 'exhausted'; readonly row: InboxRowState }
   /** The row exists and is not claimable (completed, dead-lettered, waiting, leased, or another payload). */
   | { readonly kind: 'not-claimed'; readonly row: InboxRowState | undefined }
+  /**
+   * The row is completed, recorded with this delivery's payload (or with none): a plain duplicate. A store may
+   * answer this instead of `not-claimed` with the row, and save reading and sending the row — the hot path of
+   * redeliveries. The Postgres store does on its lean claims; the in-memory store answers `not-claimed`.
+   */
+  | { readonly kind: 'duplicate' }
   /** A concurrent delivery held the row longer than the lock timeout, or the claim lost a race. */
   | { readonly kind: 'busy'; readonly reason: BusyReason };
 

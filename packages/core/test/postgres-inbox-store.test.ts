@@ -292,6 +292,23 @@ describe('PostgresInboxStore', () => {
       expect(ran).toEqual(['n3']);
       const [beyond] = await store.findRows(name, ['beyond']);
       expect(beyond).toMatchObject({ status: 'dead_lettered', deadLetterReason: 'max-attempts' });
+
+      // A completed row with the delivery's payload is answered as a plain duplicate, without its state; with
+      // another payload, with the row (the consumer dead-letters it as payload-mismatch).
+      const [done] = await store.findRows(name, ['done']);
+      const same = { ...request('done', 1), fingerprint: done!.fingerprint! };
+      const unused = async () => {
+        throw new Error('not claimed: the handler must not run');
+      };
+      expect(await store.runTransactional(settings, same, unused)).toEqual({ kind: 'duplicate' });
+      const batch = await store.runTransactionalBatch(settings, [same, request('other', 1), request('n4', 1)], async (tx, claimed) => {
+        await insertEffect(tx, t.schema, name, claimed.messageId);
+      }, () => {
+        throw new Error('no failure expected');
+      });
+      expect(batch[0]).toEqual({ kind: 'duplicate' });
+      expect(batch[1]).toMatchObject({ kind: 'not-claimed', row: { messageId: 'other', status: 'completed' } });
+      expect(batch[2]).toMatchObject({ kind: 'completed' });
     } finally {
       await db.destroy();
     }

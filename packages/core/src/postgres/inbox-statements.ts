@@ -99,6 +99,15 @@ function claimable(row: string, fp: string, replay: string): string {
    OR (${row}.status = 'dead_lettered' AND ${replay} IS NOT NULL AND ${replay} IS DISTINCT FROM ${row}.last_replay_id)))`;
 }
 
+/**
+ * True when `row` is completed and was recorded with the payload fingerprint `fp` (or with none): a plain
+ * duplicate, which the lean claims answer with this flag alone instead of the row's state (json): Postgres
+ * builds no json and Node parses none (pgbench, duplicates only: about 13% more claims a second).
+ */
+function plainDuplicate(row: string, fp: string): string {
+  return `(${row}.status = 'completed' AND (${row}.fingerprint IS NULL OR ${row}.fingerprint = ${fp}))`;
+}
+
 /** A short, stable name suffix for a prepared statement: its text's hash, so another text gets another name. */
 function digest(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
@@ -112,7 +121,8 @@ export interface PreparedNewClaim {
   readonly prepare: string;
   /**
    * EXECUTE with this delivery's values: one row with `attempts` when it wrote the new row, one row with the
-   * existing row's `state` (json) when the id has a row, none when it did neither.
+   * existing row's `state` (json) when the id has a row — or, for a completed row with this payload, `duplicate`
+   * true and no state — none when it did neither. (The take-over claim answers as `claim` does.)
    */
   claim(settings: ClaimSettings, row: ClaimRow, leaseMs?: number): string;
 }
@@ -168,7 +178,8 @@ export class InboxStatements {
    * order, so concurrent batches wait on each other's rows in one order), and in the same statement the state of
    * every id that already had a row, read from the statement's snapshot (the CTE's own inserts are not visible to
    * it). Answers rows shaped as `claim` answers them: `claimed` true for the ids it inserted, false with `state`
-   * for the ids with a row. An id with a row this batch may take over (a retry due, an expired lease, a replay)
+   * for the ids with a row — but a completed row with the delivery's payload answers `duplicate` true and no
+   * state. An id with a row this batch may take over (a retry due, an expired lease, a replay)
    * then goes to the full `claim`, in the same transaction; an id with neither (beyond `maxAttempts`, or committed
    * by a concurrent delivery after the snapshot) is read again, as after `claim`. Planning this statement costs
    * about a third of the full claim's (EXPLAIN, 16 rows: 0.20 against 0.64 ms; 50 rows: 0.38 against 0.86 ms),
@@ -197,11 +208,16 @@ WHERE v.attempt <= ${sqlInt(settings.maxAttempts)}
 ORDER BY v.message_id
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING message_id, attempts, lease_token::text AS lease_token)
-SELECT true AS claimed, message_id, '${target}' AS status, attempts, lease_token, 'new' AS claimed_from, NULL::json AS state
+SELECT true AS claimed, message_id, '${target}' AS status, attempts, lease_token, 'new' AS claimed_from, NULL::json AS state,
+  false AS duplicate
 FROM inserted
 UNION ALL
-SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from, ${stateJson('x')}
+SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from,
+  CASE WHEN ${plainDuplicate('x', 'v.fingerprint')} THEN NULL ELSE ${stateJson('x')} END, ${plainDuplicate('x', 'v.fingerprint')}
 FROM ${this.#t} x
+JOIN (VALUES
+  ${rows.map((r) => `(${sqlText(r.messageId)}, ${sqlText(r.fingerprint)})`).join(',\n  ')}
+) AS v(message_id, fingerprint) ON v.message_id = x.message_id
 WHERE x.consumer = ${consumer} AND x.message_id = ANY(${sqlTextArray(rows.map((r) => r.messageId))})`;
   }
 
@@ -229,9 +245,11 @@ FROM (SELECT set_config('lock_timeout', $${leased ? 11 : 10}::text, true)) AS lo
 WHERE $5::int <= $8::int
 ON CONFLICT (consumer, message_id) DO NOTHING
 RETURNING attempts)
-SELECT attempts, NULL::json AS state FROM inserted
+SELECT attempts, NULL::json AS state, false AS duplicate FROM inserted
 UNION ALL
-SELECT NULL::int, ${stateJson('x')} FROM ${this.#t} x
+SELECT NULL::int, CASE WHEN ${plainDuplicate('x', '$3::text')} THEN NULL ELSE ${stateJson('x')} END,
+  ${plainDuplicate('x', '$3::text')}
+FROM ${this.#t} x
 WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.message_id = $2::text`;
     return preparedClaim('inboxkit_new', text, leased);
   }

@@ -86,7 +86,16 @@ interface Borrower<T> {
 type ClaimAnswer =
   /** Taken; `state` is set when the claim dead-lettered it (attempts beyond `maxAttempts`) instead. */
   | { readonly claimed: ClaimedDelivery; readonly state: InboxRowState | undefined }
-  | { readonly claimed: false; readonly state: InboxRowState };
+  | { readonly claimed: false; readonly state: InboxRowState }
+  /** A plain duplicate (the row is completed, with this payload): the lean claims answer no state for it. */
+  | { readonly claimed: false; readonly state: undefined; readonly duplicate: true };
+
+/** `not-claimed` with the row, or `duplicate` for a plain duplicate answered without it. */
+function unclaimed(answer: ClaimAnswer | undefined): { readonly kind: 'duplicate' } | { readonly kind: 'not-claimed'; readonly row: InboxRowState | undefined } {
+  return answer !== undefined && 'duplicate' in answer ? { kind: 'duplicate' } : { kind: 'not-claimed', row: answer?.state };
+}
+
+const DUPLICATE: ClaimAnswer = { claimed: false, state: undefined, duplicate: true };
 const DEFAULT_PRUNE_BATCH = 5_000;
 
 /**
@@ -165,7 +174,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         // A duplicate: its transaction wrote nothing. Its ROLLBACK rides with the next claim (see #claimSession),
         // or goes out alone without a wait for its answer.
         if (!s.deferRollback()) await s.rollbackUnawaited();
-        return { kind: 'not-claimed', row: answer?.state };
+        return unclaimed(answer);
       }
       if (answer.state !== undefined) {
         if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
@@ -231,7 +240,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       for (let i = 0; i < requests.length; i++) {
         const answer = answers.get(ids[i]!);
         if (answer === undefined || !answer.claimed) {
-          results[i] = { kind: 'not-claimed', row: answer?.state };
+          results[i] = unclaimed(answer);
           continue;
         }
         if (answer.state !== undefined) {
@@ -322,7 +331,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       if (!(answers instanceof Map)) return answers;
       if (!(await s.commit())) return { kind: 'busy', reason: 'contended' };
       const answer = answers.get(request.messageId);
-      if (answer === undefined || !answer.claimed) return { kind: 'not-claimed', row: answer?.state };
+      if (answer === undefined || !answer.claimed) return unclaimed(answer);
       if (answer.state !== undefined) return { kind: 'exhausted', row: answer.state };
       return { kind: 'claimed', claimed: answer.claimed };
     });
@@ -510,6 +519,10 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
           const byId = new Map(rows.map((r) => [r.messageId, r]));
           const takeOver: ClaimRow[] = [];
           for (const r of result) {
+            if (r['duplicate'] === true) {
+              answers.set(String(r['message_id']), DUPLICATE);
+              continue;
+            }
             if (r['claimed'] === true || r['state'] === null || r['state'] === undefined) {
               claimRows.push(r);
               continue;
@@ -527,6 +540,10 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
           if (answer !== undefined && answer['attempts'] !== null && answer['attempts'] !== undefined) {
             const claimed = { messageId: row.messageId, attempt: Number(answer['attempts']), from: 'new', leaseToken: row.leaseToken } as const;
             answers.set(row.messageId, { claimed, state: undefined });
+            return answers;
+          }
+          if (answer !== undefined && answer['duplicate'] === true) {
+            answers.set(row.messageId, DUPLICATE);
             return answers;
           }
           if (answer !== undefined && answer['state'] !== null && answer['state'] !== undefined) {
@@ -578,7 +595,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     // without running: rare (crash loops, broker counts), so the claim statement itself stays simple.
     for (const row of rows) {
       const answer = answers.get(row.messageId);
-      if (answer !== undefined && answer.claimed !== false) continue;
+      if (answer !== undefined && (answer.claimed !== false || 'duplicate' in answer)) continue;
       const state = answer?.state;
       const next = nextAttempt(state, row);
       if (next <= settings.maxAttempts || (state !== undefined && !claimableBy(state, row))) continue;
