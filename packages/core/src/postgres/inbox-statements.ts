@@ -179,11 +179,11 @@ export class InboxStatements {
    * every id that already had a row, read from the statement's snapshot (the CTE's own inserts are not visible to
    * it). Answers rows shaped as `claim` answers them: `claimed` true for the ids it inserted, false with `state`
    * for the ids with a row — but a completed row with the delivery's payload answers `duplicate` true and no
-   * state. An id with a row this batch may take over (a retry due, an expired lease, a replay)
-   * then goes to the full `claim`, in the same transaction; an id with neither (beyond `maxAttempts`, or committed
-   * by a concurrent delivery after the snapshot) is read again, as after `claim`. Planning this statement costs
-   * about a third of the full claim's (EXPLAIN, 16 rows: 0.20 against 0.64 ms; 50 rows: 0.38 against 0.86 ms),
-   * and Postgres plans a literal statement on every batch.
+   * state. An id with a row this batch may take over (a retry due, an expired lease, a replay) then goes to the
+   * full `claim`, in the same transaction; an id with neither (beyond `maxAttempts`, or committed by a
+   * concurrent delivery after the snapshot) is read again, as after `claim`. Planning this statement costs about
+   * a third of the full claim's (EXPLAIN, 16 rows: 0.20 against 0.64 ms; 50 rows: 0.38 against 0.86 ms), and
+   * Postgres plans a literal statement on every batch. The ids must be distinct (`handleBatch` sees to it).
    */
   leanClaim(settings: ClaimSettings, rows: readonly ClaimRow[], target: 'completed' | 'processing', leaseMs?: number): string {
     const values = rows
