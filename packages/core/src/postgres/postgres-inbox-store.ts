@@ -513,18 +513,18 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         const result = (await s.all(['BEGIN', plan.statement]))[1] ?? [];
         if (plan.kind === 'full') claimRows = result;
         else if (plan.kind === 'lean-batch') {
-          // New ids were inserted; an id with a row answered its state. Rows this batch may take over go to the
-          // full claim (same transaction); any other state is the answer.
+          // New ids were inserted; an id with a row answered `duplicate` or its state. Rows this batch may take
+          // over go to the full claim (same transaction); any other state is the answer.
           claimRows = [];
           const byId = new Map(rows.map((r) => [r.messageId, r]));
           const takeOver: ClaimRow[] = [];
           for (const r of result) {
-            if (r['duplicate'] === true) {
-              answers.set(String(r['message_id']), DUPLICATE);
+            if (r['claimed'] === true) {
+              claimRows.push(r);
               continue;
             }
-            if (r['claimed'] === true || r['state'] === null || r['state'] === undefined) {
-              claimRows.push(r);
+            if (r['duplicate'] === true) {
+              answers.set(String(r['message_id']), DUPLICATE);
               continue;
             }
             const row = byId.get(String(r['message_id']));
