@@ -314,6 +314,76 @@ describe('PostgresInboxStore', () => {
     }
   });
 
+  it("reads a batch's rows by probes of the primary key even where the statistics do not know the consumer", async () => {
+    // A consumer's rows grown since the last ANALYZE (autovacuum off here, so none comes): Postgres estimates a
+    // handful of rows for the consumer. A read written as `consumer = … AND message_id = ANY(ids)` was then
+    // planned as a scan of every row of the consumer, filtered by id.
+    const blind = await openTestDatabase('stats_blind');
+    const { pool, sent } = recordingPool(blind.url, 'inboxkit-stats-blind');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      const inbox = `"${blind.schema}".inbox`;
+      await blind.pool.query(`ALTER TABLE ${inbox} SET (autovacuum_enabled = false)`);
+      await blind.pool.query(
+        `INSERT INTO ${inbox} (consumer, message_id, status, expires_at)
+         SELECT 'blind', 'old-' || g, 'completed', now() + interval '1 day' FROM generate_series(1, 50000) g`,
+      );
+      const store = new PostgresInboxStore({ db, schema: blind.schema });
+      const name = 'blind';
+      let failDue = true;
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name,
+        store,
+        handler: async (m, { tx }) => {
+          if (m.id === 'due' && failDue) {
+            failDue = false;
+            throw new RetryableError('once', { delayMs: 0 });
+          }
+          await insertEffect(tx, blind.schema, name, m.id);
+        },
+      });
+      expect(await consumer.handle(message('due'))).toMatchObject({ status: 'retry' });
+      const ids = ['due', 'old-7', 'old-49999', ...Array.from({ length: 197 }, (_, i) => `new-${i}`)];
+      sent.length = 0;
+      const outcomes = await consumer.handleBatch(ids.map((id) => message(id)));
+      expect(outcomes.map((o) => o.status)).toEqual(['processed', 'duplicate', 'duplicate', ...ids.slice(3).map(() => 'processed')]);
+      await store.findRows(name, ids);
+      const lean = sent.find((q) => q.startsWith('BEGIN;\nWITH inserted AS'))?.slice('BEGIN;\n'.length);
+      const full = sent.find((q) => q.startsWith('WITH claimed AS'));
+      const rows = sent.find((q) => q.includes('lease_remaining_ms') && q.startsWith('SELECT'));
+      expect([lean, full, rows].map((q) => typeof q)).toEqual(['string', 'string', 'string']);
+
+      /** Inbox rows (and index entries) each plan node read, filtered out ones included, over all its loops. */
+      const rowsRead = async (statement: string): Promise<number> => {
+        const client = await blind.pool.connect();
+        try {
+          await client.query('BEGIN');
+          const { rows: plan } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`);
+          let read = 0;
+          const walk = (node: Record<string, unknown>): void => {
+            if (node['Relation Name'] === 'inbox' || node['Index Name'] === 'inbox_pkey') {
+              const removed = Number(node['Rows Removed by Filter'] ?? 0) + Number(node['Rows Removed by Index Recheck'] ?? 0);
+              read += (Number(node['Actual Rows']) + removed) * Number(node['Actual Loops'] ?? 1);
+            }
+            for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) walk(child);
+          };
+          walk((plan[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+          return read;
+        } finally {
+          await client.query('ROLLBACK');
+          client.release();
+        }
+      };
+      // Each statement touches a few rows per id; a scan of the consumer's rows would read 50,000.
+      const read = { lean: await rowsRead(lean!), full: await rowsRead(full!), rows: await rowsRead(rows!) };
+      const bound = 4 * ids.length;
+      expect(Object.entries(read).filter(([, n]) => n > bound)).toEqual([]);
+    } finally {
+      await db.destroy();
+      await blind.close();
+    }
+  });
+
   it.each(['on-failure', 'always'] as const)(
     'isolates a failing message of a batch with batchSavepoints %s',
     async (batchSavepoints) => {

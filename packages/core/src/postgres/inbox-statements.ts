@@ -61,6 +61,7 @@ function rowColumns(alias?: string): string {
 }
 
 const ROW = rowColumns();
+const ROW_X = rowColumns('x');
 
 /**
  * A row as one json value (one column to parse instead of two dozen): what a claim reports about a row it did
@@ -194,8 +195,7 @@ export class InboxStatements {
       .join(',\n  ');
     const consumer = sqlText(settings.consumer);
     const ids = sqlTextArray(rows.map((r) => r.messageId));
-    // The delivery's fingerprint of a row read back, by the row's position in `ids` (ids are distinct).
-    const fingerprint = `(${sqlTextArray(rows.map((r) => r.fingerprint))})[array_position(${ids}, x.message_id)]`;
+    const fingerprints = sqlTextArray(rows.map((r) => r.fingerprint));
     const completed = target === 'completed';
     return `WITH inserted AS (
 INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
@@ -216,9 +216,9 @@ SELECT true AS claimed, message_id, '${target}' AS status, attempts, lease_token
 FROM inserted
 UNION ALL
 SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from,
-  CASE WHEN ${plainDuplicate('x', fingerprint)} THEN NULL ELSE ${stateJson('x')} END, ${plainDuplicate('x', fingerprint)}
-FROM ${this.#t} x
-WHERE x.consumer = ${consumer} AND x.message_id = ANY(${ids})`;
+  CASE WHEN ${plainDuplicate('x', 'i.fingerprint')} THEN NULL ELSE ${stateJson('x')} END, ${plainDuplicate('x', 'i.fingerprint')}
+FROM unnest(${ids}, ${fingerprints}) AS i(message_id, fingerprint)
+  CROSS JOIN LATERAL ${this.#rowOf(consumer, 'i.message_id')}`;
   }
 
   /**
@@ -332,9 +332,21 @@ RETURNING t.message_id, t.status, t.attempts, t.lease_token::text AS lease_token
 SELECT true AS claimed, message_id, status, attempts, lease_token, claimed_from, state FROM claimed
 UNION ALL
 SELECT false, x.message_id, x.status, x.attempts, x.lease_token::text, x.claimed_from, ${stateJson('x')}
-FROM ${this.#t} x
-WHERE x.consumer = ${p.consumer} AND x.message_id = ANY(${p.ids})
-  AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = x.message_id)`;
+FROM unnest(${p.ids}) AS i(message_id) CROSS JOIN LATERAL ${this.#rowOf(p.consumer, 'i.message_id')}
+WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = x.message_id)`;
+  }
+
+  /**
+   * `(SELECT … ) AS x`: the row of one id, for a read of a batch's rows as `unnest(ids) … CROSS JOIN LATERAL`
+   * this. Each id is then one probe of the primary key, whatever the statistics say. Written as
+   * `consumer = … AND message_id = ANY(ids)` instead, the read was planned from the statistics of `consumer`:
+   * for a consumer they did not know yet (a new table, a consumer new to a shared table, either grown since the
+   * last ANALYZE), Postgres took every row of the consumer from the index and filtered them by id — EXPLAIN on
+   * 100,000 rows before their ANALYZE: 21.8 ms for a batch of 200 ids, against 0.4 ms for this read. `OFFSET 0`
+   * keeps the planner from flattening the subquery into a join it could then hash.
+   */
+  #rowOf(consumer: string, id: string): string {
+    return `(SELECT * FROM ${this.#t} x WHERE x.consumer = ${consumer} AND x.message_id = ${id} OFFSET 0) AS x`;
   }
 
   /**
@@ -371,9 +383,11 @@ RETURNING ${stateJson('t')} AS state`;
 
   /** The current rows of `ids` (a claim's companion: what it found when it did not claim). */
   rows(consumer: string, ids: readonly string[]): string {
-    const where =
-      ids.length === 1 ? `message_id = ${sqlText(ids[0])}` : `message_id = ANY(${sqlTextArray(ids)})`;
-    return `SELECT ${ROW} FROM ${this.#t} WHERE consumer = ${sqlText(consumer)} AND ${where}`;
+    if (ids.length === 1) {
+      return `SELECT ${ROW} FROM ${this.#t} WHERE consumer = ${sqlText(consumer)} AND message_id = ${sqlText(ids[0])}`;
+    }
+    return `SELECT ${ROW_X} FROM unnest(${sqlTextArray(ids)}) AS i(message_id)
+  CROSS JOIN LATERAL ${this.#rowOf(sqlText(consumer), 'i.message_id')}`;
   }
 
   /**
