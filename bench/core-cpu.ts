@@ -11,6 +11,9 @@
 //   raw claim      BEGIN + a two-column claim row in one round trip, the effect, COMMIT (the design's bare SQL)
 //   inbox first    idempotentConsumer().handle(), new ids (claim + effect + commit)
 //   inbox dup      handle() of ids already completed (the claim's one round trip)
+//   inbox once     handle() with a statement handler (statementHandler): BEGIN, claim, effect, COMMIT in one
+//                  round trip
+//   once dup       the same of ids already completed
 //
 //   node --conditions=@inboxkit/source --import tsx bench/core-cpu.ts [--deliveries 5000] [--rounds 2]
 
@@ -18,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { idempotentConsumer } from '@inboxkit/core';
+import { idempotentConsumer, statementHandler } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
 import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -32,7 +35,7 @@ const { values } = parseArgs({
 });
 const N = Number(values.deliveries);
 const rounds = Number(values.rounds);
-const CONCURRENCY = 16;
+const CONCURRENCY = Number(process.env.CPU_CONCURRENCY ?? 16);
 const schema = `bench_cpu_${randomBytes(4).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: CONCURRENCY });
 const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
@@ -51,6 +54,17 @@ const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
       tx,
     );
   },
+});
+
+const once = idempotentConsumer<{ id: string; amount: number }, Transaction<unknown>>({
+  name: 'cpu-once',
+  store: new PostgresInboxStore<unknown>({ db, schema }),
+  handler: statementHandler((m) =>
+    (db as unknown as Kysely<{ effects: { message_id: string; amount: number } }>)
+      .withSchema(schema)
+      .insertInto('effects')
+      .values({ message_id: m.id, amount: m.payload.amount }),
+  ),
 });
 
 function message(id: string): InboundMessage {
@@ -150,9 +164,13 @@ const VARIANTS = {
     const o = await consumer.handle(message(id));
     if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
   },
+  'inbox once': async (id: string) => {
+    const o = await once.handle(message(id));
+    if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
+  },
 } as const;
 
-type Name = keyof typeof VARIANTS | 'inbox dup';
+type Name = keyof typeof VARIANTS | 'inbox dup' | 'once dup';
 const best = new Map<Name, Cost>();
 const keep = (name: Name, r: Cost): void => {
   const prev = best.get(name);
@@ -189,11 +207,12 @@ try {
     ][]) {
       const ids = Array.from({ length: N }, (_, i) => `r${r}-${name}-${i}`);
       keep(name, await drive(ids, work));
-      if (name === 'inbox first') {
+      if (name === 'inbox first' || name === 'inbox once') {
+        const c = name === 'inbox first' ? consumer : once;
         keep(
-          'inbox dup',
+          name === 'inbox first' ? 'inbox dup' : 'once dup',
           await drive(ids, async (id) => {
-            const o = await consumer.handle(message(id));
+            const o = await c.handle(message(id));
             if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
           }),
         );

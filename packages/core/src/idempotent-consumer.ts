@@ -24,9 +24,11 @@ import type { DecodedMessage, InboundMessage } from './message.js';
 import { checkMessageId } from './message-id.js';
 import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcome.js';
 import { silentLogger } from './silent-logger.js';
+import { compileStatements, statementBuilderOf, type StatementBuilder } from './statement-handler.js';
 import type {
   BatchRun,
   ClaimedDelivery,
+  ClaimEffect,
   ClaimRequest,
   ClaimSettings,
   FailureRecord,
@@ -99,6 +101,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #logger: Logger;
   readonly #decode: (body: Uint8Array | string | null) => unknown;
   readonly #consumerBytes: number;
+  /** The builder of a statement handler (`statementHandler`), whose statements may go with the claim. */
+  readonly #buildStatements: StatementBuilder<P> | undefined;
   /**
    * Ids whose attempt was just recorded as started (`recordAttemptsStarted`), so they have a row: their claim
    * is sent as a take-over (`ClaimRequest.expectsRow`). Forgotten when handled, bounded for ids never handled.
@@ -119,6 +123,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#logger = config.logger ?? silentLogger;
     this.#decode = config.decode ?? decodeJson;
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
+    this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
@@ -171,8 +176,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async #runTransactional(prepared: Prepared<P>, started: number): Promise<Outcome> {
-    const run = await this.#store.runTransactional(this.#settings, prepared.request, (tx, claimed) =>
-      this.#runHandler(prepared, tx, claimed),
+    const run = await this.#store.runTransactional(
+      this.#settings,
+      prepared.request,
+      (tx, claimed) => this.#runHandler(prepared, tx, claimed),
+      this.#effectOf(prepared),
     );
     switch (run.kind) {
       case 'completed':
@@ -198,6 +206,13 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       case 'failed':
         return this.#recordFailure(prepared, claimed, run.error);
     }
+  }
+
+  /** A statement handler's statements for this delivery, built when the store asks (after the claim). */
+  #effectOf(prepared: Prepared<P>): ClaimEffect | undefined {
+    const build = this.#buildStatements;
+    if (build === undefined) return undefined;
+    return { statements: () => compileStatements(build(prepared.decoded)) };
   }
 
   /** Runs the handler with its context; the timeout aborts the signal and, if the handler gives up, fails it. */

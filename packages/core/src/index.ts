@@ -9,6 +9,13 @@ export type * from './transport.js';
 export type * from './consumer-types.js';
 export * from './store.js';
 export { idempotentConsumer, MAX_BATCH_TRANSACTION_SIZE } from './idempotent-consumer.js';
+export {
+  statementHandler,
+  type EffectStatement,
+  type StatementBuilder,
+  type StatementHandler,
+  type StatementTransaction,
+} from './statement-handler.js';
 export { CONSUMER_DEFAULTS, MAX_MESSAGE_ID_LENGTH_LIMIT } from './consumer-config.js';
 export { classifyError, isTransientNetworkError, type ErrorClassification } from './classify-error.js';
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';

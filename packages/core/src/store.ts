@@ -119,6 +119,16 @@ export type UnclaimedResult =
   /** A concurrent delivery held the row longer than the lock timeout, or the claim lost a race. */
   | { readonly kind: 'busy'; readonly reason: BusyReason };
 
+/**
+ * What `work` does, as SQL, when the handler is a statement handler (`statementHandler`): once the delivery is
+ * claimed, a store may build these statements and send them with the COMMIT instead of calling `work` — in the
+ * same transaction, with the same result (`value` is then `undefined`). `statements` may throw (the builder
+ * did); the store then calls `work`, which throws the same. A store that does not use them calls `work`.
+ */
+export interface ClaimEffect {
+  readonly statements: () => readonly { readonly sql: string; readonly parameters: readonly unknown[] }[];
+}
+
 /** The result of `runTransactional`. */
 export type TransactionalRun<T> =
   /** `work` resolved and its effects committed with the `completed` row. */
@@ -279,6 +289,7 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
     settings: ClaimSettings,
     request: ClaimRequest,
     work: (tx: Tx, claimed: ClaimedDelivery) => Promise<T>,
+    effect?: ClaimEffect,
   ): Promise<TransactionalRun<T>>;
 
   /**

@@ -11,6 +11,7 @@ import type {
   BusyReason,
   ClaimedDelivery,
   ClaimedFrom,
+  ClaimEffect,
   ClaimRequest,
   ClaimSettings,
   FailureRecord,
@@ -34,7 +35,8 @@ import type {
 import { InboxStatements, type ClaimRow, type PreparedNewClaim } from './inbox-statements.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { HandlerTransaction } from './handler-transaction.js';
-import { loadPgPipelineRunner, type PipelineRunner, type Rows } from './pipelined-query.js';
+import { loadPgParameterText, loadPgPipelineRunner, type ParameterText, type PipelineRunner, type Rows } from './pipelined-query.js';
+import { executeArguments } from './sql-literal.js';
 import { holding, LazySession, type SqlSession, sqlState } from './sql-session.js';
 
 /** Options of `PostgresInboxStore`. */
@@ -74,6 +76,9 @@ interface ClaimPlan {
   readonly statement: string;
   readonly kind: 'full' | 'lean-one' | 'lean-batch';
 }
+
+/** Effect statements prepared per connection at most (then the usual path), and SQL texts remembered as unpreparable. */
+const MAX_PREPARED_EFFECTS = 200;
 
 /** A delivery waiting for a session: its work, and where its result goes. */
 interface Borrower<T> {
@@ -128,6 +133,12 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   readonly #takeOverClaims: { readonly completed: PreparedNewClaim; readonly processing: PreparedNewClaim };
   /** Statements prepared on each connection (Kysely keeps one connection object per pg client). */
   readonly #preparedOn = new WeakMap<object, Set<string>>();
+  /** Effect statements (by SQL text) Postgres would not prepare on their own: they take the usual path. */
+  readonly #unpreparable = new Set<string>();
+  /** node-postgres' parameter conversion, once loaded (`null`: not loaded yet; `undefined`: not available). */
+  #parameterText: ParameterText | undefined | null = null;
+  /** Prepared-statement names of statement handlers' SQL texts. */
+  readonly #effectNames = new Map<string, string>();
   #usePrepared: boolean;
   readonly #batchSavepoints: 'on-failure' | 'always';
   #missingPrepared = 0;
@@ -165,6 +176,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     settings: ClaimSettings,
     request: ClaimRequest,
     work: (tx: Transaction<DB>, claimed: ClaimedDelivery) => Promise<T>,
+    effect?: ClaimEffect,
   ): Promise<TransactionalRun<T>> {
     return this.#claimSession(async (s) => {
       const answers = await this.#claim(s, settings, [{ ...request, leaseToken: null }], 'completed');
@@ -181,23 +193,48 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         return { kind: 'exhausted', row: answer.state };
       }
       const claimed = answer.claimed;
-      const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
-      let value: T;
-      try {
-        value = await work(handlerTx.tx, claimed);
-      } catch (error) {
-        handlerTx.close();
+      const effectPlan = effect === undefined ? undefined : this.#effectPlan(s, effect);
+      if (effectPlan?.executes !== undefined) {
+        // A statement handler's statements and the COMMIT, in one round trip.
+        const { error } = await s.finish([...effectPlan.executes, 'COMMIT']);
+        if (error === undefined) return { kind: 'completed', claimed, value: undefined as T };
+        if (sqlState(error) === '26000') this.#preparedOn.delete(s.connection);
         s.assertAlive();
-        await s.rollbackQuietly();
-        // A handler whose own statement met the dying backend: the end of the socket may only come now.
-        s.assertAlive();
+        if (s.inTransaction) await s.rollbackQuietly();
         return { kind: 'failed', claimed, error };
       }
+      if (effectPlan?.prepare !== undefined) {
+        // This time through `work`; the statements are prepared once the transaction has ended, for the next.
+        const run = await this.#runWork(s, claimed, work);
+        if (!s.broken) await this.#prepareEffects(s, effectPlan.prepare);
+        return run;
+      }
+      return this.#runWork(s, claimed, work);
+    });
+  }
+
+  /** `work` on the handler's transaction over the session's connection, then COMMIT (or ROLLBACK). */
+  async #runWork<T>(
+    s: SqlSession,
+    claimed: ClaimedDelivery,
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery) => Promise<T>,
+  ): Promise<TransactionalRun<T>> {
+    const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
+    let value: T;
+    try {
+      value = await work(handlerTx.tx, claimed);
+    } catch (error) {
       handlerTx.close();
       s.assertAlive();
-      if (!(await s.commit())) return { kind: 'failed', claimed, error: abortedTransactionError() };
-      return { kind: 'completed', claimed, value };
-    });
+      await s.rollbackQuietly();
+      // A handler whose own statement met the dying backend: the end of the socket may only come now.
+      s.assertAlive();
+      return { kind: 'failed', claimed, error };
+    }
+    handlerTx.close();
+    s.assertAlive();
+    if (!(await s.commit())) return { kind: 'failed', claimed, error: abortedTransactionError() };
+    return { kind: 'completed', claimed, value };
   }
 
   async runTransactionalBatch(
@@ -611,6 +648,73 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       });
     }
     return answers;
+  }
+
+  /**
+   * A statement handler's statements as `EXECUTE`s of statements prepared on this connection, so that they and
+   * the COMMIT share one round trip: each is the SQL Kysely compiled, prepared as it is (Postgres infers the
+   * parameter types as it does for bind parameters), executed with its parameters as literals. A statement not
+   * yet prepared here is named in `prepare` instead: this delivery runs `work`, and the statement is prepared
+   * after its transaction, outside any (a statement Postgres will not prepare alone must not abort a
+   * transaction). `undefined` when the statements take the usual path for good or for now: no pipelining or
+   * prepared statements, the builder threw (`work` throws it again), a parameter that cannot travel as text, a
+   * statement that would not prepare, too many distinct statements on the connection.
+   */
+  #effectPlan(s: SqlSession, effect: ClaimEffect): { readonly executes?: string[]; readonly prepare?: Map<string, string> } | undefined {
+    if (!s.pipelined || !this.#usePrepared) return undefined;
+    let statements: ReturnType<ClaimEffect['statements']>;
+    try {
+      statements = effect.statements();
+    } catch {
+      return undefined;
+    }
+    const toText = this.#parameterText;
+    if (toText === undefined || statements.length === 0) return undefined;
+    const known = this.#preparedOn.get(s.connection);
+    const executes: string[] = [];
+    let prepare: Map<string, string> | undefined;
+    for (const statement of statements) {
+      if (this.#unpreparable.has(statement.sql)) return undefined;
+      let name = this.#effectNames.get(statement.sql);
+      if (name === undefined) {
+        name = `inboxkit_fx_${createHash('sha256').update(statement.sql).digest('hex').slice(0, 16)}`;
+        if (this.#effectNames.size >= MAX_PREPARED_EFFECTS) this.#effectNames.clear();
+        this.#effectNames.set(statement.sql, name);
+      }
+      if (toText === null || known === undefined || !known.has(name)) {
+        // A bounded number per connection: SQL built anew per message would otherwise fill the backend.
+        if (known !== undefined && known.size >= MAX_PREPARED_EFFECTS) return undefined;
+        (prepare ??= new Map()).set(name, statement.sql);
+        continue;
+      }
+      const args = executeArguments(statement.parameters, toText);
+      if (args === undefined) return undefined;
+      executes.push(args.length === 0 ? `EXECUTE ${name}` : `EXECUTE ${name} (${args.join(', ')})`);
+    }
+    return prepare === undefined ? { executes } : { prepare };
+  }
+
+  /** Prepares a statement handler's statements on the session's connection (no transaction open). */
+  async #prepareEffects(s: SqlSession, prepare: ReadonlyMap<string, string>): Promise<void> {
+    this.#parameterText ??= await loadPgParameterText();
+    let known = this.#preparedOn.get(s.connection);
+    if (known === undefined) {
+      known = new Set();
+      this.#preparedOn.set(s.connection, known);
+    }
+    for (const [name, sql] of prepare) {
+      try {
+        await s.query(`PREPARE ${name} AS ${sql}`);
+      } catch (error) {
+        if (sqlState(error) !== '42P05') {
+          // Postgres could not prepare it alone (a parameter type it cannot infer, several statements …).
+          if (this.#unpreparable.size >= MAX_PREPARED_EFFECTS) this.#unpreparable.clear();
+          this.#unpreparable.add(sql);
+          continue;
+        }
+      }
+      known.add(name);
+    }
   }
 
   /**

@@ -56,3 +56,26 @@ export function sqlUuid(value: string | null | undefined): string {
 export function sqlTextArray(values: readonly string[]): string {
   return values.length === 0 ? `'{}'::text[]` : `ARRAY[${values.map(sqlString).join(',')}]::text[]`;
 }
+
+/**
+ * EXECUTE arguments for a prepared statement's parameters: each value converted as node-postgres converts a
+ * bind parameter (`toText`), then written as an untyped string literal, which Postgres casts to the parameter's
+ * type as it would cast the bind parameter's text. `undefined` when a value cannot travel as text the same way:
+ * binary data (node-postgres binds a Buffer in binary format) or a NUL character (which Postgres text refuses
+ * whichever way it comes, so the usual path reports it).
+ */
+export function executeArguments(parameters: readonly unknown[], toText: (value: unknown) => unknown): string[] | undefined {
+  const out: string[] = [];
+  for (const value of parameters) {
+    if (value === null || value === undefined) {
+      out.push('NULL');
+      continue;
+    }
+    if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) return undefined;
+    const text = toText(value);
+    if (text === null || text === undefined) out.push('NULL');
+    else if (typeof text !== 'string' || text.includes('\u0000')) return undefined;
+    else out.push(sqlString(text));
+  }
+  return out;
+}

@@ -5,7 +5,7 @@
 import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kysely';
 import { StoreUnavailableError } from '../errors.js';
 import { ConnectionGuard } from './held-connection.js';
-import type { PipelineRunner, Rows } from './pipelined-query.js';
+import { completedRows, type PipelineRunner, type Rows } from './pipelined-query.js';
 
 export class SqlSession {
   readonly connection: DatabaseConnection;
@@ -73,6 +73,25 @@ export class SqlSession {
     this.#track(sent);
     const rows = await this.#runner!(this.connection, sent.join(';\n'));
     return owed ? rows.slice(1) : rows;
+  }
+
+  /**
+   * Sends the rest of an open transaction, `COMMIT` last, in one round trip (the session must be pipelined).
+   * Postgres stops at the first failing statement and skips the rest; the answer then carries the error, and
+   * the transaction stays open and aborted (`inTransaction`) unless the COMMIT itself failed (a deferred
+   * constraint), which ends it.
+   */
+  async finish(statements: readonly string[]): Promise<{ readonly rows: Rows[]; readonly error?: unknown }> {
+    const owed = this.#rollbackOwed ? 1 : 0;
+    try {
+      return { rows: await this.#pipelined(statements) };
+    } catch (error) {
+      const done = completedRows(error);
+      if (done === undefined) throw error; // not Postgres' answer: the connection's failure
+      const rows = done.slice(owed);
+      if (rows.length < statements.length - 1) this.#open = true;
+      return { rows, error };
+    }
   }
 
   /** Notes transaction control statements (before sending: a failed COMMIT or ROLLBACK still ends it). */

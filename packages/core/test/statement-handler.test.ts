@@ -1,0 +1,157 @@
+// statementHandler(): a handler that is only SQL statements built from the message. On the Postgres store the
+// statements go with the COMMIT in one round trip after the claim's; everywhere else they run on context.tx.
+// Each test checks the effect exactly once, and the statements sent where the round trips are the point.
+
+import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import type { InboundMessage } from '../src/message.js';
+import { PostgresInboxStore } from '../src/postgres/index.js';
+import { statementHandler } from '../src/statement-handler.js';
+import { openTestDatabase, type TestDatabase } from './support/postgres.js';
+
+interface Payload {
+  readonly order: string;
+  readonly total: number;
+  readonly note?: string;
+}
+
+interface DB {
+  orders: { order_id: string; total: number; note: string | null; raw: Buffer | null };
+}
+
+const message = (id: string, payload: Payload): InboundMessage => ({
+  id,
+  body: JSON.stringify(payload),
+  headers: {},
+  source: { transport: 'memory' },
+});
+
+/** A pool whose clients record every statement they send. */
+function recordingPool(url: string): { pool: pg.Pool; sent: string[] } {
+  const sent: string[] = [];
+  class RecordingClient extends pg.Client {
+    override query(...args: unknown[]): never {
+      const first = args[0] as { text?: string; toString(): string } | string;
+      sent.push(typeof first === 'string' ? first : (first.text ?? first.toString()));
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  }
+  return { pool: new pg.Pool({ connectionString: url, max: 4, Client: RecordingClient }), sent };
+}
+
+describe('statementHandler', () => {
+  let t: TestDatabase;
+  let db: Kysely<DB>;
+  let sent: string[];
+  let orders: string;
+  beforeAll(async () => {
+    t = await openTestDatabase('statement_handler');
+    const recording = recordingPool(t.url);
+    sent = recording.sent;
+    db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: recording.pool }) }).withSchema(t.schema);
+    orders = `"${t.schema}".orders`;
+    await t.pool.query(
+      `CREATE TABLE ${orders} (consumer text NOT NULL, order_id text NOT NULL, total int NOT NULL CHECK (total >= 0), note text, raw bytea, PRIMARY KEY (consumer, order_id))`,
+    );
+  });
+  afterAll(async () => {
+    await db?.destroy();
+    await t?.close();
+  });
+
+  const rowsOf = async (consumer: string): Promise<Record<string, unknown>[]> =>
+    (await t.pool.query(`SELECT order_id, total, note, raw FROM ${orders} WHERE consumer = $1 ORDER BY order_id`, [consumer])).rows;
+
+  const consumerFor = (name: string, build?: (p: Payload, id: string) => ReturnType<Parameters<typeof statementHandler<Payload>>[0]>) =>
+    idempotentConsumer<Payload, Transaction<DB>>({
+      name,
+      store: new PostgresInboxStore({ db, schema: t.schema }),
+      backoff: { initialDelayMs: 0, jitter: 'none' },
+      handler: statementHandler<Payload, Transaction<DB>>(
+        (m) =>
+          build?.(m.payload, m.id) ??
+          db
+            .insertInto('orders')
+            .values({ consumer: name, order_id: m.payload.order, total: m.payload.total, note: m.payload.note ?? null } as never),
+      ),
+    });
+
+  it('sends the statements with the COMMIT in the round trip after the claim; a duplicate is the claim alone', async () => {
+    const consumer = consumerFor('rt');
+    // The first delivery on a connection runs the statement on the handler's transaction, then prepares it.
+    expect(await consumer.handle(message('m0', { order: 'o0', total: 1 }))).toMatchObject({ status: 'processed' });
+    sent.length = 0;
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 5, note: "it's \\ fine" }))).toMatchObject({ status: 'processed' });
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^(ROLLBACK;\n)?BEGIN;\nEXECUTE inboxkit_new_/);
+    expect(sent[1]).toMatch(/^EXECUTE inboxkit_fx_[0-9a-f]{16} \('rt', 'o1', '5',\s+E'it''s \\\\ fine'\);\nCOMMIT$/);
+    sent.length = 0;
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 5, note: "it's \\ fine" }))).toMatchObject({ status: 'duplicate' });
+    expect(sent).toHaveLength(1);
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 6 }))).toMatchObject({
+      status: 'dead-letter',
+      reason: 'payload-mismatch',
+    });
+    expect(await rowsOf('rt')).toEqual([
+      { order_id: 'o0', total: 1, note: null, raw: null },
+      { order_id: 'o1', total: 5, note: "it's \\ fine", raw: null },
+    ]);
+  });
+
+  it('fails the attempt when a statement fails, commits nothing, and applies the retry once', async () => {
+    const consumer = consumerFor('fail');
+    expect(await consumer.handle(message('warm', { order: 'w', total: 1 }))).toMatchObject({ status: 'processed' });
+    // total -1 breaks the CHECK: the claim's row and the effect roll back together.
+    expect(await consumer.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'retry', reason: 'handler-error' });
+    expect(await rowsOf('fail')).toEqual([{ order_id: 'w', total: 1, note: null, raw: null }]);
+    const [row] = (await t.pool.query(`SELECT status, attempts FROM "${t.schema}".inbox WHERE consumer = 'fail' AND message_id = 'm2'`)).rows;
+    expect(row).toEqual({ status: 'failed', attempts: 1 });
+    // The same id with a builder that now succeeds (a fixed deploy): attempt 2, applied once.
+    const fixed = consumerFor('fail', (p) =>
+      db.insertInto('orders').values({ consumer: 'fail', order_id: p.order, total: Math.abs(p.total) } as never),
+    );
+    expect(await fixed.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'processed', attempt: 2 });
+    expect(await fixed.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'duplicate' });
+    expect((await rowsOf('fail')).map((r) => r['order_id'])).toEqual(['o2', 'w']);
+  });
+
+  it('applies each of 20 ids once under 10 concurrent deliveries of each', async () => {
+    const consumer = consumerFor('concurrent');
+    const ids = Array.from({ length: 20 }, (_, i) => `c${i}`);
+    const outcomes = await Promise.all(
+      ids.flatMap((id) => Array.from({ length: 10 }, () => consumer.handle(message(id, { order: id, total: 1 })))),
+    );
+    const processed = outcomes.filter((o) => o.status === 'processed').map((o) => o.messageId);
+    expect(new Set(processed).size).toBe(processed.length);
+    expect(outcomes.every((o) => ['processed', 'duplicate', 'retry'].includes(o.status))).toBe(true);
+    // Retries (a concurrent copy still held the row) are delivered again until none is left.
+    for (const id of ids) await consumer.handle(message(id, { order: id, total: 1 }));
+    expect((await rowsOf('concurrent')).map((r) => r['order_id']).sort()).toEqual([...ids].sort());
+  });
+
+  it('runs on the handler transaction what cannot go as literals or will not prepare: binary data, several statements', async () => {
+    const binary = consumerFor('binary', (p) =>
+      db.insertInto('orders').values({ consumer: 'binary', order_id: p.order, total: p.total, raw: Buffer.from([0, 1, 255]) } as never),
+    );
+    for (const n of [1, 2, 3]) expect(await binary.handle(message(`b${n}`, { order: `b${n}`, total: n }))).toMatchObject({ status: 'processed' });
+    expect((await rowsOf('binary')).map((r) => r['raw'])).toEqual([1, 2, 3].map(() => Buffer.from([0, 1, 255])));
+
+    const several = consumerFor('several', (p) =>
+      CompiledQuery.raw(`INSERT INTO ${orders} (consumer, order_id, total) VALUES ('several', '${p.order}', 1); SELECT 1`),
+    );
+    sent.length = 0;
+    for (const n of [1, 2, 3]) expect(await several.handle(message(`s${n}`, { order: `s${n}`, total: 1 }))).toMatchObject({ status: 'processed' });
+    expect((await rowsOf('several')).map((r) => r['order_id'])).toEqual(['s1', 's2', 's3']);
+    expect(sent.filter((q) => q.includes('EXECUTE inboxkit_fx_'))).toEqual([]);
+    expect(await several.handle(message('s1', { order: 's1', total: 1 }))).toMatchObject({ status: 'duplicate' });
+  });
+
+  it('runs its statements on the batch transaction in handleBatch', async () => {
+    const consumer = consumerFor('batch');
+    const outcomes = await consumer.handleBatch(['x1', 'x2', 'x1', 'x3'].map((id) => message(id, { order: id, total: 2 })));
+    expect(outcomes.map((o) => o.status)).toEqual(['processed', 'processed', 'duplicate', 'processed']);
+    expect((await rowsOf('batch')).map((r) => r['order_id'])).toEqual(['x1', 'x2', 'x3']);
+  });
+});
