@@ -11,7 +11,7 @@ import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
 import { startPruner } from '../src/prune-inbox.js';
-import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
+import { countEffects, insertEffect, openTestDatabase, recordingPool, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
 
 const message = (id: string, payload: unknown = { id }): InboundMessage => ({
   id,
@@ -20,19 +20,6 @@ const message = (id: string, payload: unknown = { id }): InboundMessage => ({
   source: { transport: 'memory' },
 });
 
-/** A pool whose clients record every statement they send. */
-function recordingPool(url: string, applicationName: string): { pool: pg.Pool; sent: string[] } {
-  const sent: string[] = [];
-  class RecordingClient extends pg.Client {
-    override query(...args: unknown[]): never {
-      const first = args[0] as { text?: string; toString(): string } | string;
-      sent.push(typeof first === 'string' ? first : (first.text ?? first.toString()));
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-  const pool = new pg.Pool({ connectionString: url, max: 4, Client: RecordingClient, application_name: applicationName });
-  return { pool, sent };
-}
 
 describe('PostgresInboxStore', () => {
   let t: TestDatabase;

@@ -3,13 +3,12 @@
 // Each test checks the effect exactly once, and the statements sent where the round trips are the point.
 
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
 import { statementHandler } from '../src/statement-handler.js';
-import { openTestDatabase, type TestDatabase } from './support/postgres.js';
+import { openTestDatabase, recordingPool, type TestDatabase } from './support/postgres.js';
 
 interface Payload {
   readonly order: string;
@@ -28,18 +27,6 @@ const message = (id: string, payload: Payload): InboundMessage => ({
   source: { transport: 'memory' },
 });
 
-/** A pool whose clients record every statement they send. */
-function recordingPool(url: string): { pool: pg.Pool; sent: string[] } {
-  const sent: string[] = [];
-  class RecordingClient extends pg.Client {
-    override query(...args: unknown[]): never {
-      const first = args[0] as { text?: string; toString(): string } | string;
-      sent.push(typeof first === 'string' ? first : (first.text ?? first.toString()));
-      return (super.query as (...a: unknown[]) => never)(...args);
-    }
-  }
-  return { pool: new pg.Pool({ connectionString: url, max: 4, Client: RecordingClient }), sent };
-}
 
 describe('statementHandler', () => {
   let t: TestDatabase;
@@ -48,7 +35,7 @@ describe('statementHandler', () => {
   let orders: string;
   beforeAll(async () => {
     t = await openTestDatabase('statement_handler');
-    const recording = recordingPool(t.url);
+    const recording = recordingPool(t.url, 'inboxkit-statement-handler');
     sent = recording.sent;
     db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: recording.pool }) }).withSchema(t.schema);
     orders = `"${t.schema}".orders`;

@@ -3,7 +3,7 @@
 // cannot reach it fails, saying how to start it.
 
 import { sql, type Generated, type Kysely, type Transaction } from 'kysely';
-import type pg from 'pg';
+import pg from 'pg';
 import { openInboxTestDatabase } from '../../../../test/support/inbox-database.js';
 import { requireService } from '../../../../test/support/services.js';
 
@@ -50,4 +50,18 @@ export async function countEffects(db: Kysely<TestDB>, schema: string, consumer:
   let q = db.withSchema(schema).selectFrom('effects').select(sql<number>`count(*)::int`.as('n')).where('consumer', '=', consumer);
   if (messageId !== undefined) q = q.where('message_id', '=', messageId);
   return (await q.executeTakeFirstOrThrow()).n;
+}
+
+/** A pool whose clients record every statement they send (round trips are what some tests assert). */
+export function recordingPool(url: string, applicationName: string, max = 4): { pool: pg.Pool; sent: string[] } {
+  const sent: string[] = [];
+  class RecordingClient extends pg.Client {
+    override query(...args: unknown[]): never {
+      const first = args[0] as { text?: string; toString(): string } | string;
+      sent.push(typeof first === 'string' ? first : (first.text ?? first.toString()));
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  }
+  const pool = new pg.Pool({ connectionString: url, max, Client: RecordingClient, application_name: applicationName });
+  return { pool, sent };
 }
