@@ -277,6 +277,7 @@ if (core !== undefined) {
   const first = find(/first deliver/i);
   const dup = find(/duplicates only/i);
   const batch = find(/handleBatch/i);
+  const statements = find(/statementHandler, 30%/i);
   inboxRate = inbox?.perSecond;
   firstRate = first?.perSecond;
   const dupVsFirst =
@@ -308,6 +309,12 @@ if (core !== undefined) {
       measured: x(batchVsSingle),
       target: '≥ 3×',
       ok: batchVsSingle === undefined ? undefined : batchVsSingle >= 3,
+    },
+    {
+      figure: 'core: statementHandler path (statements sent with the COMMIT) / same transaction without inbox',
+      measured: x(statements && bare ? statements.perSecond / bare.perSecond : undefined),
+      target: '(reported; the 0.90× target is the row above)',
+      ok: undefined,
     },
     {
       figure: 'core: double effects under concurrent duplicates (naive select-then-insert vs inboxkit)',

@@ -20,6 +20,7 @@ import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import type { Outcome } from '../src/outcome.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
+import { statementHandler } from '../src/statement-handler.js';
 
 const CONCURRENCY = 16;
 const BATCH_SIZE = 50;
@@ -168,6 +169,28 @@ const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<
   },
 });
 
+// The same effect through a statement handler: its statement goes with the COMMIT in one round trip.
+const statements = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
+  name: 'bench-statements',
+  store,
+  handler: statementHandler((m) => CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount])),
+});
+
+async function inboxkitStatements(ids: readonly string[]): Promise<number> {
+  return drive(ids, async (id) => {
+    await statements.handle(message(id));
+  });
+}
+
+async function inboxkitStatementsBatch(ids: readonly string[]): Promise<number> {
+  const batches: string[][] = [];
+  for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
+  return drive(batches, async (batch) => {
+    const results: Outcome[] = await statements.handleBatch(batch.map(message));
+    if (results.length !== batch.length) throw new Error('batch lost outcomes');
+  });
+}
+
 async function inboxkit(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
     await consumer.handle(message(id));
@@ -235,6 +258,22 @@ async function main(): Promise<void> {
       run: (tag) => inboxkitBatch(stream(`${tag}-batch`, slice, 0.3)),
       note: async () => {
         const e = await effectsOf('%-batch');
+        return `double effects ${e.total - e.distinct}`;
+      },
+    },
+    {
+      name: 'inboxkit statementHandler, 30% duplicates',
+      run: (tag) => inboxkitStatements(stream(`${tag}-st`, slice, 0.3)),
+      note: async () => {
+        const e = await effectsOf('%-st');
+        return `double effects ${e.total - e.distinct}`;
+      },
+    },
+    {
+      name: `inboxkit statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates`,
+      run: (tag) => inboxkitStatementsBatch(stream(`${tag}-stbatch`, slice, 0.3)),
+      note: async () => {
+        const e = await effectsOf('%-stbatch');
         return `double effects ${e.total - e.distinct}`;
       },
     },

@@ -519,6 +519,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
           decisions.set(k, decision);
           return decision.record;
         },
+        this.#buildStatements === undefined ? undefined : chunk.map((item) => this.#effectOf(item.prepared)),
       );
     } catch (error) {
       return chunk.map((item) => this.#storeUnavailable(item.prepared.id, error));

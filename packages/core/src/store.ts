@@ -302,6 +302,8 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
     requests: readonly ClaimRequest[],
     work: (tx: Tx, claimed: ClaimedDelivery, index: number) => Promise<void>,
     onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    /** Per request, as for `runTransactional`: what `work` does as SQL, for statement handlers. */
+    effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[]>;
 
   /** Leased mode: claims and commits a lease of `leaseMs` with a fresh fencing token. */

@@ -3,7 +3,7 @@
 // Each test checks the effect exactly once, and the statements sent where the round trips are the point.
 
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
@@ -135,10 +135,47 @@ describe('statementHandler', () => {
     expect(await several.handle(message('s1', { order: 's1', total: 1 }))).toMatchObject({ status: 'duplicate' });
   });
 
-  it('runs its statements on the batch transaction in handleBatch', async () => {
-    const consumer = consumerFor('batch');
-    const outcomes = await consumer.handleBatch(['x1', 'x2', 'x1', 'x3'].map((id) => message(id, { order: id, total: 2 })));
-    expect(outcomes.map((o) => o.status)).toEqual(['processed', 'processed', 'duplicate', 'processed']);
-    expect((await rowsOf('batch')).map((r) => r['order_id'])).toEqual(['x1', 'x2', 'x3']);
+  it("sends a batch's statements with its COMMIT in one round trip, and isolates a failing one", async () => {
+    // One connection, so that the statement prepared after the first batch is there for the second.
+    const one = recordingPool(t.url, 'inboxkit-statement-batch', 1);
+    const oneDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) }).withSchema(t.schema);
+    const sent = one.sent;
+    const consumer = idempotentConsumer<Payload, Transaction<DB>>({
+      name: 'batch',
+      store: new PostgresInboxStore({ db: oneDb, schema: t.schema }),
+      handler: statementHandler<Payload, Transaction<DB>>((m) =>
+        oneDb.insertInto('orders').values({ consumer: 'batch', order_id: m.payload.order, total: m.payload.total } as never),
+      ),
+    });
+    onTestFinished(() => oneDb.destroy());
+    // The first batch runs the handlers on the batch transaction, then prepares the statement for the next.
+    const first = await consumer.handleBatch(['x1', 'x2', 'x1', 'x3'].map((id) => message(id, { order: id, total: 2 })));
+    expect(first.map((o) => o.status)).toEqual(['processed', 'processed', 'duplicate', 'processed']);
+    // The repeated x1 was answered by a claim of its own, whose ROLLBACK goes out on the next turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    sent.length = 0;
+    const second = await consumer.handleBatch(['y1', 'x2', 'y2', 'y3'].map((id) => message(id, { order: id, total: 3 })));
+    expect(second.map((o) => `${o.status}:${'reason' in o ? o.reason : ''}`)).toEqual([
+      'processed:',
+      'dead-letter:payload-mismatch',
+      'processed:',
+      'processed:',
+    ]);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^BEGIN;\nWITH inserted AS/);
+    expect(sent[1]).toMatch(/^EXECUTE inboxkit_fx_[0-9a-f]{16} \('batch', 'y1', '3'\);\nEXECUTE .*'y2'.*;\nEXECUTE .*'y3'.*;\nCOMMIT$/s);
+    // z2 breaks the CHECK: the one-round-trip pass commits nothing, the isolated pass applies the others once.
+    const third = await consumer.handleBatch(['z1', 'z2', 'z3'].map((id) => message(id, { order: id, total: id === 'z2' ? -1 : 4 })));
+    expect(third.map((o) => o.status)).toEqual(['processed', 'retry', 'processed']);
+    expect((await rowsOf('batch')).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual([
+      'x1:2',
+      'x2:2',
+      'x3:2',
+      'y1:3',
+      'y2:3',
+      'y3:3',
+      'z1:4',
+      'z3:4',
+    ]);
   });
 });

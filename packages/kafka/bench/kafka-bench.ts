@@ -14,11 +14,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-import { idempotentConsumer } from '@inboxkit/core';
+import { idempotentConsumer, statementHandler } from '@inboxkit/core';
 import { PostgresInboxStore, migrateInbox } from '@inboxkit/core/postgres';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Consumer, Producer } from 'kafkajs';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
 
@@ -158,15 +158,20 @@ const plainBatch: Variant = {
   },
 };
 
-function inboxHandler(name: string, meter: Meter) {
+function inboxHandler(name: string, meter: Meter, statements = false) {
   return idempotentConsumer<Payload, Transaction<unknown>>({
     name,
     store: new PostgresInboxStore<unknown>({ db, schema }),
-    handler: async (message, context) => {
-      await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(
-        context.tx,
-      );
-    },
+    // `statements`: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+    handler: statements
+      ? statementHandler((message) =>
+          CompiledQuery.raw(`INSERT INTO ${effects} (id, n) VALUES ($1, $2)`, [message.id, message.payload.n]),
+        )
+      : async (message, context) => {
+          await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(
+            context.tx,
+          );
+        },
     hooks: {
       onOutcome: ({ outcome, message }) => {
         if (outcome.status === 'processed') meter.hit(parse(message.body as Buffer));
@@ -179,15 +184,17 @@ function inbox(
   mode: 'message' | 'batch',
   countStartedAttempts: 'every-batch' | 'after-join' = 'every-batch',
   keyConcurrency = 1,
+  statements = false,
 ): Variant {
   const extras = [
     ...(countStartedAttempts === 'every-batch' ? [] : [countStartedAttempts]),
     ...(keyConcurrency === 1 ? [] : [`keyConcurrency ${keyConcurrency}`]),
+    ...(statements ? ['statementHandler'] : []),
   ];
   return {
     name: [`kafkaConsumer ${mode}`, ...extras].join(', '),
     async start(topic, groupId, meter) {
-      const handler = inboxHandler(`bench-${groupId}`, meter);
+      const handler = inboxHandler(`bench-${groupId}`, meter, statements);
       const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
       const transport = kafkaConsumer({
         consumer,
@@ -425,9 +432,13 @@ async function main(): Promise<void> {
     await compare(plainMessage, inbox('message'), 'message', producer, 0.85, [
       inbox('message', 'after-join'),
       inbox('message', 'every-batch', 8),
+      inbox('message', 'every-batch', 1, true),
     ]);
     console.log('batch path');
-    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [inbox('batch', 'after-join')]);
+    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [
+      inbox('batch', 'after-join'),
+      inbox('batch', 'every-batch', 1, true),
+    ]);
   } finally {
     await producer.disconnect();
     await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);

@@ -7,7 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { idempotentConsumer } from '@inboxkit/core';
+import { idempotentConsumer, statementHandler } from '@inboxkit/core';
 import amqp from 'amqplib';
 import { Kysely, PostgresDialect } from 'kysely';
 import type { Transaction } from 'kysely';
@@ -24,7 +24,7 @@ const { values: args } = parseArgs({
     messages: { type: 'string' },
     prefetch: { type: 'string', default: '1,16' },
     rounds: { type: 'string' },
-    modes: { type: 'string', default: 'plain,inbox,inbox-batch,core-direct' },
+    modes: { type: 'string', default: 'plain,inbox,inbox-batch,statements,statements-batch,core-direct' },
     batch: { type: 'string', default: '4' },
   },
 });
@@ -36,7 +36,10 @@ const latencySeconds = quick ? 1.5 : 4;
 const modes = args.modes.split(',') as Mode[];
 const batchSize = Number(args.batch);
 
-type Mode = 'plain' | 'inbox' | 'inbox-batch' | 'core-direct';
+type Mode = 'plain' | 'inbox' | 'inbox-batch' | 'statements' | 'statements-batch' | 'core-direct';
+
+/** The modes whose consumer runs in batches (prefetch / batch lanes). */
+const batched = (mode: Mode): boolean => mode === 'inbox-batch' || mode === 'statements-batch';
 
 interface Run {
   readonly mode: Mode;
@@ -122,13 +125,19 @@ async function start(
   const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
     name: `bench-${topology.queue}`,
     store,
-    handler: async (message, { tx }) => {
-      await tx
-        .withSchema(schema)
-        .insertInto('effects')
-        .values({ consumer: 'inbox', message_id: message.id })
-        .execute();
-    },
+    // `statements` modes: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+    handler:
+      mode === 'statements' || mode === 'statements-batch'
+        ? statementHandler((message) =>
+            db.withSchema(schema).insertInto('effects').values({ consumer: 'inbox', message_id: message.id }),
+          )
+        : async (message, { tx }) => {
+            await tx
+              .withSchema(schema)
+              .insertInto('effects')
+              .values({ consumer: 'inbox', message_id: message.id })
+              .execute();
+          },
     hooks: {
       onOutcome: ({ message, outcome }) => {
         if (outcome.status === 'processed') sink.applied(Buffer.from(message.body as Uint8Array));
@@ -140,8 +149,8 @@ async function start(
     queue: topology.queue,
     handler: consumer,
     // Same prefetch; batched: prefetch / batch lanes, up to `batch` messages per inbox transaction.
-    concurrency: mode === 'inbox-batch' ? Math.max(1, Math.floor(prefetch / batchSize)) : prefetch,
-    maxBatchSize: mode === 'inbox-batch' ? batchSize : 1,
+    concurrency: batched(mode) ? Math.max(1, Math.floor(prefetch / batchSize)) : prefetch,
+    maxBatchSize: batched(mode) ? batchSize : 1,
     prefetch,
     topology: { declare: false, delayBucketsMs: topology.delayBucketsMs },
   });
@@ -238,15 +247,15 @@ try {
   for (const prefetch of prefetches) {
     const best: Partial<Record<Mode, Run>> = {};
     for (let r = 0; r < rounds; r++) {
-      for (const mode of modes.filter((m) => m !== 'inbox-batch' || prefetch >= batchSize)) {
+      for (const mode of modes.filter((m) => !batched(m) || prefetch >= batchSize)) {
         const result = await run(mode, prefetch);
         if (!best[mode] || result.perSecond > best[mode].perSecond) best[mode] = result;
       }
     }
-    for (const r of [best.plain, best.inbox, best['inbox-batch'], best['core-direct']]) {
+    for (const r of [best.plain, best.inbox, best['inbox-batch'], best.statements, best['statements-batch'], best['core-direct']]) {
       if (!r) continue;
       console.log(
-        `  prefetch ${String(r.prefetch).padStart(2)}  ${r.mode.padEnd(11)}  ${r.perSecond.toFixed(0).padStart(6)} msg/s` +
+        `  prefetch ${String(r.prefetch).padStart(2)}  ${r.mode.padEnd(16)}  ${r.perSecond.toFixed(0).padStart(6)} msg/s` +
           `  p50 ${r.p50.toFixed(1).padStart(6)} ms  p99 ${r.p99.toFixed(1).padStart(6)} ms`,
       );
     }
@@ -261,6 +270,11 @@ try {
       }
       if (ratio)
         console.log(`  prefetch ${String(prefetch).padStart(2)}  ${mode}/plain ${ratio}× (target ≥ 0.85×)`);
+    }
+    for (const mode of ['statements', 'statements-batch'] as const) {
+      const r = best[mode];
+      if (r && best.plain)
+        console.log(`  prefetch ${String(prefetch).padStart(2)}  ${mode}/plain ${(r.perSecond / best.plain.perSecond).toFixed(2)}×`);
     }
   }
 } finally {

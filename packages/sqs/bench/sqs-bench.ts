@@ -17,7 +17,7 @@ import {
   SQSClient,
   SendMessageBatchCommand,
 } from '@aws-sdk/client-sqs';
-import { idempotentConsumer } from '@inboxkit/core';
+import { idempotentConsumer, statementHandler } from '@inboxkit/core';
 import { PostgresInboxStore, migrateInbox } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
@@ -248,16 +248,19 @@ const naive: Start = async (queueUrl, _dlq, onApplied) => {
 };
 
 /** sqsConsumer over the Postgres inbox, the same insert in the handler's transaction. */
-function inboxConsumer(mode: 'message' | 'batch'): Start {
+function inboxConsumer(mode: 'message' | 'batch', statements = false): Start {
   return async (queueUrl, deadLetterQueueUrl, onApplied) => {
     const consumer = idempotentConsumer<{ sentAt: number }, Transaction<DB>>({
       name: `bench-${randomBytes(3).toString('hex')}`,
       store: new PostgresInboxStore({ db, schema }),
-      handler: async (message, { tx }) => {
-        await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id) VALUES (${message.id})`.execute(
-          tx,
-        );
-      },
+      // `statements`: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+      handler: statements
+        ? statementHandler((message) => db.withSchema(schema).insertInto('effects').values({ message_id: message.id }))
+        : async (message, { tx }) => {
+            await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id) VALUES (${message.id})`.execute(
+              tx,
+            );
+          },
       hooks: {
         onOutcome: ({ outcome, message }) => {
           if (outcome.status === 'processed') onApplied(sentAtOf(message.body as string));
@@ -281,6 +284,7 @@ function inboxConsumer(mode: 'message' | 'batch'): Start {
 
 const inbox = inboxConsumer('message');
 const inboxBatch = inboxConsumer('batch');
+const statements = inboxConsumer('message', true);
 
 function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -327,7 +331,7 @@ async function latency(label: string, start: Start): Promise<{ p50: number; p99:
   return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
 }
 
-const SIDES = { plain, inbox, inboxBatch, naive } as const;
+const SIDES = { plain, inbox, inboxBatch, statements, naive } as const;
 type Side = keyof typeof SIDES;
 
 async function main(): Promise<void> {
@@ -336,11 +340,13 @@ async function main(): Promise<void> {
     `SQS bench (ElasticMQ + Postgres): ${messages} messages, concurrency ${concurrency}, batch ${batchSize}, ${rounds} round(s)` +
       (quick ? ' [quick]' : ''),
   );
-  const rates: Record<Side, number[]> = { plain: [], inbox: [], inboxBatch: [], naive: [] };
+  const rates: Record<Side, number[]> = { plain: [], inbox: [], inboxBatch: [], statements: [], naive: [] };
   for (let r = 0; r < rounds; r++) {
     // Alternate the order so neither side always runs on a warmer server.
     const order: Side[] =
-      r % 2 === 0 ? ['plain', 'inbox', 'inboxBatch', 'naive'] : ['inboxBatch', 'inbox', 'plain', 'naive'];
+      r % 2 === 0
+        ? ['plain', 'inbox', 'inboxBatch', 'statements', 'naive']
+        : ['statements', 'inboxBatch', 'inbox', 'plain', 'naive'];
     for (const side of order) rates[side].push(await throughput(`${side}${r}`, SIDES[side]));
     console.log(
       `  round ${r + 1}: ` +
@@ -353,12 +359,14 @@ async function main(): Promise<void> {
     plain: await latency('plain', plain),
     inbox: await latency('inbox', inbox),
     inboxBatch: await latency('inboxBatch', inboxBatch),
+    statements: await latency('statements', statements),
     naive: await latency('naive', naive),
   };
   const label: Record<Side, string> = {
     plain: 'plain consumer, same pipeline, no inbox',
     inbox: "sqsConsumer + Postgres inbox, mode 'message' (default)",
     inboxBatch: "sqsConsumer + Postgres inbox, mode 'batch'",
+    statements: "sqsConsumer + Postgres inbox, mode 'message', statementHandler",
     naive: 'textbook loop (receive 10, insert, delete batch)',
   };
   console.log('');
@@ -376,6 +384,7 @@ async function main(): Promise<void> {
       `${(median(rates.inbox) / median(rates.naive)).toFixed(2)} and ${(median(rates.inboxBatch) / median(rates.naive)).toFixed(2)}; ` +
       `latency at ${latencyRate} msg/s`,
   );
+  console.log(`statements/plain: message mode with statementHandler ${(median(rates.statements) / median(rates.plain)).toFixed(2)}`);
 }
 
 try {

@@ -242,11 +242,12 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     requests: readonly ClaimRequest[],
     work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
     onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[]> {
     if (requests.length === 0) return [];
     return this.#session(async (s) => {
       if (this.#batchSavepoints === 'on-failure') {
-        const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false);
+        const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false, effects);
         if (optimistic !== 'rerun') return optimistic;
       }
       const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
@@ -257,7 +258,9 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   /**
    * One pass of a batch. Without savepoints (the optimistic pass), any handler failure rolls the whole
    * transaction back and answers `rerun`; with a savepoint per message, a failure rolls back only that message,
-   * whose failure is then recorded in the same transaction.
+   * whose failure is then recorded in the same transaction. In the optimistic pass, when every claimed message
+   * has a statement handler whose statements are prepared on this connection (`effects`), all of them and the
+   * COMMIT go in one round trip: two round trips for the batch however many messages it holds.
    */
   async #runBatch(
     s: SqlSession,
@@ -266,10 +269,78 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
     onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
     savepoints: boolean,
+    effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[] | 'rerun'> {
     const ids = requests.map((r) => r.messageId);
     const answers = await this.#claim(s, settings, requests.map((r) => ({ ...r, leaseToken: null })), 'completed');
     if (!(answers instanceof Map)) return requests.map(() => answers);
+    let toPrepare: Map<string, string> | undefined;
+    if (!savepoints && effects !== undefined) {
+      const batch = this.#batchEffects(s, ids, answers, effects);
+      if (batch.executes !== undefined) {
+        const { error } = await s.finish([...batch.executes, 'COMMIT']);
+        if (error === undefined) return batch.results;
+        if (sqlState(error) === '26000') this.#preparedOn.delete(s.connection);
+        // A statement failed: nothing committed; the isolated pass finds which, with the handlers.
+        s.assertAlive();
+        if (s.inTransaction) await s.rollbackQuietly();
+        return 'rerun';
+      }
+      toPrepare = batch.prepare;
+    }
+    const run = await this.#runBatchWork(s, settings, requests, ids, answers, work, onFailure, savepoints);
+    if (toPrepare !== undefined && !s.broken) await this.#prepareEffects(s, toPrepare);
+    return run;
+  }
+
+  /**
+   * The batch's statements when every claimed message has a statement handler whose statements are prepared
+   * here (`executes`, with the results they will have once committed); otherwise the statements to prepare
+   * after this batch, for the next.
+   */
+  #batchEffects(
+    s: SqlSession,
+    ids: readonly string[],
+    answers: ReadonlyMap<string, ClaimAnswer>,
+    effects: readonly (ClaimEffect | undefined)[],
+  ): { readonly executes?: string[]; readonly results: BatchRun[]; readonly prepare?: Map<string, string> } {
+    const executes: string[] = [];
+    const results: BatchRun[] = [];
+    let prepare: Map<string, string> | undefined;
+    let usable = true;
+    for (let i = 0; i < ids.length; i++) {
+      const answer = answers.get(ids[i]!);
+      if (answer === undefined || !answer.claimed) {
+        results.push(unclaimed(answer));
+        continue;
+      }
+      if (answer.state !== undefined) {
+        results.push({ kind: 'exhausted', row: answer.state });
+        continue;
+      }
+      results.push({ kind: 'completed', claimed: answer.claimed });
+      const effect = effects[i];
+      const plan = usable && effect !== undefined ? this.#effectPlan(s, effect) : undefined;
+      if (plan?.executes !== undefined) executes.push(...plan.executes);
+      else {
+        usable = false;
+        for (const [name, sql] of plan?.prepare ?? []) (prepare ??= new Map()).set(name, sql);
+      }
+    }
+    return usable && executes.length > 0 ? { executes, results } : { results, ...(prepare === undefined ? {} : { prepare }) };
+  }
+
+  /** `#runBatch` through `work`: each handler in turn on the batch's transaction, then COMMIT. */
+  async #runBatchWork(
+    s: SqlSession,
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    ids: readonly string[],
+    answers: ReadonlyMap<string, ClaimAnswer>,
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    savepoints: boolean,
+  ): Promise<BatchRun[] | 'rerun'> {
     const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
     const failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[] = [];
     const handlerTx = new HandlerTransaction<DB>(this.#db.getExecutor(), async () => s.connection);
