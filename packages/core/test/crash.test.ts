@@ -22,6 +22,10 @@ interface RunOptions {
   readonly deliveryCount?: number;
   /** SIGKILL the worker when it prints this line. */
   readonly killOn?: 'IN_HANDLER' | 'COMMITTED';
+  /** SIGKILL the worker once it has reported this many outcomes (it goes on meanwhile: the kill lands anywhere). */
+  readonly killAfterOutcomes?: number;
+  /** A statement handler handles these ids in turn (see fixtures/crash-worker.ts). */
+  readonly statementIds?: readonly string[];
 }
 
 let t: TestDatabase;
@@ -48,6 +52,9 @@ function runWorker(options: RunOptions): Promise<Outcome | 'killed'> {
       for (const line of out.split('\n')) {
         if (options.killOn !== undefined && line === options.killOn) child.kill('SIGKILL');
         if (line.startsWith('OUTCOME ')) outcome = JSON.parse(line.slice('OUTCOME '.length)) as Outcome;
+      }
+      if (options.killAfterOutcomes !== undefined && out.split('\nOUTCOME ').length - 1 >= options.killAfterOutcomes) {
+        child.kill('SIGKILL');
       }
     });
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
@@ -85,6 +92,36 @@ describe('crashes and restarts on Postgres', () => {
       reason: 'completed',
     });
     expect(await countEffects(t.db, t.schema, 'kill-after', 'm1')).toBe(1);
+  });
+
+  it('applies each id once when workers sending statements with their COMMIT are SIGKILLed at random moments', async () => {
+    // statementHandler's path: the claim, then the statements and COMMIT in one round trip. Kills land before,
+    // between and after those round trips; every id must end applied exactly once, whatever was cut.
+    const ids = Array.from({ length: 300 }, (_, i) => `s${i}`);
+    const killed: (Outcome | 'killed')[] = [];
+    let applied = 0;
+    for (const after of [40, 60, 80]) {
+      // Each worker starts over from the first id: the ids done before are duplicates, then it goes further.
+      killed.push(await runWorker({ consumer: 'statements-kill', messageId: '-', behaviour: 'ok', statementIds: ids, killAfterOutcomes: after }));
+      const now = await countEffects(t.db, t.schema, 'statements-kill');
+      expect(now).toBeGreaterThanOrEqual(applied);
+      applied = now;
+    }
+    // Every kill landed mid-run, with ids left to do (a worker that finished all 300 first would prove nothing).
+    expect(killed).toEqual(['killed', 'killed', 'killed']);
+    expect(applied).toBeLessThan(ids.length);
+    await runWorker({ consumer: 'statements-kill', messageId: '-', behaviour: 'ok', statementIds: ids });
+    const { rows } = await t.pool.query<{ message_id: string; n: number }>(
+      `SELECT message_id, count(*)::int AS n FROM "${t.schema}".effects WHERE consumer = 'statements-kill' GROUP BY message_id`,
+    );
+    expect(rows.filter((r) => r.n !== 1)).toEqual([]);
+    expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
+    const [done] = (
+      await t.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${t.schema}".inbox WHERE consumer = 'statements-kill' AND status = 'completed'`,
+      )
+    ).rows;
+    expect(done!.n).toBe(ids.length);
   });
 
   it('counts attempts across process restarts and dead-letters at maxAttempts', async () => {
