@@ -135,6 +135,51 @@ describe('statementHandler', () => {
     expect(await several.handle(message('s1', { order: 's1', total: 1 }))).toMatchObject({ status: 'duplicate' });
   });
 
+  it('writes every parameter type exactly as node-postgres binds it', async () => {
+    // The same values inserted by the one-round-trip path (literals) and by node-postgres (bind parameters).
+    await t.pool.query(
+      `CREATE TABLE "${t.schema}".typed (via text, id text, t text, n int, f float8, b bool, j jsonb, a text[], ts timestamptz, d date, big bigint, x numeric, PRIMARY KEY (via, id))`,
+    );
+    const values = (id: string): unknown[] => [
+      id,
+      `it's a \\ back'slash, "quotes", ünïcödé ✓ and $1 ${'$$'}`,
+      -42,
+      1.5e-7,
+      true,
+      { nested: { list: [1, 'two', null] }, quote: "'" },
+      ['a', 'b,c', 'd"e', "f'g", 'h\\i', ''],
+      new Date(Date.UTC(2026, 11, 1, 23, 59, 58, 123)),
+      '2026-02-28',
+      9007199254740993n,
+      '12345678901234567890.123456789',
+    ];
+    const insert = `INSERT INTO "${t.schema}".typed (via, id, t, n, f, b, j, a, ts, d, big, x) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`;
+    const one = recordingPool(t.url, 'inboxkit-statement-types', 1);
+    const oneDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) });
+    onTestFinished(() => oneDb.destroy());
+    const consumer = idempotentConsumer<Payload, Transaction<DB>>({
+      name: 'types',
+      store: new PostgresInboxStore({ db: oneDb, schema: t.schema }),
+      handler: statementHandler<Payload, Transaction<DB>>((m) => CompiledQuery.raw(insert, ['literal', ...values(m.id)])),
+    });
+    for (const id of ['k1', 'k2', 'k3']) {
+      expect(await consumer.handle(message(id, { order: id, total: 1 }))).toMatchObject({ status: 'processed' });
+      await t.pool.query(insert, ['bind', ...values(id)]);
+    }
+    // k1 went through the handler's transaction (first use on the connection); k2 and k3 as literals.
+    expect(one.sent.filter((q) => q.startsWith('EXECUTE inboxkit_fx_'))).toHaveLength(2);
+    const { rows } = await t.pool.query(
+      `SELECT id, t, n, f, b, j, a, ts, d::text, big::text, x::text FROM "${t.schema}".typed WHERE via = $1 ORDER BY id`,
+      ['literal'],
+    );
+    const { rows: bound } = await t.pool.query(
+      `SELECT id, t, n, f, b, j, a, ts, d::text, big::text, x::text FROM "${t.schema}".typed WHERE via = $1 ORDER BY id`,
+      ['bind'],
+    );
+    expect(rows).toHaveLength(3);
+    expect(rows).toEqual(bound);
+  });
+
   it("sends a batch's statements with its COMMIT in one round trip, and isolates a failing one", async () => {
     // One connection, so that the statement prepared after the first batch is there for the second.
     const one = recordingPool(t.url, 'inboxkit-statement-batch', 1);
