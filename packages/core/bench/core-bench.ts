@@ -176,32 +176,17 @@ const statements = idempotentConsumer<{ id: string; amount: number }, Transactio
   handler: statementHandler((m) => CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount])),
 });
 
-async function inboxkitStatements(ids: readonly string[]): Promise<number> {
+async function inboxkit(ids: readonly string[], through = consumer): Promise<number> {
   return drive(ids, async (id) => {
-    await statements.handle(message(id));
+    await through.handle(message(id));
   });
 }
 
-async function inboxkitStatementsBatch(ids: readonly string[]): Promise<number> {
+async function inboxkitBatch(ids: readonly string[], through = consumer): Promise<number> {
   const batches: string[][] = [];
   for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
   return drive(batches, async (batch) => {
-    const results: Outcome[] = await statements.handleBatch(batch.map(message));
-    if (results.length !== batch.length) throw new Error('batch lost outcomes');
-  });
-}
-
-async function inboxkit(ids: readonly string[]): Promise<number> {
-  return drive(ids, async (id) => {
-    await consumer.handle(message(id));
-  });
-}
-
-async function inboxkitBatch(ids: readonly string[]): Promise<number> {
-  const batches: string[][] = [];
-  for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
-  return drive(batches, async (batch) => {
-    const results: Outcome[] = await consumer.handleBatch(batch.map(message));
+    const results: Outcome[] = await through.handleBatch(batch.map(message));
     if (results.length !== batch.length) throw new Error('batch lost outcomes');
   });
 }
@@ -263,7 +248,7 @@ async function main(): Promise<void> {
     },
     {
       name: 'inboxkit statementHandler, 30% duplicates',
-      run: (tag) => inboxkitStatements(stream(`${tag}-st`, slice, 0.3)),
+      run: (tag) => inboxkit(stream(`${tag}-st`, slice, 0.3), statements),
       note: async () => {
         const e = await effectsOf('%-st');
         return `double effects ${e.total - e.distinct}`;
@@ -271,7 +256,7 @@ async function main(): Promise<void> {
     },
     {
       name: `inboxkit statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates`,
-      run: (tag) => inboxkitStatementsBatch(stream(`${tag}-stbatch`, slice, 0.3)),
+      run: (tag) => inboxkitBatch(stream(`${tag}-stbatch`, slice, 0.3), statements),
       note: async () => {
         const e = await effectsOf('%-stbatch');
         return `double effects ${e.total - e.distinct}`;
