@@ -15,6 +15,8 @@ import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type T
 
 const message = (id: string): InboundMessage => ({ id, body: JSON.stringify({ id }), headers: {}, source: { transport: 'memory' } });
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+/** This file's pool's application_name: other test files run beside it, with transactions of their own. */
+const APP = 'inboxkit-deferred-rollback-test';
 
 describe("a duplicate's deferred ROLLBACK", () => {
   let t: TestDatabase;
@@ -22,7 +24,7 @@ describe("a duplicate's deferred ROLLBACK", () => {
   let db: Kysely<TestDB>;
   beforeAll(async () => {
     t = await openTestDatabase('deferred_rollback');
-    pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    pool = new pg.Pool({ connectionString: t.url, max: 1, application_name: APP });
     db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
   });
   afterAll(async () => {
@@ -36,6 +38,18 @@ describe("a duplicate's deferred ROLLBACK", () => {
       store: new PostgresInboxStore({ db, schema: t.schema }),
       handler: async (m, { tx }) => insertEffect(tx, t.schema, name, m.id),
     });
+  }
+
+  /**
+   * Backends of this file's pool left idle inside a transaction, seen from another connection (the test
+   * database's own pool) while this pool's connection sits idle.
+   */
+  async function idleInTransaction(): Promise<number> {
+    const { rows } = await t.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction'`,
+      [APP],
+    );
+    return rows[0]!.n;
   }
 
   /** True when the statement runs in a transaction of its own (no transaction was left open on the connection). */
@@ -54,10 +68,7 @@ describe("a duplicate's deferred ROLLBACK", () => {
     expect(pool.idleCount).toBe(1);
     expect(await freshTransaction()).toBe(true);
     // The backend is idle, not idle in a transaction.
-    const { rows } = await pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`,
-    );
-    expect(rows[0]!.n).toBe(0);
+    expect(await idleInTransaction()).toBe(0);
   });
 
   it('an application query waiting for the pool meanwhile gets the connection outside any transaction', async () => {
@@ -165,7 +176,6 @@ describe("a duplicate's deferred ROLLBACK", () => {
     await nextTurn();
     await nextTurn();
     expect(await freshTransaction()).toBe(true);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`.execute(db);
-    expect(rows[0]!.n).toBe(0);
+    expect(await idleInTransaction()).toBe(0);
   });
 });
