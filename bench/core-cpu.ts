@@ -11,11 +11,12 @@
 //   raw claim      BEGIN + a two-column claim row in one round trip, the effect, COMMIT (the design's bare SQL)
 //   inbox first    idempotentConsumer().handle(), new ids (claim + effect + commit)
 //   inbox dup      handle() of ids already completed (the claim's one round trip)
-//   inbox once     handle() with a statement handler (statementHandler): BEGIN, claim, effect, COMMIT in one
-//                  round trip
+//   inbox once     handle() with a statement handler (statementHandler): BEGIN + claim, then the effect with
+//                  its COMMIT: two round trips
 //   once dup       the same of ids already completed
 //
 //   node --conditions=@inboxkit/source --import tsx bench/core-cpu.ts [--deliveries 5000] [--rounds 2]
+//   (CPU_CONCURRENCY=1 in the environment drives one delivery at a time instead of 16: round trips set the pace)
 
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';

@@ -169,7 +169,7 @@ const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<
   },
 });
 
-// The same effect through a statement handler: its statement goes with the COMMIT in one round trip.
+// The same effect through a statement handler: its statement goes with the COMMIT, in the round trip after the claim's.
 const statements = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
   name: 'bench-statements',
   store,

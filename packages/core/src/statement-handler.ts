@@ -1,8 +1,8 @@
-// A handler whose whole effect is SQL statements built from the message alone. Because nothing has to run
-// between the claim and the effect, the Postgres store can send BEGIN, the claim, the statements and COMMIT in
-// one round trip — the delivery then costs what a plain autocommit INSERT costs in round trips, with the
-// exactly-once record included. Everywhere else (another store, a batch, a retry or a replay) the statements
-// simply run in order on `context.tx`, like any handler's.
+// A handler whose whole effect is SQL statements built from the message alone. Because no JS has to run between
+// the claim and the effect, the Postgres store can send the statements with the COMMIT, in one round trip after
+// the claim's: two round trips for a delivery instead of three, and two for a whole batch. Where it cannot (the
+// first use of a statement on a connection, another store, …) the statements simply run in order on
+// `context.tx`, like any handler's.
 
 import type { Compilable, CompiledQuery } from 'kysely';
 import type { MessageHandler } from './consumer-types.js';
@@ -11,17 +11,17 @@ import type { DecodedMessage } from './message.js';
 /** What a statement handler builds: a Kysely query builder (anything with `compile()`) or a compiled query. */
 export type EffectStatement = Compilable | CompiledQuery;
 
-/** The builder of a statement handler: pure — it may run for duplicates too, and only builds queries. */
+/** The builder of a statement handler: pure — it only builds queries, and may run more than once per delivery. */
 export type StatementBuilder<P> = (message: DecodedMessage<P>) => EffectStatement | readonly EffectStatement[];
 
-/** The transaction a statement handler runs its statements on when they do not go in one round trip. */
+/** The transaction a statement handler runs its statements on when they do not go with the COMMIT. */
 export interface StatementTransaction {
   executeQuery(query: CompiledQuery | Compilable): Promise<unknown>;
 }
 
 const BUILDER = Symbol.for('inboxkit.statementBuilder');
 
-/** A statement handler: a `MessageHandler` that also carries its builder for the store's one-round-trip path. */
+/** A statement handler: a `MessageHandler` that also carries its builder, for the store to send its statements. */
 export type StatementHandler<P, Tx extends StatementTransaction> = MessageHandler<P, Tx> & {
   readonly [BUILDER]: StatementBuilder<P>;
 };
@@ -31,15 +31,15 @@ export type StatementHandler<P, Tx extends StatementTransaction> = MessageHandle
  * "add to the balance", "upsert the projection row". The contract:
  *
  * - `build` only builds queries (Kysely builders or `CompiledQuery`s) from the decoded message. It must not
- *   touch anything else: it runs before inboxkit knows whether the delivery is a duplicate, and its statements
- *   run only if the delivery is claimed. It may run more than once per delivery.
+ *   touch anything else. It is called once the delivery is claimed (a duplicate builds nothing), and may be
+ *   called more than once per delivery.
  * - The statements run in order in the claim's transaction and commit with the inbox record, or not at all —
  *   exactly like a handler doing `await tx.executeQuery(…)` for each.
- * - With `PostgresInboxStore` on node-postgres, a new id's BEGIN, claim, statements and COMMIT go to Postgres
- *   in one round trip: each statement is prepared once per connection and executed with its parameters as
- *   literals. A delivery that is not a plain new id (a duplicate answered by that round trip aside), a
- *   statement Postgres cannot prepare on its own, or a binary parameter take the usual path (three round
- *   trips). So does every batch (`handleBatch`) and every store but the Postgres one.
+ * - With `PostgresInboxStore` on node-postgres, they go to Postgres with the COMMIT, in one round trip after
+ *   the claim's: each statement is prepared once per connection and executed with its parameters as literals.
+ *   A batch (`handleBatch`) sends all its messages' statements with its COMMIT. The first use of a statement
+ *   on a connection (it is prepared afterwards), a statement Postgres cannot prepare on its own, a binary
+ *   parameter, other drivers and other stores take the usual path: the statements run on `context.tx`.
  *
  * Throwing from `build`, or a statement failing, fails the attempt like a throwing handler.
  *

@@ -195,21 +195,13 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       const claimed = answer.claimed;
       const effectPlan = effect === undefined ? undefined : this.#effectPlan(s, effect);
       if (effectPlan?.executes !== undefined) {
-        // A statement handler's statements and the COMMIT, in one round trip.
-        const { error } = await s.finish([...effectPlan.executes, 'COMMIT']);
-        if (error === undefined) return { kind: 'completed', claimed, value: undefined as T };
-        if (sqlState(error) === '26000') this.#preparedOn.delete(s.connection);
-        s.assertAlive();
-        if (s.inTransaction) await s.rollbackQuietly();
-        return { kind: 'failed', claimed, error };
+        const error = await this.#commitWith(s, effectPlan.executes);
+        return error === undefined ? { kind: 'completed', claimed, value: undefined as T } : { kind: 'failed', claimed, error };
       }
-      if (effectPlan?.prepare !== undefined) {
-        // This time through `work`; the statements are prepared once the transaction has ended, for the next.
-        const run = await this.#runWork(s, claimed, work);
-        if (!s.broken) await this.#prepareEffects(s, effectPlan.prepare);
-        return run;
-      }
-      return this.#runWork(s, claimed, work);
+      const run = await this.#runWork(s, claimed, work);
+      // Statements not yet prepared on this connection ran through `work`; prepared now, for the next delivery.
+      if (effectPlan?.prepare !== undefined && !s.broken) await this.#prepareEffects(s, effectPlan.prepare);
+      return run;
     });
   }
 
@@ -278,13 +270,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     if (!savepoints && effects !== undefined) {
       const batch = this.#batchEffects(s, ids, answers, effects);
       if (batch.executes !== undefined) {
-        const { error } = await s.finish([...batch.executes, 'COMMIT']);
-        if (error === undefined) return batch.results;
-        if (sqlState(error) === '26000') this.#preparedOn.delete(s.connection);
         // A statement failed: nothing committed; the isolated pass finds which, with the handlers.
-        s.assertAlive();
-        if (s.inTransaction) await s.rollbackQuietly();
-        return 'rerun';
+        return (await this.#commitWith(s, batch.executes)) === undefined ? batch.results : 'rerun';
       }
       toPrepare = batch.prepare;
     }
@@ -763,6 +750,19 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       executes.push(args.length === 0 ? `EXECUTE ${name}` : `EXECUTE ${name} (${args.join(', ')})`);
     }
     return prepare === undefined ? { executes } : { prepare };
+  }
+
+  /**
+   * Sends statement handlers' `EXECUTE`s and the COMMIT in one round trip. Resolves to the statement's error when
+   * one failed, with the transaction rolled back; throws `StoreUnavailableError` when the connection was lost.
+   */
+  async #commitWith(s: SqlSession, executes: readonly string[]): Promise<unknown> {
+    const error = await s.finish([...executes, 'COMMIT']);
+    if (error === undefined) return undefined;
+    if (sqlState(error) === '26000') this.#preparedOn.delete(s.connection);
+    s.assertAlive();
+    if (s.inTransaction) await s.rollbackQuietly();
+    return error;
   }
 
   /** Prepares a statement handler's statements on the session's connection (no transaction open). */

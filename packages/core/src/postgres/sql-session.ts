@@ -76,21 +76,21 @@ export class SqlSession {
   }
 
   /**
-   * Sends the rest of an open transaction, `COMMIT` last, in one round trip (the session must be pipelined).
-   * Postgres stops at the first failing statement and skips the rest; the answer then carries the error, and
-   * the transaction stays open and aborted (`inTransaction`) unless the COMMIT itself failed (a deferred
-   * constraint), which ends it.
+   * Sends the rest of an open transaction, `COMMIT` last, in one round trip (the session must be pipelined), and
+   * resolves to Postgres' error, if any. Postgres stops at the first failing statement and skips the rest: the
+   * transaction then stays open and aborted (`inTransaction`), unless the COMMIT itself failed (a deferred
+   * constraint), which ends it. A failure of the connection rejects.
    */
-  async finish(statements: readonly string[]): Promise<{ readonly rows: Rows[]; readonly error?: unknown }> {
+  async finish(statements: readonly string[]): Promise<unknown> {
     const owed = this.#rollbackOwed ? 1 : 0;
     try {
-      return { rows: await this.#pipelined(statements) };
+      await this.#pipelined(statements);
+      return undefined;
     } catch (error) {
       const done = completedRows(error);
       if (done === undefined) throw error; // not Postgres' answer: the connection's failure
-      const rows = done.slice(owed);
-      if (rows.length < statements.length - 1) this.#open = true;
-      return { rows, error };
+      if (done.length - owed < statements.length - 1) this.#open = true;
+      return error;
     }
   }
 
