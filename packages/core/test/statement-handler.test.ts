@@ -1,5 +1,7 @@
-// statementHandler(): a handler that is only SQL statements built from the message. On the Postgres store the
-// statements go with the COMMIT in one round trip after the claim's; everywhere else they run on context.tx.
+// statementHandler(): a handler that is only SQL statements built from the message. On the Postgres store a
+// delivery is one autocommit call of a temporary function that claims and runs the statements (or, with
+// `temporaryFunctions: false` and in batches, the statements go with the COMMIT in the round trip after the
+// claim's); everywhere else they run on context.tx.
 // Each test checks the effect exactly once, and the statements sent where the round trips are the point.
 
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
@@ -51,10 +53,14 @@ describe('statementHandler', () => {
   const rowsOf = async (consumer: string): Promise<Record<string, unknown>[]> =>
     (await t.pool.query(`SELECT order_id, total, note, raw FROM ${orders} WHERE consumer = $1 ORDER BY order_id`, [consumer])).rows;
 
-  const consumerFor = (name: string, build?: (p: Payload, id: string) => ReturnType<Parameters<typeof statementHandler<Payload>>[0]>) =>
+  const consumerFor = (
+    name: string,
+    build?: (p: Payload, id: string) => ReturnType<Parameters<typeof statementHandler<Payload>>[0]>,
+    temporaryFunctions?: boolean,
+  ) =>
     idempotentConsumer<Payload, Transaction<DB>>({
       name,
-      store: new PostgresInboxStore({ db, schema: t.schema }),
+      store: new PostgresInboxStore({ db, schema: t.schema, ...(temporaryFunctions === undefined ? {} : { temporaryFunctions }) }),
       backoff: { initialDelayMs: 0, jitter: 'none' },
       handler: statementHandler<Payload, Transaction<DB>>(
         (m) =>
@@ -65,8 +71,33 @@ describe('statementHandler', () => {
       ),
     });
 
-  it('sends the statements with the COMMIT in the round trip after the claim; a duplicate is the claim alone', async () => {
-    const consumer = consumerFor('rt');
+  it('claims and runs the statements in one round trip, and answers a duplicate in one with nothing owed', async () => {
+    const consumer = consumerFor('once');
+    // The first delivery on a connection runs the statement on the handler's transaction, then prepares it and
+    // creates the function.
+    expect(await consumer.handle(message('m0', { order: 'o0', total: 1 }))).toMatchObject({ status: 'processed' });
+    expect(sent.some((q) => q.startsWith('CREATE FUNCTION pg_temp.inboxkit_once_'))).toBe(true);
+    sent.length = 0;
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 5, note: "it's \\ fine" }))).toMatchObject({ status: 'processed' });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(/^SELECT .* FROM pg_temp\.inboxkit_once_[0-9a-f]{16}\('once'::text, 'm1'::text, .*ARRAY\[ ?E?'EXECUTE inboxkit_fx_[0-9a-f]{16} \(''once'', ''o1'', ''5'',/s);
+    sent.length = 0;
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 5, note: "it's \\ fine" }))).toMatchObject({ status: 'duplicate' });
+    // No ROLLBACK owed: the next turn sends nothing.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toHaveLength(1);
+    expect(await consumer.handle(message('m1', { order: 'o1', total: 6 }))).toMatchObject({
+      status: 'dead-letter',
+      reason: 'payload-mismatch',
+    });
+    expect(await rowsOf('once')).toEqual([
+      { order_id: 'o0', total: 1, note: null, raw: null },
+      { order_id: 'o1', total: 5, note: "it's \\ fine", raw: null },
+    ]);
+  });
+
+  it('without temporary functions, sends the statements with the COMMIT in the round trip after the claim', async () => {
+    const consumer = consumerFor('rt', undefined, false);
     // The first delivery on a connection runs the statement on the handler's transaction, then prepares it.
     expect(await consumer.handle(message('m0', { order: 'o0', total: 1 }))).toMatchObject({ status: 'processed' });
     sent.length = 0;
@@ -167,7 +198,7 @@ describe('statementHandler', () => {
       await t.pool.query(insert, ['bind', ...values(id)]);
     }
     // k1 went through the handler's transaction (first use on the connection); k2 and k3 as literals.
-    expect(one.sent.filter((q) => q.startsWith('EXECUTE inboxkit_fx_'))).toHaveLength(2);
+    expect(one.sent.filter((q) => q.includes('EXECUTE inboxkit_fx_'))).toHaveLength(2);
     const { rows } = await t.pool.query(
       `SELECT id, t, n, f, b, j, a, ts, d::text, big::text, x::text FROM "${t.schema}".typed WHERE via = $1 ORDER BY id`,
       ['literal'],
@@ -178,6 +209,50 @@ describe('statementHandler', () => {
     );
     expect(rows).toHaveLength(3);
     expect(rows).toEqual(bound);
+  });
+
+  it('in one round trip: fails the attempt on a statement error, takes a due retry over the usual way, survives DISCARD ALL', async () => {
+    const one = recordingPool(t.url, 'inboxkit-statement-once', 1);
+    const oneDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) }).withSchema(t.schema);
+    onTestFinished(() => oneDb.destroy());
+    let broken = true;
+    const consumer = idempotentConsumer<Payload, Transaction<DB>>({
+      name: 'once-fail',
+      store: new PostgresInboxStore({ db: oneDb, schema: t.schema }),
+      backoff: { initialDelayMs: 0, jitter: 'none' },
+      handler: statementHandler<Payload, Transaction<DB>>((m) =>
+        oneDb
+          .insertInto('orders')
+          .values({ consumer: 'once-fail', order_id: m.payload.order, total: broken ? m.payload.total : Math.abs(m.payload.total) } as never),
+      ),
+    });
+    const calls = (): string[] => one.sent.filter((q) => q.includes('pg_temp.inboxkit_once_') && q.startsWith('SELECT'));
+    expect(await consumer.handle(message('w', { order: 'w', total: 1 }))).toMatchObject({ status: 'processed' });
+    one.sent.length = 0;
+    // total -1 breaks the CHECK inside the function: the claim goes with the effect, the failure is recorded.
+    expect(await consumer.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1 });
+    expect(calls()).toHaveLength(1);
+    const inbox = `"${t.schema}".inbox`;
+    expect((await t.pool.query(`SELECT status, attempts FROM ${inbox} WHERE consumer = 'once-fail' AND message_id = 'm2'`)).rows).toEqual([
+      { status: 'failed', attempts: 1 },
+    ]);
+    expect(await rowsOf('once-fail')).toEqual([{ order_id: 'w', total: 1, note: null, raw: null }]);
+    // Fixed: the function answers the failed row's state (due), and the usual claim takes it over.
+    broken = false;
+    one.sent.length = 0;
+    expect(await consumer.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'processed', attempt: 2 });
+    expect(calls()).toHaveLength(1);
+    expect(one.sent.some((q) => q.startsWith('BEGIN;'))).toBe(true);
+    expect(await consumer.handle(message('m2', { order: 'o2', total: -1 }))).toMatchObject({ status: 'duplicate' });
+    // The session loses its prepared statements and temporary function: the next delivery takes the usual path
+    // and sets them up again; the one after is one round trip again.
+    await oneDb.executeQuery(CompiledQuery.raw('DISCARD ALL'));
+    expect(await consumer.handle(message('m3', { order: 'o3', total: 3 }))).toMatchObject({ status: 'processed' });
+    one.sent.length = 0;
+    expect(await consumer.handle(message('m4', { order: 'o4', total: 4 }))).toMatchObject({ status: 'processed' });
+    expect(one.sent).toHaveLength(1);
+    expect(calls()).toHaveLength(1);
+    expect((await rowsOf('once-fail')).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual(['o2:1', 'o3:3', 'o4:4', 'w:1']);
   });
 
   it("sends a batch's statements with its COMMIT in one round trip, and isolates a failing one", async () => {

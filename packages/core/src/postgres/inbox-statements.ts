@@ -128,6 +128,16 @@ export interface PreparedNewClaim {
   claim(settings: ClaimSettings, row: ClaimRow, leaseMs?: number): string;
 }
 
+/** The claim-and-statements function of `InboxStatements.onceFunction`. */
+export interface OnceFunction {
+  /** The function's name in `pg_temp`, to remember per connection. */
+  readonly name: string;
+  /** The `CREATE FUNCTION pg_temp.…` statement. */
+  readonly create: string;
+  /** The autocommit `SELECT` of one delivery, answering `attempts`, `state` and `duplicate` as the lean claim. */
+  call(settings: ClaimSettings, row: ClaimRequest, statements: readonly string[]): string;
+}
+
 /** One delivery of a claim, with the lease token it would take (leased mode). */
 export interface ClaimRow extends ClaimRequest {
   readonly leaseToken: string | null;
@@ -252,6 +262,68 @@ SELECT NULL::int, CASE WHEN ${plainDuplicate('x', '$3::text')} THEN NULL ELSE ${
 FROM ${this.#t} x
 WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.message_id = $2::text`;
     return preparedClaim('inboxkit_new', text, leased);
+  }
+
+  /**
+   * The lean claim of one delivery and a statement handler's statements in one statement: a temporary PL/pgSQL
+   * function, created once per connection, sent as an autocommit `SELECT`. One round trip for a first delivery,
+   * where BEGIN + claim, then the statements + COMMIT take two; and for a duplicate one round trip with nothing
+   * to roll back afterwards. The function inserts the new row exactly as `preparedNewClaim` (transactional mode,
+   * status `completed`) and, only when it did, runs each of `statements` (`EXECUTE` of statements prepared on
+   * the connection) with `EXECUTE`; when the id has a row it runs nothing and answers the row's state — read
+   * after the insert, so a concurrent delivery that committed meanwhile is seen, unlike in the CTE. It answers
+   * as `preparedNewClaim` does. A statement's error aborts the whole statement: nothing is committed, the claim
+   * included, and its context says `at EXECUTE`. No server-side `ERROR` for a duplicate (a guard that failed
+   * the transaction did that), and no function in the application's schemas: it lives in the session's
+   * temporary schema and goes away with the connection.
+   */
+  onceFunction(): OnceFunction {
+    const body = `
+#variable_conflict use_column
+DECLARE
+  v_attempts int;
+  v_statement text;
+BEGIN
+  PERFORM set_config('lock_timeout', p_lock_timeout, true);
+  IF p_attempt <= p_max_attempts THEN
+    INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+      locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
+    VALUES (p_consumer, p_message_id, 'completed', p_fingerprint, p_attempt, p_attempt, NULL, NULL, p_message_timestamp,
+      now(), now() + make_interval(secs => p_window_ms / 1000), p_replay_id, 'new')
+    ON CONFLICT (consumer, message_id) DO NOTHING
+    RETURNING attempts INTO v_attempts;
+    IF v_attempts IS NOT NULL THEN
+      FOREACH v_statement IN ARRAY p_statements LOOP
+        EXECUTE v_statement;
+      END LOOP;
+      RETURN QUERY SELECT v_attempts, NULL::json, false;
+      RETURN;
+    END IF;
+  END IF;
+  RETURN QUERY
+    SELECT NULL::int, CASE WHEN ${plainDuplicate('x', 'p_fingerprint')} THEN NULL ELSE ${stateJson('x')} END,
+      ${plainDuplicate('x', 'p_fingerprint')}
+    FROM ${this.#t} x
+    WHERE x.consumer = p_consumer AND x.message_id = p_message_id;
+END`;
+    const name = `inboxkit_once_${digest(body)}`;
+    return {
+      name,
+      create: `CREATE FUNCTION pg_temp.${name}(p_consumer text, p_message_id text, p_fingerprint text,
+  p_message_timestamp timestamptz, p_attempt int, p_replay_id text, p_max_attempts int, p_window_ms float8,
+  p_lock_timeout text, p_statements text[])
+RETURNS TABLE (claimed_attempts int, row_state json, is_duplicate boolean)
+LANGUAGE plpgsql VOLATILE AS $inboxkit_once$${body}
+$inboxkit_once$`,
+      call: (settings, r, statements) =>
+        `SELECT claimed_attempts AS attempts, row_state AS state, is_duplicate AS duplicate FROM pg_temp.${name}(${sqlText(
+          settings.consumer,
+        )}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(
+          Math.max(1, r.deliveryCount),
+        )}, ${sqlText(r.replayId)}, ${sqlInt(settings.maxAttempts)}, ${sqlInt(settings.dedupeWindowMs)}, '${sqlInt(
+          Math.max(1, Math.round(settings.lockTimeoutMs)),
+        )}', ${sqlTextArray(statements)})`,
+    };
   }
 
   /**
