@@ -211,7 +211,7 @@ describe('statementHandler', () => {
     expect(rows).toEqual(bound);
   });
 
-  it('in one round trip: fails the attempt on a statement error, takes a due retry over the usual way, survives DISCARD ALL', async () => {
+  it('in one round trip: fails the attempt on a statement error, takes a due retry over the usual way, survives DISCARD ALL, takes a started attempt over', async () => {
     const one = recordingPool(t.url, 'inboxkit-statement-once', 1);
     const oneDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) }).withSchema(t.schema);
     onTestFinished(() => oneDb.destroy());
@@ -252,7 +252,34 @@ describe('statementHandler', () => {
     expect(await consumer.handle(message('m4', { order: 'o4', total: 4 }))).toMatchObject({ status: 'processed' });
     expect(one.sent).toHaveLength(1);
     expect(calls()).toHaveLength(1);
-    expect((await rowsOf('once-fail')).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual(['o2:1', 'o3:3', 'o4:4', 'w:1']);
+    // An attempt recorded as started (Kafka does so per fetched batch): the function takes the row over with the
+    // full claim, still one round trip; a second delivery of it is a duplicate.
+    await consumer.recordAttemptsStarted([message('m5', { order: 'o5', total: 5 })]);
+    one.sent.length = 0;
+    expect(await consumer.handle(message('m5', { order: 'o5', total: 5 }))).toMatchObject({ status: 'processed', attempt: 1 });
+    expect(one.sent).toHaveLength(1);
+    expect(calls()[0]).toContain(', true, ARRAY[');
+    await consumer.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
+    // A statement failing after a take-over: recorded with the attempt the claim took (the third here).
+    broken = true;
+    expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 1 });
+    expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 2 });
+    await consumer.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
+    expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 3 });
+    expect((await t.pool.query(`SELECT status, attempts FROM ${inbox} WHERE consumer = 'once-fail' AND message_id = 'm6'`)).rows).toEqual([
+      { status: 'failed', attempts: 3 },
+    ]);
+    broken = false;
+    expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'processed', attempt: 4 });
+    expect(await consumer.handle(message('m5', { order: 'o5', total: 5 }))).toMatchObject({ status: 'duplicate' });
+    expect((await rowsOf('once-fail')).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual([
+      'o2:1',
+      'o3:3',
+      'o4:4',
+      'o5:5',
+      'o6:6',
+      'w:1',
+    ]);
   });
 
   it("sends a batch's statements with its COMMIT in one round trip, and isolates a failing one", async () => {

@@ -269,60 +269,89 @@ WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.messag
    * function, created once per connection, sent as an autocommit `SELECT`. One round trip for a first delivery,
    * where BEGIN + claim, then the statements + COMMIT take two; and for a duplicate one round trip with nothing
    * to roll back afterwards. The function inserts the new row exactly as `preparedNewClaim` (transactional mode,
-   * status `completed`) and, only when it did, runs each of `statements` (`EXECUTE` of statements prepared on
-   * the connection) with `EXECUTE`; when the id has a row it runs nothing and answers the row's state — read
-   * after the insert, so a concurrent delivery that committed meanwhile is seen, unlike in the CTE. It answers
-   * as `preparedNewClaim` does. A statement's error aborts the whole statement: nothing is committed, the claim
+   * status `completed`) — or, for a delivery whose id probably has a row (`ClaimRequest.expectsRow`), takes it
+   * over with the full claim — and, only when it took the delivery, runs each of `statements` (`EXECUTE` of
+   * statements prepared on the connection) with `EXECUTE`. Otherwise it runs nothing and answers the row's
+   * state: after the lean insert, read anew, so a concurrent delivery that committed meanwhile is seen (unlike
+   * in the CTE); after the full claim, as the claim answered it. One row: `attempts` and `claimed_from` when
+   * taken, else `state`, or `duplicate` true for a plain duplicate; no row when it neither took nor saw one. A statement's error aborts the whole statement: nothing is committed, the claim
    * included, and its context says `at EXECUTE`. No server-side `ERROR` for a duplicate (a guard that failed
    * the transaction did that), and no function in the application's schemas: it lives in the session's
    * temporary schema and goes away with the connection.
    */
   onceFunction(): OnceFunction {
+    // The take-over claim is the full claim of one id, with the function's parameters for values.
+    const takeOver = this.#claimText('completed', {
+      values: '(p_consumer, p_message_id, p_fingerprint, p_message_timestamp, p_attempt, p_replay_id, NULL::uuid)',
+      lockTimeout: 'p_lock_timeout',
+      consumer: 'p_consumer',
+      ids: 'ARRAY[p_message_id]',
+      max: 'p_max_attempts',
+      window: 'make_interval(secs => p_window_ms / 1000)',
+      lockedUntil: 'NULL::timestamptz',
+    });
     const body = `
 #variable_conflict use_column
 DECLARE
   v_attempts int;
+  v_from text := 'new';
+  v_row record;
   v_statement text;
 BEGIN
-  PERFORM set_config('lock_timeout', p_lock_timeout, true);
-  IF p_attempt <= p_max_attempts THEN
-    INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
-      locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
-    VALUES (p_consumer, p_message_id, 'completed', p_fingerprint, p_attempt, p_attempt, NULL, NULL, p_message_timestamp,
-      now(), now() + make_interval(secs => p_window_ms / 1000), p_replay_id, 'new')
-    ON CONFLICT (consumer, message_id) DO NOTHING
-    RETURNING attempts INTO v_attempts;
-    IF v_attempts IS NOT NULL THEN
-      FOREACH v_statement IN ARRAY p_statements LOOP
-        EXECUTE v_statement;
-      END LOOP;
-      RETURN QUERY SELECT v_attempts, NULL::json, false;
+  IF p_take_over THEN
+    FOR v_row IN ${takeOver.replaceAll('\n', '\n    ')}
+    LOOP
+      IF NOT v_row.claimed THEN
+        RETURN QUERY SELECT NULL::int, NULL::text, v_row.state, false;
+        RETURN;
+      END IF;
+      v_attempts := v_row.attempts;
+      v_from := v_row.claimed_from;
+    END LOOP;
+    IF v_attempts IS NULL THEN
+      RETURN;
+    END IF;
+  ELSE
+    PERFORM set_config('lock_timeout', p_lock_timeout, true);
+    IF p_attempt <= p_max_attempts THEN
+      INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+        locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
+      VALUES (p_consumer, p_message_id, 'completed', p_fingerprint, p_attempt, p_attempt, NULL, NULL,
+        p_message_timestamp, now(), now() + make_interval(secs => p_window_ms / 1000), p_replay_id, 'new')
+      ON CONFLICT (consumer, message_id) DO NOTHING
+      RETURNING attempts INTO v_attempts;
+    END IF;
+    IF v_attempts IS NULL THEN
+      RETURN QUERY
+        SELECT NULL::int, NULL::text, CASE WHEN ${plainDuplicate('x', 'p_fingerprint')} THEN NULL ELSE ${stateJson('x')} END,
+          ${plainDuplicate('x', 'p_fingerprint')}
+        FROM ${this.#t} x
+        WHERE x.consumer = p_consumer AND x.message_id = p_message_id;
       RETURN;
     END IF;
   END IF;
-  RETURN QUERY
-    SELECT NULL::int, CASE WHEN ${plainDuplicate('x', 'p_fingerprint')} THEN NULL ELSE ${stateJson('x')} END,
-      ${plainDuplicate('x', 'p_fingerprint')}
-    FROM ${this.#t} x
-    WHERE x.consumer = p_consumer AND x.message_id = p_message_id;
+  FOREACH v_statement IN ARRAY p_statements LOOP
+    EXECUTE v_statement;
+  END LOOP;
+  RETURN QUERY SELECT v_attempts, v_from, NULL::json, false;
 END`;
     const name = `inboxkit_once_${digest(body)}`;
     return {
       name,
       create: `CREATE FUNCTION pg_temp.${name}(p_consumer text, p_message_id text, p_fingerprint text,
   p_message_timestamp timestamptz, p_attempt int, p_replay_id text, p_max_attempts int, p_window_ms float8,
-  p_lock_timeout text, p_statements text[])
-RETURNS TABLE (claimed_attempts int, row_state json, is_duplicate boolean)
+  p_lock_timeout text, p_take_over boolean, p_statements text[])
+RETURNS TABLE (claimed_attempts int, claimed_from text, row_state json, is_duplicate boolean)
 LANGUAGE plpgsql VOLATILE AS $inboxkit_once$${body}
 $inboxkit_once$`,
       call: (settings, r, statements) =>
-        `SELECT claimed_attempts AS attempts, row_state AS state, is_duplicate AS duplicate FROM pg_temp.${name}(${sqlText(
+        `SELECT claimed_attempts AS attempts, claimed_from, row_state AS state, is_duplicate AS duplicate FROM pg_temp.${name}(${sqlText(
           settings.consumer,
         )}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(
           Math.max(1, r.deliveryCount),
         )}, ${sqlText(r.replayId)}, ${sqlInt(settings.maxAttempts)}, ${sqlInt(settings.dedupeWindowMs)}, '${sqlInt(
           Math.max(1, Math.round(settings.lockTimeoutMs)),
-        )}', ${sqlTextArray(statements)})`,
+        )}', ${r.expectsRow === true ? 'true' : 'false'}, ${sqlTextArray(statements)})`,
     };
   }
 

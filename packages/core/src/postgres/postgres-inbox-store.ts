@@ -194,7 +194,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     effect?: ClaimEffect,
   ): Promise<TransactionalRun<T>> {
     return this.#claimSession(async (s) => {
-      if (effect !== undefined && request.expectsRow !== true) {
+      if (effect !== undefined) {
         const once = await this.#runOnce(s, settings, request, effect);
         if (once !== undefined) return once as TransactionalRun<T>;
       }
@@ -230,8 +230,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   /**
    * A statement handler's delivery in one round trip, through the claim-and-statements function
    * (`InboxStatements.onceFunction`), when it exists on this connection and every statement is prepared here.
-   * `undefined` sends the delivery down the usual path: no function or statements here yet, a row this delivery
-   * may take over (a retry due, a replay), an id neither inserted nor seen (beyond `maxAttempts`, or committed
+   * `undefined` sends the delivery down the usual path: no function or statements here yet, a row the lean
+   * insert found that this delivery may take over (a retry due, a replay), an id neither taken nor seen (beyond `maxAttempts`, or committed
    * after the read), a lost prepared statement or function, and any error that did not come from a statement
    * (the usual path meets it again and reports it as it always does). Nothing was written in any of these cases.
    */
@@ -260,15 +260,21 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         this.#preparedOn.delete(s.connection);
         return undefined;
       }
-      if (!/\bat EXECUTE\b/.test(String((error as { where?: unknown }).where ?? ''))) return undefined;
-      // A statement failed: the claim went with it; the failure is recorded as after any failed attempt.
+      // Any error but a statement's, and a statement's after a take-over (whose attempt number went with the
+      // rolled-back claim): the usual path meets it again and records it with the right attempt.
+      if (request.expectsRow === true || !/\bat EXECUTE\b/.test(String((error as { where?: unknown }).where ?? ''))) {
+        return undefined;
+      }
+      // A statement failed after the lean insert: the claim went with it; the failure is recorded as after any
+      // failed attempt, with the attempt the insert wrote.
       const claimed = { messageId: request.messageId, attempt: Math.max(1, request.deliveryCount), from: 'new', leaseToken: null } as const;
       return { kind: 'failed', claimed, error };
     }
     const answer = rows[0];
     if (answer === undefined) return undefined;
     if (answer['attempts'] !== null && answer['attempts'] !== undefined) {
-      const claimed = { messageId: request.messageId, attempt: Number(answer['attempts']), from: 'new', leaseToken: null } as const;
+      const from = (answer['claimed_from'] as ClaimedFrom | null) ?? 'new';
+      const claimed = { messageId: request.messageId, attempt: Number(answer['attempts']), from, leaseToken: null };
       return { kind: 'completed', claimed, value: undefined };
     }
     if (answer['duplicate'] === true) return { kind: 'duplicate' };
