@@ -311,7 +311,7 @@ if (core !== undefined) {
       ok: batchVsSingle === undefined ? undefined : batchVsSingle >= 3,
     },
     {
-      figure: 'core: statementHandler path (statements sent with the COMMIT) / same transaction without inbox',
+      figure: 'core: statementHandler path (claim and statements in one round trip) / same transaction without inbox',
       measured: x(statements && bare ? statements.perSecond / bare.perSecond : undefined),
       target: '(reported; the 0.90× target is the row above)',
       ok: undefined,

@@ -11,8 +11,8 @@
 //   raw claim      BEGIN + a two-column claim row in one round trip, the effect, COMMIT (the design's bare SQL)
 //   inbox first    idempotentConsumer().handle(), new ids (claim + effect + commit)
 //   inbox dup      handle() of ids already completed (the claim's one round trip)
-//   inbox once     handle() with a statement handler (statementHandler): BEGIN + claim, then the effect with
-//                  its COMMIT: two round trips
+//   inbox once     handle() with a statement handler (statementHandler): the claim and the effect in one
+//                  autocommit round trip (a function in pg_temp)
 //   once dup       the same of ids already completed
 //
 //   node --conditions=@inboxkit/source --import tsx bench/core-cpu.ts [--deliveries 5000] [--rounds 2]

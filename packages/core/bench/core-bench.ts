@@ -169,7 +169,7 @@ const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<
   },
 });
 
-// The same effect through a statement handler: its statement goes with the COMMIT, in the round trip after the claim's.
+// The same effect through a statement handler: claim and statement in one round trip (a batch: with its COMMIT).
 const statements = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
   name: 'bench-statements',
   store,

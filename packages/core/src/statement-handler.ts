@@ -1,8 +1,9 @@
 // A handler whose whole effect is SQL statements built from the message alone. Because no JS has to run between
-// the claim and the effect, the Postgres store can send the statements with the COMMIT, in one round trip after
-// the claim's: two round trips for a delivery instead of three, and two for a whole batch. Where it cannot (the
-// first use of a statement on a connection, another store, …) the statements simply run in order on
-// `context.tx`, like any handler's.
+// the claim and the effect, the Postgres store can send the statements with the claim: one round trip for a
+// delivery instead of three (a function in the session's pg_temp claims and, only if it took the delivery, runs
+// them), and two for a whole batch (the statements go with its COMMIT). Where it cannot (the first use of a
+// statement on a connection, another store, …) the statements simply run in order on `context.tx`, like any
+// handler's.
 
 import type { Compilable, CompiledQuery } from 'kysely';
 import type { MessageHandler } from './consumer-types.js';
@@ -14,7 +15,7 @@ export type EffectStatement = Compilable | CompiledQuery;
 /** The builder of a statement handler: pure — it only builds queries, and may run more than once per delivery. */
 export type StatementBuilder<P> = (message: DecodedMessage<P>) => EffectStatement | readonly EffectStatement[];
 
-/** The transaction a statement handler runs its statements on when they do not go with the COMMIT. */
+/** The transaction a statement handler runs its statements on when they do not go with the claim or COMMIT. */
 export interface StatementTransaction {
   executeQuery(query: CompiledQuery | Compilable): Promise<unknown>;
 }
@@ -31,15 +32,18 @@ export type StatementHandler<P, Tx extends StatementTransaction> = MessageHandle
  * "add to the balance", "upsert the projection row". The contract:
  *
  * - `build` only builds queries (Kysely builders or `CompiledQuery`s) from the decoded message. It must not
- *   touch anything else. It is called once the delivery is claimed (a duplicate builds nothing), and may be
- *   called more than once per delivery.
+ *   touch anything else. It may be called before the claim (so a duplicate may build statements that never
+ *   run) and more than once per delivery.
  * - The statements run in order in the claim's transaction and commit with the inbox record, or not at all —
  *   exactly like a handler doing `await tx.executeQuery(…)` for each.
- * - With `PostgresInboxStore` on node-postgres, they go to Postgres with the COMMIT, in one round trip after
- *   the claim's: each statement is prepared once per connection and executed with its parameters as literals.
- *   A batch (`handleBatch`) sends all its messages' statements with its COMMIT. The first use of a statement
- *   on a connection (it is prepared afterwards), a statement Postgres cannot prepare on its own, a binary
- *   parameter, other drivers and other stores take the usual path: the statements run on `context.tx`.
+ * - With `PostgresInboxStore` on node-postgres, a delivery is one round trip: a temporary PL/pgSQL function
+ *   (created once per connection in `pg_temp`) claims it and, only if it took it, runs the statements, in one
+ *   autocommit statement; a duplicate runs nothing. Each statement is prepared once per connection and
+ *   executed with its parameters as literals. A batch (`handleBatch`) sends all its messages' statements with
+ *   its COMMIT, in the round trip after the claim's. The first use of a statement on a connection (it is
+ *   prepared afterwards), a statement Postgres cannot prepare on its own, a binary parameter, other drivers
+ *   and other stores take the usual path: the statements run on `context.tx`. (`temporaryFunctions: false` on
+ *   the store sends single deliveries' statements with the COMMIT instead: two round trips.)
  *
  * Throwing from `build`, or a statement failing, fails the attempt like a throwing handler.
  *

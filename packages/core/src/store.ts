@@ -120,10 +120,11 @@ export type UnclaimedResult =
   | { readonly kind: 'busy'; readonly reason: BusyReason };
 
 /**
- * What `work` does, as SQL, when the handler is a statement handler (`statementHandler`): once the delivery is
- * claimed, a store may build these statements and send them with the COMMIT instead of calling `work` — in the
- * same transaction, with the same result (`value` is then `undefined`). `statements` may throw (the builder
- * did); the store then calls `work`, which throws the same. A store that does not use them calls `work`.
+ * What `work` does, as SQL, when the handler is a statement handler (`statementHandler`): a store may build
+ * these statements (before the claim or after it) and run them in the claim's transaction instead of calling
+ * `work` — with the claim, or with the COMMIT — with the same result (`value` is then `undefined`), as long
+ * as they run only when the delivery was claimed. `statements` may throw (the builder did); the store then
+ * calls `work`, which throws the same. A store that does not use them calls `work`.
  */
 export interface ClaimEffect {
   readonly statements: () => readonly { readonly sql: string; readonly parameters: readonly unknown[] }[];

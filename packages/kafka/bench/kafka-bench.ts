@@ -162,7 +162,7 @@ function inboxHandler(name: string, meter: Meter, statements = false) {
   return idempotentConsumer<Payload, Transaction<unknown>>({
     name,
     store: new PostgresInboxStore<unknown>({ db, schema }),
-    // `statements`: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+    // `statements`: the same insert as a statement handler, sent with its claim (docs/core.md).
     handler: statements
       ? statementHandler((message) =>
           CompiledQuery.raw(`INSERT INTO ${effects} (id, n) VALUES ($1, $2)`, [message.id, message.payload.n]),

@@ -125,7 +125,7 @@ async function start(
   const consumer = idempotentConsumer<unknown, Transaction<EffectsDatabase>>({
     name: `bench-${topology.queue}`,
     store,
-    // `statements` modes: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+    // `statements` modes: the same insert as a statement handler, sent with its claim (docs/core.md).
     handler:
       mode === 'statements' || mode === 'statements-batch'
         ? statementHandler((message) =>

@@ -253,7 +253,7 @@ function inboxConsumer(mode: 'message' | 'batch', statements = false): Start {
     const consumer = idempotentConsumer<{ sentAt: number }, Transaction<DB>>({
       name: `bench-${randomBytes(3).toString('hex')}`,
       store: new PostgresInboxStore({ db, schema }),
-      // `statements`: the same insert as a statement handler, sent with the COMMIT (docs/core.md).
+      // `statements`: the same insert as a statement handler, sent with its claim (docs/core.md).
       handler: statements
         ? statementHandler((message) => db.withSchema(schema).insertInto('effects').values({ message_id: message.id }))
         : async (message, { tx }) => {

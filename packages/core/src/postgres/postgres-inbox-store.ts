@@ -262,7 +262,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       }
       // Any error but a statement's, and a statement's after a take-over (whose attempt number went with the
       // rolled-back claim): the usual path meets it again and records it with the right attempt.
-      if (request.expectsRow === true || !/\bat EXECUTE\b/.test(String((error as { where?: unknown }).where ?? ''))) {
+      const where = (error as { where?: unknown }).where;
+      if (request.expectsRow === true || typeof where !== 'string' || !/\bat EXECUTE\b/.test(where)) {
         return undefined;
       }
       // A statement failed after the lean insert: the claim went with it; the failure is recorded as after any
@@ -287,7 +288,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   /** Creates the claim-and-statements function on the session's connection (no transaction open), once. */
   async #createOnce(s: SqlSession): Promise<void> {
     const once = this.#once;
-    if (once === undefined) return;
+    if (once === undefined || !s.pipelined || !this.#usePrepared) return; // #runOnce would never call it
     let known = this.#preparedOn.get(s.connection);
     if (known?.has(once.name) === true) return;
     if (known === undefined) {
