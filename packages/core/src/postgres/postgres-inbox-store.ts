@@ -261,7 +261,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         return undefined;
       }
       // Any error but a statement's, and a statement's after a take-over (whose attempt number went with the
-      // rolled-back claim): the usual path meets it again and records it with the right attempt.
+      // rolled-back claim): the usual path meets it again and records it with the right attempt. (The context
+      // line is in the server's lc_messages language; in another than English every failure takes that path.)
       const where = (error as { where?: unknown }).where;
       if (request.expectsRow === true || typeof where !== 'string' || !/\bat EXECUTE\b/.test(where)) {
         return undefined;
