@@ -4,11 +4,12 @@
 // claim's); everywhere else they run on context.tx.
 // Each test checks the effect exactly once, and the statements sent where the round trips are the point.
 
+import { randomBytes } from 'node:crypto';
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
-import { PostgresInboxStore } from '../src/postgres/index.js';
+import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
 import { statementHandler } from '../src/statement-handler.js';
 import { openTestDatabase, recordingPool, type TestDatabase } from './support/postgres.js';
 
@@ -279,6 +280,52 @@ describe('statementHandler', () => {
       'o5:5',
       'o6:6',
       'w:1',
+    ]);
+  });
+
+  it('turns the function off by itself where sessions may not create temporary objects, and sends the statements with the COMMIT', async () => {
+    // A database without the TEMPORARY privilege for PUBLIC, and a role that is not a superuser.
+    const suffix = randomBytes(4).toString('hex');
+    const database = `inboxkit_notemp_${suffix}`;
+    const role = `inboxkit_notemp_${suffix}`;
+    await t.pool.query(`CREATE DATABASE ${database}`);
+    await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'`);
+    onTestFinished(async () => {
+      await t.pool.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    await t.pool.query(`REVOKE TEMPORARY ON DATABASE ${database} FROM PUBLIC`);
+    await t.pool.query(`GRANT CREATE ON DATABASE ${database} TO ${role}`);
+    const url = new URL(t.url);
+    url.username = role;
+    url.password = role;
+    url.pathname = `/${database}`;
+    const one = recordingPool(url.toString(), 'inboxkit-statement-notemp', 1);
+    const roleDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) });
+    onTestFinished(() => roleDb.destroy());
+    await migrateInbox(roleDb);
+    // (Postgres 15 lets nobody but the owner create in `public`: the orders go in the role's inbox schema.)
+    await roleDb.executeQuery(CompiledQuery.raw('CREATE TABLE inboxkit.orders (order_id text PRIMARY KEY, total int NOT NULL)'));
+    const consumer = idempotentConsumer<Payload, Transaction<DB>>({
+      name: 'notemp',
+      store: new PostgresInboxStore({ db: roleDb }),
+      handler: statementHandler<Payload, Transaction<DB>>((m) =>
+        roleDb.withSchema('inboxkit').insertInto('orders').values({ order_id: m.payload.order, total: m.payload.total }),
+      ),
+    });
+    for (const n of [1, 2, 3]) {
+      expect(await consumer.handle(message(`n${n}`, { order: `n${n}`, total: n }))).toMatchObject({ status: 'processed' });
+    }
+    expect(await consumer.handle(message('n1', { order: 'n1', total: 1 }))).toMatchObject({ status: 'duplicate' });
+    // Postgres refused the function once; it was not asked again, and the statements went with the COMMIT.
+    expect(one.sent.filter((q) => q.startsWith('CREATE FUNCTION'))).toHaveLength(1);
+    expect(one.sent.some((q) => q.includes('pg_temp.inboxkit_once_') && q.startsWith('SELECT'))).toBe(false);
+    expect(one.sent.filter((q) => /^EXECUTE inboxkit_fx_[0-9a-f]{16} \('n[23]', '[23]'\);\nCOMMIT$/.test(q))).toHaveLength(2);
+    const { rows } = await roleDb.executeQuery<{ order_id: string; total: number }>(CompiledQuery.raw('SELECT order_id, total FROM inboxkit.orders ORDER BY order_id'));
+    expect(rows).toEqual([
+      { order_id: 'n1', total: 1 },
+      { order_id: 'n2', total: 2 },
+      { order_id: 'n3', total: 3 },
     ]);
   });
 
