@@ -433,6 +433,7 @@ async function main(): Promise<void> {
       inbox('message', 'after-join'),
       inbox('message', 'every-batch', 8),
       inbox('message', 'every-batch', 1, true),
+      inbox('message', 'after-join', 1, true),
     ]);
     console.log('batch path');
     await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [
