@@ -134,7 +134,13 @@ export interface OnceFunction {
   readonly name: string;
   /** The `CREATE FUNCTION pg_temp.…` statement. */
   readonly create: string;
-  /** The autocommit `SELECT` of one delivery, answering `attempts`, `state` and `duplicate` as the lean claim. */
+  /** The `PREPARE` of its call (after `create`, on the same connection). */
+  readonly prepare: string;
+  /**
+   * The `EXECUTE` of one delivery, an autocommit statement answering one text column `answer`: `a<attempts>
+   * <claimed_from>` when it took the delivery and ran the statements, `d` for a plain duplicate, `s<state json>`
+   * for a row it did not take, NULL when it neither took nor saw one.
+   */
   call(settings: ClaimSettings, row: ClaimRequest, statements: readonly string[]): string;
 }
 
@@ -273,8 +279,9 @@ WHERE NOT EXISTS (SELECT 1 FROM inserted) AND x.consumer = $1::text AND x.messag
    * over with the full claim — and, only when it took the delivery, runs each of `statements` (`EXECUTE` of
    * statements prepared on the connection) with `EXECUTE`. Otherwise it runs nothing and answers the row's
    * state: after the lean insert, read anew, so a concurrent delivery that committed meanwhile is seen (unlike
-   * in the CTE); after the full claim, as the claim answered it. One row: `attempts` and `claimed_from` when
-   * taken, else `state`, or `duplicate` true for a plain duplicate; no row when it neither took nor saw one. A statement's error aborts the whole statement: nothing is committed, the claim
+   * in the CTE); after the full claim, as the claim answered it. It answers one text value (see
+   * `OnceFunction.call`), not a table: a scalar function costs Postgres less than a set-returning one, and its
+   * call is prepared once per connection like the claim. A statement's error aborts the whole statement: nothing is committed, the claim
    * included, and its context says `at EXECUTE`. No server-side `ERROR` for a duplicate (a guard that failed
    * the transaction did that), and no function in the application's schemas: it lives in the session's
    * temporary schema and goes away with the connection.
@@ -297,19 +304,19 @@ DECLARE
   v_from text := 'new';
   v_row record;
   v_statement text;
+  v_answer text;
 BEGIN
   IF p_take_over THEN
     FOR v_row IN ${takeOver.replaceAll('\n', '\n    ')}
     LOOP
       IF NOT v_row.claimed THEN
-        RETURN QUERY SELECT NULL::int, NULL::text, v_row.state, false;
-        RETURN;
+        RETURN 's' || v_row.state::text;
       END IF;
       v_attempts := v_row.attempts;
       v_from := v_row.claimed_from;
     END LOOP;
     IF v_attempts IS NULL THEN
-      RETURN;
+      RETURN NULL;
     END IF;
   ELSE
     PERFORM set_config('lock_timeout', p_lock_timeout, true);
@@ -322,36 +329,37 @@ BEGIN
       RETURNING attempts INTO v_attempts;
     END IF;
     IF v_attempts IS NULL THEN
-      RETURN QUERY
-        SELECT NULL::int, NULL::text, CASE WHEN ${plainDuplicate('x', 'p_fingerprint')} THEN NULL ELSE ${stateJson('x')} END,
-          ${plainDuplicate('x', 'p_fingerprint')}
-        FROM ${this.#t} x
-        WHERE x.consumer = p_consumer AND x.message_id = p_message_id;
-      RETURN;
+      SELECT CASE WHEN ${plainDuplicate('x', 'p_fingerprint')} THEN 'd' ELSE 's' || ${stateJson('x')}::text END
+      INTO v_answer
+      FROM ${this.#t} x
+      WHERE x.consumer = p_consumer AND x.message_id = p_message_id;
+      RETURN v_answer;
     END IF;
   END IF;
   FOREACH v_statement IN ARRAY p_statements LOOP
     EXECUTE v_statement;
   END LOOP;
-  RETURN QUERY SELECT v_attempts, v_from, NULL::json, false;
+  RETURN 'a' || v_attempts || ' ' || v_from;
 END`;
     const name = `inboxkit_once_${digest(body)}`;
+    const types = 'text, text, text, timestamptz, int, text, int, float8, text, boolean, text[]';
     return {
       name,
       create: `CREATE FUNCTION pg_temp.${name}(p_consumer text, p_message_id text, p_fingerprint text,
   p_message_timestamp timestamptz, p_attempt int, p_replay_id text, p_max_attempts int, p_window_ms float8,
   p_lock_timeout text, p_take_over boolean, p_statements text[])
-RETURNS TABLE (claimed_attempts int, claimed_from text, row_state json, is_duplicate boolean)
+RETURNS text
 LANGUAGE plpgsql VOLATILE AS $inboxkit_once$${body}
 $inboxkit_once$`,
+      prepare: `PREPARE ${name} (${types}) AS SELECT pg_temp.${name}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS answer`,
       call: (settings, r, statements) =>
-        `SELECT claimed_attempts AS attempts, claimed_from, row_state AS state, is_duplicate AS duplicate FROM pg_temp.${name}(${sqlText(
-          settings.consumer,
-        )}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(r.messageTimestamp)}, ${sqlInt(
-          Math.max(1, r.deliveryCount),
-        )}, ${sqlText(r.replayId)}, ${sqlInt(settings.maxAttempts)}, ${sqlInt(settings.dedupeWindowMs)}, '${sqlInt(
-          Math.max(1, Math.round(settings.lockTimeoutMs)),
-        )}', ${r.expectsRow === true ? 'true' : 'false'}, ${sqlTextArray(statements)})`,
+        `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlText(r.messageId)}, ${sqlText(r.fingerprint)}, ${sqlTimestamp(
+          r.messageTimestamp,
+        )}, ${sqlInt(Math.max(1, r.deliveryCount))}, ${sqlText(r.replayId)}, ${sqlInt(settings.maxAttempts)}, ${sqlInt(
+          settings.dedupeWindowMs,
+        )}, '${sqlInt(Math.max(1, Math.round(settings.lockTimeoutMs)))}', ${r.expectsRow === true ? 'true' : 'false'}, ${sqlTextArray(
+          statements,
+        )})`,
     };
   }
 

@@ -272,16 +272,16 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       const claimed = { messageId: request.messageId, attempt: Math.max(1, request.deliveryCount), from: 'new', leaseToken: null } as const;
       return { kind: 'failed', claimed, error };
     }
-    const answer = rows[0];
-    if (answer === undefined) return undefined;
-    if (answer['attempts'] !== null && answer['attempts'] !== undefined) {
-      const from = (answer['claimed_from'] as ClaimedFrom | null) ?? 'new';
-      const claimed = { messageId: request.messageId, attempt: Number(answer['attempts']), from, leaseToken: null };
-      return { kind: 'completed', claimed, value: undefined };
+    const answer = rows[0]?.['answer'];
+    if (typeof answer !== 'string') return undefined;
+    if (answer.startsWith('a')) {
+      const space = answer.indexOf(' ');
+      const attempt = Number(answer.slice(1, space));
+      const from = answer.slice(space + 1) as ClaimedFrom;
+      return { kind: 'completed', claimed: { messageId: request.messageId, attempt, from, leaseToken: null }, value: undefined };
     }
-    if (answer['duplicate'] === true) return { kind: 'duplicate' };
-    if (answer['state'] === null || answer['state'] === undefined) return undefined;
-    const state = toRowState(parseJson(answer['state']));
+    if (answer === 'd') return { kind: 'duplicate' };
+    const state = toRowState(parseJson(answer.slice(1)));
     if (claimableBy(state, request)) return undefined;
     return { kind: 'not-claimed', row: state };
   }
@@ -296,14 +296,19 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       known = new Set();
       this.#preparedOn.set(s.connection, known);
     }
-    try {
-      await s.query(once.create);
-    } catch (error) {
-      if (sqlState(error) === undefined) throw error;
-      // 42723: already there (this session's knowledge was reset). Anything else: Postgres refuses it here.
-      if (sqlState(error) !== '42723') {
-        this.#once = undefined;
-        return;
+    for (const [statement, exists] of [
+      [once.create, '42723'],
+      [once.prepare, '42P05'],
+    ] as const) {
+      try {
+        await s.query(statement);
+      } catch (error) {
+        if (sqlState(error) === undefined) throw error;
+        // Already there (this session's knowledge was reset), or Postgres refuses it here: off for good.
+        if (sqlState(error) !== exists) {
+          this.#once = undefined;
+          return;
+        }
       }
     }
     known.add(once.name);
