@@ -330,16 +330,24 @@ describe('statementHandler', () => {
     ]);
   });
 
-  it("sends a batch's statements with its COMMIT in one round trip, and isolates a failing one", async () => {
+  it.each([
+    ['in one round trip through the batch function', true],
+    ['with its COMMIT in the round trip after the claim, without temporary functions', false],
+  ] as const)("sends a batch's statements %s, isolates a failing one, takes a due retry over", async (_, temporaryFunctions) => {
     // One connection, so that the statement prepared after the first batch is there for the second.
     const one = recordingPool(t.url, 'inboxkit-statement-batch', 1);
     const oneDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) }).withSchema(t.schema);
     const sent = one.sent;
+    const name = `batch-${String(temporaryFunctions)}`;
+    let fixed = false;
     const consumer = idempotentConsumer<Payload, Transaction<DB>>({
-      name: 'batch',
-      store: new PostgresInboxStore({ db: oneDb, schema: t.schema }),
+      name,
+      store: new PostgresInboxStore({ db: oneDb, schema: t.schema, temporaryFunctions }),
+      backoff: { initialDelayMs: 0, jitter: 'none' },
       handler: statementHandler<Payload, Transaction<DB>>((m) =>
-        oneDb.insertInto('orders').values({ consumer: 'batch', order_id: m.payload.order, total: m.payload.total } as never),
+        oneDb
+          .insertInto('orders')
+          .values({ consumer: name, order_id: m.payload.order, total: fixed ? Math.abs(m.payload.total) : m.payload.total } as never),
       ),
     });
     onTestFinished(() => oneDb.destroy());
@@ -356,13 +364,34 @@ describe('statementHandler', () => {
       'processed:',
       'processed:',
     ]);
-    expect(sent).toHaveLength(2);
-    expect(sent[0]).toMatch(/^BEGIN;\nWITH inserted AS/);
-    expect(sent[1]).toMatch(/^EXECUTE inboxkit_fx_[0-9a-f]{16} \('batch', 'y1', '3'\);\nEXECUTE .*'y2'.*;\nEXECUTE .*'y3'.*;\nCOMMIT$/s);
+    if (temporaryFunctions) {
+      // x2's statement travels too (its owner is named) but does not run: the function did not take x2.
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toMatch(
+        new RegExp(
+          `^EXECUTE inboxkit_batch_[0-9a-f]{16} \\('${name}'::text, ARRAY\\['y1','x2','y2','y3'\\]::text\\[\\], .*` +
+            `ARRAY\\['EXECUTE inboxkit_fx_[0-9a-f]{16} \\(''${name}'', ''y1'', ''3''\\)',.*\\]::text\\[\\], ARRAY\\['y1','x2','y2','y3'\\]::text\\[\\]\\)$`,
+          's',
+        ),
+      );
+    } else {
+      expect(sent).toHaveLength(2);
+      expect(sent[0]).toMatch(/^BEGIN;\nWITH inserted AS/);
+      expect(sent[1]).toMatch(
+        new RegExp(`^EXECUTE inboxkit_fx_[0-9a-f]{16} \\('${name}', 'y1', '3'\\);\nEXECUTE .*'y2'.*;\nEXECUTE .*'y3'.*;\nCOMMIT$`, 's'),
+      );
+    }
     // z2 breaks the CHECK: the one-round-trip pass commits nothing, the isolated pass applies the others once.
+    sent.length = 0;
     const third = await consumer.handleBatch(['z1', 'z2', 'z3'].map((id) => message(id, { order: id, total: id === 'z2' ? -1 : 4 })));
     expect(third.map((o) => o.status)).toEqual(['processed', 'retry', 'processed']);
-    expect((await rowsOf('batch')).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual([
+    expect(sent.some((q) => q.includes('SAVEPOINT'))).toBe(true);
+    // Fixed: z2's retry is due, so the batch function answers its failed row and z2 runs as a batch of its own.
+    fixed = true;
+    const fourth = await consumer.handleBatch(['w1', 'z2'].map((id) => message(id, { order: id, total: id === 'z2' ? -1 : 5 })));
+    expect(fourth.map((o) => `${o.status}:${o.status === 'processed' ? o.attempt : ''}`)).toEqual(['processed:1', 'processed:2']);
+    expect((await rowsOf(name)).map((r) => `${String(r['order_id'])}:${String(r['total'])}`)).toEqual([
+      'w1:5',
       'x1:2',
       'x2:2',
       'x3:2',
@@ -370,6 +399,7 @@ describe('statementHandler', () => {
       'y2:3',
       'y3:3',
       'z1:4',
+      'z2:1',
       'z3:4',
     ]);
   });

@@ -144,6 +144,22 @@ export interface OnceFunction {
   call(settings: ClaimSettings, row: ClaimRequest, statements: readonly string[]): string;
 }
 
+/** The batch claim-and-statements function of `InboxStatements.onceBatchFunction`. */
+export interface OnceBatchFunction {
+  /** The function's name in `pg_temp` (and of its prepared call), to remember per connection. */
+  readonly name: string;
+  /** The `CREATE FUNCTION pg_temp.…` statement. */
+  readonly create: string;
+  /** The `PREPARE` of its call (after `create`, on the same connection). */
+  readonly prepare: string;
+  /**
+   * The `EXECUTE` of one batch (`rows` non-empty, distinct ids), an autocommit statement answering rows of
+   * `message_id` and `answer`: `a<attempts>` for an id it took (its statements ran), `d` for a plain duplicate,
+   * `s<state json>` for a row it did not take; no row for an id it neither took nor saw.
+   */
+  call(settings: ClaimSettings, rows: readonly ClaimRequest[], statements: readonly string[], owners: readonly string[]): string;
+}
+
 /** One delivery of a claim, with the lease token it would take (leased mode). */
 export interface ClaimRow extends ClaimRequest {
   readonly leaseToken: string | null;
@@ -360,6 +376,75 @@ $inboxkit_once$`,
         )}, '${sqlInt(Math.max(1, Math.round(settings.lockTimeoutMs)))}', ${r.expectsRow === true ? 'true' : 'false'}, ${sqlTextArray(
           statements,
         )})`,
+    };
+  }
+
+  /**
+   * `onceFunction` for a batch of new ids (`handleBatch` with statement handlers): one autocommit statement
+   * inserts the rows of the ids that have none, exactly as the lean batch claim does (in id order, so that
+   * concurrent batches wait on each other's rows in one order), runs the statements of the messages it took
+   * (`p_owners` names each statement's message id), and answers the state of every other id. One round trip
+   * per batch, where the claim with BEGIN and the statements with COMMIT take two. A statement's error aborts
+   * the whole statement, every message's claim with it. The ids must be distinct.
+   */
+  onceBatchFunction(): OnceBatchFunction {
+    const body = `
+#variable_conflict use_column
+DECLARE
+  v_taken text[] := '{}';
+  v_row record;
+  v_i int;
+BEGIN
+  PERFORM set_config('lock_timeout', p_lock_timeout, true);
+  FOR v_row IN
+    INSERT INTO ${this.#t} (consumer, message_id, status, fingerprint, attempts, started_attempts, lease_token,
+      locked_until, message_timestamp, completed_at, expires_at, last_replay_id, claimed_from)
+    SELECT p_consumer, v.message_id, 'completed', v.fingerprint, v.attempt, v.attempt, NULL, NULL, v.message_timestamp,
+      now(), now() + make_interval(secs => p_window_ms / 1000), v.replay_id, 'new'
+    FROM unnest(p_message_ids, p_fingerprints, p_message_timestamps, p_attempts, p_replay_ids)
+      AS v(message_id, fingerprint, message_timestamp, attempt, replay_id)
+    WHERE v.attempt <= p_max_attempts
+    ORDER BY v.message_id
+    ON CONFLICT (consumer, message_id) DO NOTHING
+    RETURNING message_id, attempts
+  LOOP
+    v_taken := v_taken || v_row.message_id;
+    out_message_id := v_row.message_id;
+    out_answer := 'a' || v_row.attempts;
+    RETURN NEXT;
+  END LOOP;
+  FOR v_i IN 1 .. coalesce(array_length(p_statements, 1), 0) LOOP
+    IF p_owners[v_i] = ANY (v_taken) THEN
+      EXECUTE p_statements[v_i];
+    END IF;
+  END LOOP;
+  RETURN QUERY
+    SELECT i.message_id, CASE WHEN ${plainDuplicate('x', 'i.fingerprint')} THEN 'd' ELSE 's' || ${stateJson('x')}::text END
+    FROM unnest(p_message_ids, p_fingerprints) AS i(message_id, fingerprint)
+      CROSS JOIN LATERAL ${this.#rowOf('p_consumer', 'i.message_id')}
+    WHERE i.message_id <> ALL (v_taken);
+END`;
+    const name = `inboxkit_batch_${digest(body)}`;
+    const types = 'text, text[], text[], timestamptz[], int[], text[], int, float8, text, text[], text[]';
+    return {
+      name,
+      create: `CREATE FUNCTION pg_temp.${name}(p_consumer text, p_message_ids text[], p_fingerprints text[],
+  p_message_timestamps timestamptz[], p_attempts int[], p_replay_ids text[], p_max_attempts int, p_window_ms float8,
+  p_lock_timeout text, p_statements text[], p_owners text[])
+RETURNS TABLE (out_message_id text, out_answer text)
+LANGUAGE plpgsql VOLATILE AS $inboxkit_batch$${body}
+$inboxkit_batch$`,
+      prepare: `PREPARE ${name} (${types}) AS SELECT out_message_id AS message_id, out_answer AS answer FROM pg_temp.${name}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      call: (settings, rows, statements, owners) =>
+        `EXECUTE ${name} (${sqlText(settings.consumer)}, ${sqlTextArray(rows.map((r) => r.messageId))}, ${sqlTextArray(
+          rows.map((r) => r.fingerprint),
+        )}, ARRAY[${rows.map((r) => sqlTimestamp(r.messageTimestamp)).join(', ')}]::timestamptz[], ARRAY[${rows
+          .map((r) => sqlInt(Math.max(1, r.deliveryCount)))
+          .join(', ')}]::int[], ARRAY[${rows.map((r) => sqlText(r.replayId)).join(', ')}]::text[], ${sqlInt(
+          settings.maxAttempts,
+        )}, ${sqlInt(settings.dedupeWindowMs)}, '${sqlInt(Math.max(1, Math.round(settings.lockTimeoutMs)))}', ${sqlTextArray(
+          statements,
+        )}, ${sqlTextArray(owners)})`,
     };
   }
 

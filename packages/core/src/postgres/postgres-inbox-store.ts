@@ -32,7 +32,7 @@ import type {
   StatusCount,
   TransactionalRun,
 } from '../store.js';
-import { InboxStatements, type ClaimRow, type OnceFunction, type PreparedNewClaim } from './inbox-statements.js';
+import { InboxStatements, type ClaimRow, type OnceBatchFunction, type OnceFunction, type PreparedNewClaim } from './inbox-statements.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { loadPgParameterText, loadPgPipelineRunner, type ParameterText, type PipelineRunner, type Rows } from './pipelined-query.js';
@@ -152,8 +152,11 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   /** Prepared-statement names of statement handlers' SQL texts. */
   readonly #effectNames = new Map<string, string>();
   #usePrepared: boolean;
-  /** The claim-and-statements function (`InboxStatements.onceFunction`); `undefined` once turned off. */
-  #once: OnceFunction | undefined;
+  /**
+   * The claim-and-statements functions (`InboxStatements.onceFunction`, `onceBatchFunction`), created together
+   * and known by the single one's name per connection; `undefined` once turned off.
+   */
+  #once: { readonly one: OnceFunction; readonly batch: OnceBatchFunction } | undefined;
   readonly #batchSavepoints: 'on-failure' | 'always';
   #missingPrepared = 0;
   #runner: Promise<PipelineRunner | undefined> | undefined;
@@ -174,7 +177,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     this.#pipelining = options.pipelining ?? 'auto';
     this.#usePrepared = options.preparedStatements ?? true;
     this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';
-    this.#once = options.temporaryFunctions === false ? undefined : this.#sql.onceFunction();
+    this.#once =
+      options.temporaryFunctions === false ? undefined : { one: this.#sql.onceFunction(), batch: this.#sql.onceBatchFunction() };
     this.#newClaims = { completed: this.#sql.preparedNewClaim('completed'), processing: this.#sql.preparedNewClaim('processing') };
     this.#takeOverClaims = {
       completed: this.#sql.preparedTakeOverClaim('completed'),
@@ -241,7 +245,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     request: ClaimRequest,
     effect: ClaimEffect,
   ): Promise<TransactionalRun<undefined> | undefined> {
-    const once = this.#once;
+    const once = this.#once?.one;
     if (once === undefined || s.inTransaction) return undefined;
     if (this.#preparedOn.get(s.connection)?.has(once.name) !== true) return undefined;
     const plan = this.#effectPlan(s, effect);
@@ -286,19 +290,21 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     return { kind: 'not-claimed', row: state };
   }
 
-  /** Creates the claim-and-statements function on the session's connection (no transaction open), once. */
+  /** Creates the claim-and-statements functions on the session's connection (no transaction open), once. */
   async #createOnce(s: SqlSession): Promise<void> {
     const once = this.#once;
-    if (once === undefined || !s.pipelined || !this.#usePrepared) return; // #runOnce would never call it
+    if (once === undefined || !s.pipelined || !this.#usePrepared) return; // #runOnce would never call them
     let known = this.#preparedOn.get(s.connection);
-    if (known?.has(once.name) === true) return;
+    if (known?.has(once.one.name) === true) return;
     if (known === undefined) {
       known = new Set();
       this.#preparedOn.set(s.connection, known);
     }
     for (const [statement, exists] of [
-      [once.create, '42723'],
-      [once.prepare, '42P05'],
+      [once.one.create, '42723'],
+      [once.one.prepare, '42P05'],
+      [once.batch.create, '42723'],
+      [once.batch.prepare, '42P05'],
     ] as const) {
       try {
         await s.query(statement);
@@ -311,7 +317,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
         }
       }
     }
-    known.add(once.name);
+    known.add(once.one.name);
   }
 
   /** `work` on the handler's transaction over the session's connection, then COMMIT (or ROLLBACK). */
@@ -347,13 +353,114 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   ): Promise<BatchRun[]> {
     if (requests.length === 0) return [];
     return this.#session(async (s) => {
-      if (this.#batchSavepoints === 'on-failure') {
-        const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false, effects);
-        if (optimistic !== 'rerun') return optimistic;
+      if (effects !== undefined && this.#batchSavepoints === 'on-failure') {
+        const once = await this.#runBatchOnce(s, settings, requests, work, onFailure, effects);
+        if (once !== undefined) return once;
       }
+      const runs = await this.#runBatchUsual(s, settings, requests, work, onFailure, effects);
+      if (effects !== undefined && !s.broken && !s.inTransaction) await this.#createOnce(s);
+      return runs;
+    });
+  }
+
+  /** A batch in one transaction: the optimistic pass first (`batchSavepoints: 'on-failure'`), then isolated. */
+  async #runBatchUsual(
+    s: SqlSession,
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    effects?: readonly (ClaimEffect | undefined)[],
+  ): Promise<BatchRun[]> {
+    if (this.#batchSavepoints === 'on-failure') {
+      const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false, effects);
+      if (optimistic !== 'rerun') return optimistic;
+    }
+    const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
+    return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
+  }
+
+  /**
+   * A batch of statement handlers in one round trip, through the batch claim-and-statements function
+   * (`InboxStatements.onceBatchFunction`), when it exists on this connection, no id is expected to have a row,
+   * and every message's statements are prepared here; `undefined` otherwise (the usual path, nothing written).
+   * Ids it answers with a row this batch may take over (a retry due, a replay), or not at all (beyond
+   * `maxAttempts`, committed after the read), then run the usual way as a batch of their own. When a statement
+   * fails, nothing was committed and the batch runs with a savepoint per message, which isolates the failure.
+   */
+  async #runBatchOnce(
+    s: SqlSession,
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    effects: readonly (ClaimEffect | undefined)[],
+  ): Promise<BatchRun[] | undefined> {
+    const once = this.#once;
+    if (once === undefined || s.inTransaction || requests.some((r) => r.expectsRow === true)) return undefined;
+    if (this.#preparedOn.get(s.connection)?.has(once.one.name) !== true) return undefined;
+    const statements: string[] = [];
+    const owners: string[] = [];
+    for (let i = 0; i < requests.length; i++) {
+      const effect = effects[i];
+      const plan = effect === undefined ? undefined : this.#effectPlan(s, effect);
+      if (plan?.executes === undefined) return undefined;
+      for (const execute of plan.executes) {
+        statements.push(execute);
+        owners.push(requests[i]!.messageId);
+      }
+    }
+    let rows: Rows;
+    try {
+      rows = await s.query(once.batch.call(settings, requests, statements, owners));
+    } catch (error) {
+      const state = sqlState(error);
+      if (state === undefined) throw error; // not Postgres' answer: the connection's failure
+      s.assertAlive();
+      const busy = busyReason(error);
+      if (busy !== undefined) return requests.map(() => ({ kind: 'busy', reason: busy }) as const);
+      if (state === '26000' || state === '42883') {
+        this.#preparedOn.delete(s.connection); // lost session state: set up again after the usual path
+        return undefined;
+      }
+      const where = (error as { where?: unknown }).where;
+      if (typeof where !== 'string' || !/\bat EXECUTE\b/.test(where)) return undefined;
       const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
       return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
-    });
+    }
+    const answers = new Map<string, string>();
+    for (const row of rows) answers.set(String(row['message_id']), String(row['answer']));
+    const runs: (BatchRun | undefined)[] = [];
+    const rest: number[] = [];
+    for (let i = 0; i < requests.length; i++) {
+      const request = requests[i]!;
+      const answer = answers.get(request.messageId);
+      if (answer?.startsWith('a') === true) {
+        const claimed = { messageId: request.messageId, attempt: Number(answer.slice(1)), from: 'new', leaseToken: null } as const;
+        runs.push({ kind: 'completed', claimed });
+      } else if (answer === 'd') {
+        runs.push({ kind: 'duplicate' });
+      } else {
+        const state = answer === undefined ? undefined : toRowState(parseJson(answer.slice(1)));
+        if (state !== undefined && !claimableBy(state, request)) runs.push({ kind: 'not-claimed', row: state });
+        else {
+          runs.push(undefined);
+          rest.push(i);
+        }
+      }
+    }
+    if (rest.length > 0) {
+      const again = await this.#runBatchUsual(
+        s,
+        settings,
+        rest.map((i) => requests[i]!),
+        (tx, claimed, k) => work(tx, claimed, rest[k]!),
+        (claimed, error, k) => onFailure(claimed, error, rest[k]!),
+        rest.map((i) => effects[i]),
+      );
+      again.forEach((run, k) => (runs[rest[k]!] = run));
+    }
+    return runs as BatchRun[];
   }
 
   /**
