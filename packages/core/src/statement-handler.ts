@@ -1,7 +1,7 @@
 // A handler whose whole effect is SQL statements built from the message alone. Because no JS has to run between
 // the claim and the effect, the Postgres store can send the statements with the claim: one round trip for a
 // delivery instead of three (a function in the session's pg_temp claims and, only if it took the delivery, runs
-// them), and two for a whole batch (the statements go with its COMMIT). Where it cannot (the first use of a
+// them), and one for a whole batch (another function does the same for every message of the batch). Where it cannot (the first use of a
 // statement on a connection, another store, …) the statements simply run in order on `context.tx`, like any
 // handler's.
 
@@ -39,8 +39,8 @@ export type StatementHandler<P, Tx extends StatementTransaction> = MessageHandle
  * - With `PostgresInboxStore` on node-postgres, a delivery is one round trip: a temporary PL/pgSQL function
  *   (created once per connection in `pg_temp`) claims it and, only if it took it, runs the statements, in one
  *   autocommit statement; a duplicate runs nothing. Each statement is prepared once per connection and
- *   executed with its parameters as literals. A batch (`handleBatch`) sends all its messages' statements with
- *   its COMMIT, in the round trip after the claim's. The first use of a statement on a connection (it is
+ *   executed with its parameters as literals. A batch (`handleBatch`) is one round trip too, through a second
+ *   function. The first use of a statement on a connection (it is
  *   prepared afterwards), a statement Postgres cannot prepare on its own, a binary parameter, other drivers
  *   and other stores take the usual path: the statements run on `context.tx`. (`temporaryFunctions: false` on
  *   the store sends single deliveries' statements with the COMMIT instead: two round trips.)

@@ -64,10 +64,10 @@ export interface PostgresInboxStoreOptions<DB> extends InboxTableOptions {
    */
   readonly batchSavepoints?: 'on-failure' | 'always';
   /**
-   * For statement handlers (`statementHandler`): create, once per connection, a temporary PL/pgSQL function (in
-   * the session's `pg_temp` schema; it goes away with the connection) that claims one delivery and runs its
-   * statements in one autocommit statement — one round trip for a first delivery instead of two, and for a
-   * duplicate one round trip with no ROLLBACK owed. Needs pipelining and prepared statements. Turn off where
+   * For statement handlers (`statementHandler`): create, once per connection, two temporary PL/pgSQL functions
+   * (in the session's `pg_temp` schema; they go away with the connection) that claim one delivery, or a batch,
+   * and run the statements of what they took in one autocommit statement — one round trip for a first delivery
+   * or a batch instead of two, and for a duplicate one round trip with no ROLLBACK owed. Needs pipelining and prepared statements. Turn off where
    * sessions may not create temporary objects; the store also turns it off by itself when Postgres refuses
    * the function (no TEMPORARY privilege on the database, no PL/pgSQL). Default is true.
    *
