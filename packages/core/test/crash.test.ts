@@ -26,6 +26,8 @@ interface RunOptions {
   readonly killAfterOutcomes?: number;
   /** A statement handler handles these ids in turn (see fixtures/crash-worker.ts). */
   readonly statementIds?: readonly string[];
+  /** With `statementIds`: through `handleBatch`, this many at a time. */
+  readonly statementBatch?: number;
 }
 
 let t: TestDatabase;
@@ -94,31 +96,37 @@ describe('crashes and restarts on Postgres', () => {
     expect(await countEffects(t.db, t.schema, 'kill-after', 'm1')).toBe(1);
   });
 
-  it('applies each id once when workers sending statements with their COMMIT are SIGKILLed at random moments', async () => {
-    // statementHandler's path: the claim, then the statements and COMMIT in one round trip. Kills land before,
-    // between and after those round trips; every id must end applied exactly once, whatever was cut.
+  it.each([
+    ['one by one', 1],
+    ['in batches of 10', 10],
+  ] as const)('applies each id once when workers sending statement handlers %s are SIGKILLed at random moments', async (_, batch) => {
+    // statementHandler's path: one autocommit statement claims and runs the statements, per delivery or per
+    // batch. Kills land before, during and after it; every id must end applied exactly once, whatever was cut.
+    const consumer = `statements-kill-${batch}`;
     const ids = Array.from({ length: 300 }, (_, i) => `s${i}`);
     const killed: (Outcome | 'killed')[] = [];
     let applied = 0;
     for (const after of [40, 60, 80]) {
       // Each worker starts over from the first id: the ids done before are duplicates, then it goes further.
-      killed.push(await runWorker({ consumer: 'statements-kill', messageId: '-', behaviour: 'ok', statementIds: ids, killAfterOutcomes: after }));
-      const now = await countEffects(t.db, t.schema, 'statements-kill');
+      killed.push(await runWorker({ consumer, messageId: '-', behaviour: 'ok', statementIds: ids, statementBatch: batch, killAfterOutcomes: after }));
+      const now = await countEffects(t.db, t.schema, consumer);
       expect(now).toBeGreaterThanOrEqual(applied);
       applied = now;
     }
     // Every kill landed mid-run, with ids left to do (a worker that finished all 300 first would prove nothing).
     expect(killed).toEqual(['killed', 'killed', 'killed']);
     expect(applied).toBeLessThan(ids.length);
-    await runWorker({ consumer: 'statements-kill', messageId: '-', behaviour: 'ok', statementIds: ids });
+    await runWorker({ consumer, messageId: '-', behaviour: 'ok', statementIds: ids, statementBatch: batch });
     const { rows } = await t.pool.query<{ message_id: string; n: number }>(
-      `SELECT message_id, count(*)::int AS n FROM "${t.schema}".effects WHERE consumer = 'statements-kill' GROUP BY message_id`,
+      `SELECT message_id, count(*)::int AS n FROM "${t.schema}".effects WHERE consumer = $1 GROUP BY message_id`,
+      [consumer],
     );
     expect(rows.filter((r) => r.n !== 1)).toEqual([]);
     expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
     const [done] = (
       await t.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "${t.schema}".inbox WHERE consumer = 'statements-kill' AND status = 'completed'`,
+        `SELECT count(*)::int AS n FROM "${t.schema}".inbox WHERE consumer = $1 AND status = 'completed'`,
+        [consumer],
       )
     ).rows;
     expect(done!.n).toBe(ids.length);

@@ -1,7 +1,7 @@
 // statementHandler(): a handler that is only SQL statements built from the message. On the Postgres store a
-// delivery is one autocommit call of a temporary function that claims and runs the statements (or, with
-// `temporaryFunctions: false` and in batches, the statements go with the COMMIT in the round trip after the
-// claim's); everywhere else they run on context.tx.
+// delivery, or a batch, is one autocommit call of a temporary function that claims and runs the statements (or,
+// with `temporaryFunctions: false`, the statements go with the COMMIT in the round trip after the claim's);
+// everywhere else they run on context.tx.
 // Each test checks the effect exactly once, and the statements sent where the round trips are the point.
 
 import { randomBytes } from 'node:crypto';
