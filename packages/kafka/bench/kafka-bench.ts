@@ -439,6 +439,7 @@ async function main(): Promise<void> {
     await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [
       inbox('batch', 'after-join'),
       inbox('batch', 'every-batch', 1, true),
+      inbox('batch', 'after-join', 1, true),
     ]);
   } finally {
     await producer.disconnect();
