@@ -285,6 +285,7 @@ function inboxConsumer(mode: 'message' | 'batch', statements = false): Start {
 const inbox = inboxConsumer('message');
 const inboxBatch = inboxConsumer('batch');
 const statements = inboxConsumer('message', true);
+const statementsBatch = inboxConsumer('batch', true);
 
 function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -331,7 +332,7 @@ async function latency(label: string, start: Start): Promise<{ p50: number; p99:
   return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
 }
 
-const SIDES = { plain, inbox, inboxBatch, statements, naive } as const;
+const SIDES = { plain, inbox, inboxBatch, statements, statementsBatch, naive } as const;
 type Side = keyof typeof SIDES;
 
 async function main(): Promise<void> {
@@ -340,13 +341,13 @@ async function main(): Promise<void> {
     `SQS bench (ElasticMQ + Postgres): ${messages} messages, concurrency ${concurrency}, batch ${batchSize}, ${rounds} round(s)` +
       (quick ? ' [quick]' : ''),
   );
-  const rates: Record<Side, number[]> = { plain: [], inbox: [], inboxBatch: [], statements: [], naive: [] };
+  const rates: Record<Side, number[]> = { plain: [], inbox: [], inboxBatch: [], statements: [], statementsBatch: [], naive: [] };
   for (let r = 0; r < rounds; r++) {
     // Alternate the order so neither side always runs on a warmer server.
     const order: Side[] =
       r % 2 === 0
-        ? ['plain', 'inbox', 'inboxBatch', 'statements', 'naive']
-        : ['statements', 'inboxBatch', 'inbox', 'plain', 'naive'];
+        ? ['plain', 'inbox', 'inboxBatch', 'statements', 'statementsBatch', 'naive']
+        : ['statementsBatch', 'statements', 'inboxBatch', 'inbox', 'plain', 'naive'];
     for (const side of order) rates[side].push(await throughput(`${side}${r}`, SIDES[side]));
     console.log(
       `  round ${r + 1}: ` +
@@ -360,6 +361,7 @@ async function main(): Promise<void> {
     inbox: await latency('inbox', inbox),
     inboxBatch: await latency('inboxBatch', inboxBatch),
     statements: await latency('statements', statements),
+    statementsBatch: await latency('statementsBatch', statementsBatch),
     naive: await latency('naive', naive),
   };
   const label: Record<Side, string> = {
@@ -367,6 +369,7 @@ async function main(): Promise<void> {
     inbox: "sqsConsumer + Postgres inbox, mode 'message' (default)",
     inboxBatch: "sqsConsumer + Postgres inbox, mode 'batch'",
     statements: "sqsConsumer + Postgres inbox, mode 'message', statementHandler",
+    statementsBatch: "sqsConsumer + Postgres inbox, mode 'batch', statementHandler",
     naive: 'textbook loop (receive 10, insert, delete batch)',
   };
   console.log('');
@@ -384,7 +387,10 @@ async function main(): Promise<void> {
       `${(median(rates.inbox) / median(rates.naive)).toFixed(2)} and ${(median(rates.inboxBatch) / median(rates.naive)).toFixed(2)}; ` +
       `latency at ${latencyRate} msg/s`,
   );
-  console.log(`statements/plain: message mode with statementHandler ${(median(rates.statements) / median(rates.plain)).toFixed(2)}`);
+  console.log(
+    `statements/plain: message mode with statementHandler ${(median(rates.statements) / median(rates.plain)).toFixed(2)}, ` +
+      `batch mode with statementHandler ${(median(rates.statementsBatch) / median(rates.plain)).toFixed(2)}`,
+  );
 }
 
 try {
