@@ -381,6 +381,11 @@ async function compare(
   const variants = [plain, ours, ...extras];
   const rates = new Map<Variant, Throughput[]>(variants.map((v) => [v, []]));
   const direct: Throughput[] = [];
+  // One pass of the plain consumer and ours first, not counted: the broker's JVM and Node's JIT speed up over
+  // the first thousands of messages, and whichever variant ran first would measure that (the SQS bench's plain
+  // consumer did: up to half its warm rate).
+  await throughput(plain, producer);
+  await throughput(ours, producer);
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const variant of round % 2 === 0 ? variants : [...variants].reverse())
       rates.get(variant)!.push(await throughput(variant, producer));
