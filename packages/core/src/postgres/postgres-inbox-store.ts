@@ -235,9 +235,9 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
    * A statement handler's delivery in one round trip, through the claim-and-statements function
    * (`InboxStatements.onceFunction`), when it exists on this connection and every statement is prepared here.
    * `undefined` sends the delivery down the usual path: no function or statements here yet, a row the lean
-   * insert found that this delivery may take over (a retry due, a replay), an id neither taken nor seen (beyond `maxAttempts`, or committed
-   * after the read), a lost prepared statement or function, and any error that did not come from a statement
-   * (the usual path meets it again and reports it as it always does). Nothing was written in any of these cases.
+   * insert found that this delivery may take over (a retry due, a replay), an id neither taken nor seen (beyond
+   * `maxAttempts`, or committed after the read), and the errors `#onceFailure` sends there. Nothing was written
+   * in any of these cases.
    */
   async #runOnce(
     s: SqlSession,
@@ -254,23 +254,11 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     try {
       rows = await s.query(once.call(settings, request, plan.executes));
     } catch (error) {
-      const state = sqlState(error);
-      if (state === undefined) throw error; // not Postgres' answer: the connection's failure
-      s.assertAlive();
-      const busy = busyReason(error);
-      if (busy !== undefined) return { kind: 'busy', reason: busy };
-      if (state === '26000' || state === '42883') {
-        // The session lost its prepared statements or temporary objects (DISCARD ALL, a pooler): set up again.
-        this.#preparedOn.delete(s.connection);
-        return undefined;
-      }
-      // Any error but a statement's, and a statement's after a take-over (whose attempt number went with the
-      // rolled-back claim): the usual path meets it again and records it with the right attempt. (The context
-      // line is in the server's lc_messages language; in another than English every failure takes that path.)
-      const where = (error as { where?: unknown }).where;
-      if (request.expectsRow === true || typeof where !== 'string' || !/\bat EXECUTE\b/.test(where)) {
-        return undefined;
-      }
+      const failure = this.#onceFailure(s, error);
+      if (typeof failure === 'object') return failure;
+      // A statement's error after a take-over goes down the usual path too: its attempt number went with the
+      // rolled-back claim, and the usual path records it with the right one.
+      if (failure === 'usual' || request.expectsRow === true) return undefined;
       // A statement failed after the lean insert: the claim went with it; the failure is recorded as after any
       // failed attempt, with the attempt the insert wrote.
       const claimed = { messageId: request.messageId, attempt: Math.max(1, request.deliveryCount), from: 'new', leaseToken: null } as const;
@@ -288,6 +276,29 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     const state = toRowState(parseJson(answer.slice(1)));
     if (claimableBy(state, request)) return undefined;
     return { kind: 'not-claimed', row: state };
+  }
+
+  /**
+   * What an error of a claim-and-statements function's call means: `busy` (the lock timeout, a conflict),
+   * `statement` (one of the handler's statements failed: nothing was committed), or `usual` (the usual path
+   * meets the error again and reports it as it always does — lost session state, which is then set up again, or
+   * any error but a statement's). Throws when it is not Postgres' answer but the connection's failure. (A
+   * statement's error is told by its context line, `… at EXECUTE`, which is in the server's `lc_messages`
+   * language: in another than English every failure takes the usual path.)
+   */
+  #onceFailure(s: SqlSession, error: unknown): { readonly kind: 'busy'; readonly reason: BusyReason } | 'statement' | 'usual' {
+    const state = sqlState(error);
+    if (state === undefined) throw error;
+    s.assertAlive();
+    const busy = busyReason(error);
+    if (busy !== undefined) return { kind: 'busy', reason: busy };
+    if (state === '26000' || state === '42883') {
+      // The session lost its prepared statements or temporary objects (DISCARD ALL, a pooler).
+      this.#preparedOn.delete(s.connection);
+      return 'usual';
+    }
+    const where = (error as { where?: unknown }).where;
+    return typeof where === 'string' && /\bat EXECUTE\b/.test(where) ? 'statement' : 'usual';
   }
 
   /** Creates the claim-and-statements functions on the session's connection (no transaction open), once. */
@@ -376,6 +387,17 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
       const optimistic = await this.#runBatch(s, settings, requests, work, onFailure, false, effects);
       if (optimistic !== 'rerun') return optimistic;
     }
+    return this.#runBatchIsolated(s, settings, requests, work, onFailure);
+  }
+
+  /** The savepoint pass of a batch; every result `busy` when even that lost a race. */
+  async #runBatchIsolated(
+    s: SqlSession,
+    settings: ClaimSettings,
+    requests: readonly ClaimRequest[],
+    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
+    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+  ): Promise<BatchRun[]> {
     const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
     return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
   }
@@ -414,19 +436,10 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     try {
       rows = await s.query(once.batch.call(settings, requests, statements, owners));
     } catch (error) {
-      const state = sqlState(error);
-      if (state === undefined) throw error; // not Postgres' answer: the connection's failure
-      s.assertAlive();
-      const busy = busyReason(error);
-      if (busy !== undefined) return requests.map(() => ({ kind: 'busy', reason: busy }) as const);
-      if (state === '26000' || state === '42883') {
-        this.#preparedOn.delete(s.connection); // lost session state: set up again after the usual path
-        return undefined;
-      }
-      const where = (error as { where?: unknown }).where;
-      if (typeof where !== 'string' || !/\bat EXECUTE\b/.test(where)) return undefined;
-      const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
-      return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
+      const failure = this.#onceFailure(s, error);
+      if (typeof failure === 'object') return requests.map(() => failure);
+      if (failure === 'usual') return undefined;
+      return this.#runBatchIsolated(s, settings, requests, work, onFailure);
     }
     const answers = new Map<string, string>();
     for (const row of rows) answers.set(String(row['message_id']), String(row['answer']));
