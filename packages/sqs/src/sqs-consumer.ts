@@ -114,7 +114,12 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     this.#deleter = new DeleteBatcher(
       options.client,
       config.queueUrl,
-      config.deleteBatchDelayMs,
+      {
+        delayMs: config.deleteBatchDelayMs,
+        maxDelayMs: config.deleteBatchMaxDelayMs,
+        // Held messages: waiting for a handler or being handled (a settled one is untracked before its delete).
+        unsettled: () => this.#heartbeat.size,
+      },
       config.logger,
     );
     this.#buffer = new Slots(config.concurrency + config.prefetch);

@@ -302,6 +302,85 @@ describe('sqsConsumer', () => {
     expect(await depth(q.queueUrl), 'b and c are visible again at once').toEqual({ visible: 2, inFlight: 0 });
   });
 
+  it('sends full DeleteMessageBatch requests while messages are still being handled, and a lone delete after deleteBatchDelayMs', async () => {
+    const q = await queues('delete-batches');
+    // The same ElasticMQ, through a client that records each DeleteMessageBatch request: entries and time sent.
+    const counting = testSqsClient();
+    const requests: { entries: number; at: number }[] = [];
+    counting.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'DeleteMessageBatchCommand') {
+          requests.push({
+            entries: (args.input as { Entries: unknown[] }).Entries.length,
+            at: performance.now(),
+          });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'recordDeletes' },
+    );
+    try {
+      // Handlers of 0–20 ms at concurrency 10 settle about one message a millisecond, spread out: a fixed
+      // 5 ms delay would send a request for every few of them.
+      const { consumer, recorder } = consumerOf({
+        handler: async (message, { tx }) => {
+          await sleep(Math.random() * 20);
+          await insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id });
+        },
+      });
+      await start(q, consumer, { client: counting, concurrency: 10 });
+      const ids = Array.from({ length: 100 }, (_, n) => `del-${n}`);
+      await sqsPublisher({ client }).publish(
+        ids.map((id) => ({ destination: q.queueUrl, id, body: JSON.stringify({ id }) })),
+      );
+      await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
+      await running.pop()!.stop();
+      expect(
+        requests.reduce((sum, r) => sum + r.entries, 0),
+        'every message deleted once',
+      ).toBe(100);
+      expect(
+        requests.length,
+        `entries per request: ${requests.map((r) => r.entries).join(' ')}`,
+      ).toBeLessThanOrEqual(15);
+      expect(await depth(q.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+
+      // Nothing else held: the delete does not wait for deleteBatchMaxDelayMs.
+      requests.length = 0;
+      let processedAt = 0;
+      const lone = consumerOf({
+        handler: async (message, { tx }) =>
+          insertEffect(tx, t.schema, { consumer: 'lone', messageId: message.id }),
+        hooks: { onOutcome: () => void (processedAt = performance.now()) },
+      });
+      await start(q, lone.consumer, { client: counting, deleteBatchMaxDelayMs: 1_000 });
+      await sqsPublisher({ client }).publish([{ destination: q.queueUrl, id: 'lone', body: '{}' }]);
+      await expect.poll(() => requests.length, { timeout: 10_000 }).toBe(1);
+      expect(
+        requests[0]!.at - processedAt,
+        'sent after deleteBatchDelayMs, not the 1,000 ms bound',
+      ).toBeLessThan(500);
+    } finally {
+      counting.destroy();
+    }
+  });
+
+  it('refuses a deleteBatchMaxDelayMs below deleteBatchDelayMs, saying the range', async () => {
+    const q = await queues('delete-config');
+    const { consumer } = consumerOf({ handler: async () => undefined });
+    const options = {
+      client,
+      queueUrl: q.queueUrl,
+      deadLetterQueueUrl: q.deadLetterQueueUrl,
+      handler: consumer,
+    };
+    expect(() => sqsConsumer({ ...options, deleteBatchDelayMs: 20, deleteBatchMaxDelayMs: 10 })).toThrow(
+      /deleteBatchMaxDelayMs must be from deleteBatchDelayMs \(20\) to 1000, got 10/,
+    );
+    // A larger deleteBatchDelayMs raises the default bound with it.
+    expect(() => sqsConsumer({ ...options, deleteBatchDelayMs: 200 })).not.toThrow();
+  });
+
   it('refuses a visibility timeout that does not exceed the handler timeout, saying what to change', async () => {
     const q = await queues('config');
     const { consumer } = consumerOf({ handler: async () => undefined, handlerTimeoutMs: 30_000 });
