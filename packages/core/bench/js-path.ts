@@ -5,6 +5,7 @@
 // real-Postgres run on a busy machine, since no syscall or server time is in it; use it to see each change.
 //
 //   node --conditions=@inboxkit/source --import tsx packages/core/bench/js-path.ts [--deliveries 50000] [--rounds 5]
+//     [--only 'once first']   (one variant alone, e.g. under --cpu-prof)
 
 import { parseArgs } from 'node:util';
 import {
@@ -20,11 +21,16 @@ import {
   type Transaction,
 } from 'kysely';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import { statementHandler } from '../src/statement-handler.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
 
 const { values } = parseArgs({
-  options: { deliveries: { type: 'string', default: '50000' }, rounds: { type: 'string', default: '5' } },
+  options: {
+    deliveries: { type: 'string', default: '50000' },
+    rounds: { type: 'string', default: '5' },
+    only: { type: 'string' },
+  },
 });
 const N = Number(values.deliveries);
 const ROUNDS = Number(values.rounds);
@@ -32,32 +38,86 @@ const CONCURRENCY = 16;
 
 type Rows = Record<string, unknown>[];
 const completed = new Set<string>();
+let onceCalls = 0;
 const fingerprints = new Map<string, string>();
 
 function stateOf(id: string): Record<string, unknown> {
   const now = Date.now();
   return {
-    consumer: 'cpu', message_id: id, status: 'completed', fingerprint: fingerprints.get(id), attempts: 1, started_attempts: 1,
-    locked_until: null, available_at: now, received_at: now, message_timestamp: null, completed_at: now,
-    expires_at: now + 7 * 86_400_000, last_error: null, dead_letter_reason: null, dead_lettered_at: null, replay_count: 0,
-    last_replay_id: null, first_failure_at: null, last_failure_at: null, claimed_from: 'new', lease_token: null,
-    available_in_ms: 0, lease_remaining_ms: 0,
+    consumer: 'cpu',
+    message_id: id,
+    status: 'completed',
+    fingerprint: fingerprints.get(id),
+    attempts: 1,
+    started_attempts: 1,
+    locked_until: null,
+    available_at: now,
+    received_at: now,
+    message_timestamp: null,
+    completed_at: now,
+    expires_at: now + 7 * 86_400_000,
+    last_error: null,
+    dead_letter_reason: null,
+    dead_lettered_at: null,
+    replay_count: 0,
+    last_replay_id: null,
+    first_failure_at: null,
+    last_failure_at: null,
+    claimed_from: 'new',
+    lease_token: null,
+    available_in_ms: 0,
+    lease_remaining_ms: 0,
   };
 }
 
 /** What the fake server answers to one statement (statements of one query string come in order). */
 function answer(statement: string): Rows {
-  const args = /^EXECUTE inboxkit_(claim|new)_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text(?:, '([0-9a-f]+)'::text)?/.exec(statement);
+  const args =
+    /^EXECUTE inboxkit_(claim|new)_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text(?:, '([0-9a-f]+)'::text)?/.exec(
+      statement,
+    );
   if (args !== null) {
     const [, kind, id, fingerprint] = args as unknown as [string, string, string, string | undefined];
     if (!completed.has(id)) {
       completed.add(id);
       fingerprints.set(id, fingerprint ?? '');
       if (kind === 'new') return [{ attempts: 1, state: null }];
-      return [{ claimed: true, message_id: id, status: 'completed', attempts: 1, lease_token: null, claimed_from: 'new', state: null }];
+      return [
+        {
+          claimed: true,
+          message_id: id,
+          status: 'completed',
+          attempts: 1,
+          lease_token: null,
+          claimed_from: 'new',
+          state: null,
+        },
+      ];
     }
+    // A completed row with this payload: the lean claim answers the flag alone, as Postgres does (no state).
+    if (kind === 'new' && fingerprints.get(id) === (fingerprint ?? ''))
+      return [{ attempts: null, state: null, duplicate: true }];
     if (kind === 'new') return [{ attempts: null, state: stateOf(id) }];
-    return [{ claimed: false, message_id: id, status: 'completed', attempts: 1, lease_token: null, claimed_from: 'new', state: stateOf(id) }];
+    return [
+      {
+        claimed: false,
+        message_id: id,
+        status: 'completed',
+        attempts: 1,
+        lease_token: null,
+        claimed_from: 'new',
+        state: stateOf(id),
+      },
+    ];
+  }
+  // A statement handler's claim-and-statements function (one round trip): `a<attempt> new` when it took the id.
+  const once = /^EXECUTE inboxkit_once_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text/.exec(statement);
+  if (once !== null) {
+    const id = once[1]!;
+    onceCalls += 1;
+    if (completed.has(id)) return [{ answer: 'd' }];
+    completed.add(id);
+    return [{ answer: 'a1 new' }];
   }
   if (statement === 'SELECT 1 AS a') return [{ a: 1 }];
   if (statement === 'SELECT 2 AS b') return [{ b: 2 }];
@@ -124,20 +184,45 @@ const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
   store: new PostgresInboxStore<unknown>({ db, schema: 'bench' }),
   handler: async (message, { tx }) => void (await effect(tx, message.id)),
 });
-const message = (id: string): InboundMessage => ({ id, body: JSON.stringify({ id, amount: 42 }), headers: {}, source: { transport: 'bench' } });
+// The same effect as a statement handler (one round trip: the claim-and-statements function), its query given
+// compiled, as the Kafka bench does, so that what is measured is the inbox's path and not a query builder's.
+const once = idempotentConsumer<{ id: string; amount: number }, Transaction<unknown>>({
+  name: 'cpu-once',
+  store: new PostgresInboxStore<unknown>({ db, schema: 'bench' }),
+  handler: statementHandler((m) =>
+    CompiledQuery.raw('INSERT INTO bench.effects (message_id, amount) VALUES ($1, $2)', [
+      m.id,
+      m.payload.amount,
+    ]),
+  ),
+});
+const message = (id: string): InboundMessage => ({
+  id,
+  body: JSON.stringify({ id, amount: 42 }),
+  headers: {},
+  source: { transport: 'bench' },
+});
 
 async function drive(ids: readonly string[], work: (id: string) => Promise<void>): Promise<number> {
   let next = 0;
   const cpu0 = process.cpuUsage();
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < ids.length) await work(ids[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < ids.length) await work(ids[next++]!);
+    }),
+  );
   const cpu = process.cpuUsage(cpu0);
   return (cpu.user + cpu.system) / ids.length;
 }
 
 const variants: Record<string, (round: number) => Promise<number>> = {
-  'bare kysely tx': (r) => drive(ids(`b${r}`), async (id) => db.transaction().execute((tx) => effect(tx, id)).then(() => undefined)),
+  'bare kysely tx': (r) =>
+    drive(ids(`b${r}`), async (id) =>
+      db
+        .transaction()
+        .execute((tx) => effect(tx, id))
+        .then(() => undefined),
+    ),
   'inbox first': (r) =>
     drive(ids(`f${r}`), async (id) => {
       const o = await consumer.handle(message(id));
@@ -148,6 +233,16 @@ const variants: Record<string, (round: number) => Promise<number>> = {
       const o = await consumer.handle(message(id));
       if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
     }),
+  'once first': (r) =>
+    drive(ids(`o${r}`), async (id) => {
+      const o = await once.handle(message(id));
+      if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
+    }),
+  'once dup': (r) =>
+    drive(ids(`o${r}`), async (id) => {
+      const o = await once.handle(message(id));
+      if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
+    }),
 };
 function ids(prefix: string): string[] {
   return Array.from({ length: N }, (_, i) => `${prefix}-${i}`);
@@ -155,9 +250,14 @@ function ids(prefix: string): string[] {
 
 const best = new Map<string, number>();
 for (let r = -1; r < ROUNDS; r++) {
-  for (const [name, run] of Object.entries(variants)) {
+  for (const [name, run] of Object.entries(variants).filter(
+    ([n]) => values.only === undefined || n === values.only,
+  )) {
     const us = await run(r);
     if (r >= 0) best.set(name, Math.min(best.get(name) ?? Infinity, us));
   }
 }
-for (const [name, us] of best) console.log(`${name.padEnd(15)} ${us.toFixed(1).padStart(7)} µs JS CPU per delivery`);
+for (const [name, us] of best)
+  console.log(`${name.padEnd(15)} ${us.toFixed(1).padStart(7)} µs JS CPU per delivery`);
+if (best.has('once first') && onceCalls === 0)
+  throw new Error('the statement handler never took the one-round-trip path');
