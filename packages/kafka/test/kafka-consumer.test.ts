@@ -187,6 +187,34 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     },
   );
 
+  it('keeps its partitions while a handler runs longer than the session timeout: the group is heartbeated meanwhile', async () => {
+    const { topic, cleanup } = await topics(1);
+    const groupId = uniqueName('group');
+    const slowMs = FAST_GROUP.sessionTimeout + 2_500;
+    const { consumer, recorder } = consumerOf(uniqueName('slow'), {
+      handler: async (id) => {
+        if (id.startsWith('slow-')) await new Promise((resolve) => setTimeout(resolve, slowMs));
+      },
+    });
+    const running = await start(topic, groupId, consumer);
+    let joins = 0;
+    running.consumer.on(running.consumer.events.GROUP_JOIN, () => void (joins += 1));
+    try {
+      const slow = uniqueName('slow-');
+      const after = uniqueName('after');
+      await produce(topic, [{ id: slow }, { id: after }]);
+      await recorder.waitForCount(2, { status: 'processed', timeoutMs: slowMs + 30_000 });
+      // Without heartbeats the broker drops the member after sessionTimeout: a rebalance, a rejoin, and the
+      // slow record's offset commit refused.
+      expect(joins, 'no rejoin while the slow handler ran').toBe(0);
+      expect(recorder.events.map((e) => e.outcome.status)).toEqual(['processed', 'processed']);
+    } finally {
+      await running.stop();
+    }
+    await expectFullyCommitted(topic, groupId);
+    await cleanup();
+  }, 60_000);
+
   it('dead-letters a poison message after maxAttempts with every header, the original key, value and headers', async () => {
     const { topic, dlq, cleanup } = await topics(1);
     const groupId = uniqueName('group');
