@@ -85,7 +85,7 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
    */
   readonly pauseOnFailureMs?: number;
   /**
-   * How often the group is heartbeated while one handler runs, so a long handler does not cost the partition.
+   * How often the group is heartbeated while a fetched batch runs, so a long handler does not cost the partition.
    * Keep it at or below the consumer's `heartbeatInterval`. Default is 3,000 ms (kafkajs's default).
    */
   readonly heartbeatIntervalMs?: number;
