@@ -215,6 +215,17 @@ async function drive(ids: readonly string[], work: (id: string) => Promise<void>
   return (cpu.user + cpu.system) / ids.length;
 }
 
+/** One delivery through `c` that must end with `status`. */
+function expecting(
+  c: { handle(m: InboundMessage): Promise<{ status: string }> },
+  status: 'processed' | 'duplicate',
+) {
+  return async (id: string): Promise<void> => {
+    const o = await c.handle(message(id));
+    if (o.status !== status) throw new Error(`expected ${status}, got ${o.status}`);
+  };
+}
+
 const variants: Record<string, (round: number) => Promise<number>> = {
   'bare kysely tx': (r) =>
     drive(ids(`b${r}`), async (id) =>
@@ -223,26 +234,10 @@ const variants: Record<string, (round: number) => Promise<number>> = {
         .execute((tx) => effect(tx, id))
         .then(() => undefined),
     ),
-  'inbox first': (r) =>
-    drive(ids(`f${r}`), async (id) => {
-      const o = await consumer.handle(message(id));
-      if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
-    }),
-  'inbox dup': (r) =>
-    drive(ids(`f${r}`), async (id) => {
-      const o = await consumer.handle(message(id));
-      if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
-    }),
-  'once first': (r) =>
-    drive(ids(`o${r}`), async (id) => {
-      const o = await once.handle(message(id));
-      if (o.status !== 'processed') throw new Error(`expected processed, got ${o.status}`);
-    }),
-  'once dup': (r) =>
-    drive(ids(`o${r}`), async (id) => {
-      const o = await once.handle(message(id));
-      if (o.status !== 'duplicate') throw new Error(`expected duplicate, got ${o.status}`);
-    }),
+  'inbox first': (r) => drive(ids(`f${r}`), expecting(consumer, 'processed')),
+  'inbox dup': (r) => drive(ids(`f${r}`), expecting(consumer, 'duplicate')),
+  'once first': (r) => drive(ids(`o${r}`), expecting(once, 'processed')),
+  'once dup': (r) => drive(ids(`o${r}`), expecting(once, 'duplicate')),
 };
 function ids(prefix: string): string[] {
   return Array.from({ length: N }, (_, i) => `${prefix}-${i}`);
