@@ -115,6 +115,12 @@ function unclaimed(answer: ClaimAnswer | undefined): { readonly kind: 'duplicate
 const DUPLICATE: ClaimAnswer = { claimed: false, state: undefined, duplicate: true };
 const DEFAULT_PRUNE_BATCH = 5_000;
 
+/** A batch message's work on the batch's transaction (the idempotent consumer's handler run). */
+type BatchWork<DB> = (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>;
+
+/** How a batch message's failure is recorded. */
+type BatchFailure = (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord;
+
 /**
  * The Postgres inbox. Tables come from `migrateInbox(db)` / `inboxMigrations()` or `migrations/0001_inbox.sql`
  * (default `inboxkit.inbox` and `inboxkit.inbox_replays`). Handlers get a Kysely `Transaction<DB>` that commits
@@ -358,8 +364,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
   async runTransactionalBatch(
     settings: ClaimSettings,
     requests: readonly ClaimRequest[],
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
     effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[]> {
     if (requests.length === 0) return [];
@@ -379,8 +385,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     s: SqlSession,
     settings: ClaimSettings,
     requests: readonly ClaimRequest[],
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
     effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[]> {
     if (this.#batchSavepoints === 'on-failure') {
@@ -395,8 +401,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     s: SqlSession,
     settings: ClaimSettings,
     requests: readonly ClaimRequest[],
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
   ): Promise<BatchRun[]> {
     const isolated = await this.#runBatch(s, settings, requests, work, onFailure, true);
     return isolated === 'rerun' ? requests.map(() => ({ kind: 'busy', reason: 'contended' }) as const) : isolated;
@@ -414,8 +420,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     s: SqlSession,
     settings: ClaimSettings,
     requests: readonly ClaimRequest[],
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
     effects: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[] | undefined> {
     const once = this.#once;
@@ -487,8 +493,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     s: SqlSession,
     settings: ClaimSettings,
     requests: readonly ClaimRequest[],
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
     savepoints: boolean,
     effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[] | 'rerun'> {
@@ -553,8 +559,8 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     requests: readonly ClaimRequest[],
     ids: readonly string[],
     answers: ReadonlyMap<string, ClaimAnswer>,
-    work: (tx: Transaction<DB>, claimed: ClaimedDelivery, index: number) => Promise<void>,
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    work: BatchWork<DB>,
+    onFailure: BatchFailure,
     savepoints: boolean,
   ): Promise<BatchRun[] | 'rerun'> {
     const results: (BatchRun | undefined)[] = new Array<BatchRun | undefined>(requests.length).fill(undefined);
@@ -635,7 +641,7 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     index: number,
     results: (BatchRun | undefined)[],
     failures: { index: number; claimed: ClaimedDelivery; error: unknown; record: FailureRecord }[],
-    onFailure: (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord,
+    onFailure: BatchFailure,
   ): Promise<void> {
     await s.query('ROLLBACK TO SAVEPOINT inboxkit_message');
     for (let k = index - 1; k >= 0; k--) {
