@@ -1,0 +1,284 @@
+// The floor of a first delivery, step by step: what each part of inboxkit's transactional path costs, measured
+// as throughput against the bare transaction in the same run. Every step adds one thing to the one before:
+//
+//   bare pg          BEGIN; INSERT effect; COMMIT on node-postgres, no dedupe (the reference, 1.00)
+//   narrow claim     + a two-column claim row (consumer, id) sent with BEGIN: the design brief's raw-SQL floor
+//   minimal row      + the columns the issue's own features need at the least: the payload fingerprint (mismatch
+//                      detection) and the expiry (dedupe window, pruning)
+//   inbox row        the inbox table's own row instead (status, attempts, timestamps …; two indexes), a literal
+//                    INSERT … ON CONFLICT DO NOTHING: what Postgres must write, no statement around it
+//   claim statement  the store's own claim (the prepared statement handle() sends with BEGIN, answering the
+//                    attempt or the row's state), sent by hand on node-postgres: all of the SQL, none of the JS
+//   + Kysely effect  the same, the effect sent as the handler below sends it (a Kysely `sql` template on a
+//                    Kysely instance over that one connection): what the handler's Kysely costs, still no
+//                    inboxkit JavaScript
+//   handle()         idempotentConsumer().handle() with an ordinary handler doing the same insert through
+//                    its `tx` (transactional mode, new ids)
+//
+// Concurrency 16 on one pool, new ids only, the variants alternate within each round (the order reversed every
+// other round) and each round's rate is divided by that round's bare rate; the median of those ratios is the
+// figure. On a shared 2-vCPU machine single rounds swing by a third; the median of ten is steady to a few
+// hundredths.
+//
+//   node --conditions=@inboxkit/source --import tsx packages/core/bench/sql-floor.ts [--deliveries 2000] [--rounds 10]
+//     [--only 'handle(),claim statement']
+// Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
+
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { Transaction } from 'kysely';
+import pg from 'pg';
+
+import { fingerprintPayload } from '../src/fingerprint.js';
+import { idempotentConsumer } from '../src/idempotent-consumer.js';
+import type { InboundMessage } from '../src/message.js';
+import { InboxStatements } from '../src/postgres/inbox-statements.js';
+import { resolveInboxTableNames } from '../src/postgres/inbox-table-names.js';
+import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
+
+const { values } = parseArgs({
+  options: {
+    deliveries: { type: 'string', default: '2000' },
+    rounds: { type: 'string', default: '10' },
+    // Run only these steps (comma-separated names), e.g. to profile one: --only 'handle()' (bare pg always runs).
+    only: { type: 'string' },
+  },
+});
+const N = Number(values.deliveries);
+const ROUNDS = Number(values.rounds);
+const CONCURRENCY = 16;
+
+function databaseUrl(): string {
+  if (process.env['DATABASE_URL']) return process.env['DATABASE_URL'];
+  const envFile = fileURLToPath(new URL('../../../.services/env', import.meta.url));
+  if (existsSync(envFile)) {
+    const line = readFileSync(envFile, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('DATABASE_URL='));
+    if (line) return line.slice('DATABASE_URL='.length).trim();
+  }
+  throw new Error('no Postgres: start it with `npm run services:up` or set DATABASE_URL');
+}
+
+const schema = `bench_floor_${randomBytes(4).toString('hex')}`;
+const pool = new pg.Pool({ connectionString: databaseUrl(), max: CONCURRENCY });
+const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+const effects = `"${schema}".effects`;
+const effectsTable = sql.table(`${schema}.effects`);
+const DEDUPE_WINDOW_MS = 7 * 24 * 3_600_000;
+
+const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
+  name: 'floor',
+  store: new PostgresInboxStore<unknown>({ db, schema }),
+  dedupeWindowMs: DEDUPE_WINDOW_MS,
+  handler: async (message, { tx }) => {
+    await sql`INSERT INTO ${effectsTable} (message_id, amount) VALUES (${message.id}, 42)`.execute(tx);
+  },
+});
+
+// The store's own single-delivery claim, exactly as handle() sends it for a new id (transactional mode).
+const claim = new InboxStatements(resolveInboxTableNames({ schema })).preparedNewClaim('completed');
+const claimSettings = {
+  consumer: 'floor-by-hand',
+  maxAttempts: 5,
+  dedupeWindowMs: DEDUPE_WINDOW_MS,
+  lockTimeoutMs: 5_000,
+};
+const payload = (id: string): unknown => ({ id, amount: 42 });
+const fingerprint = (id: string): string => fingerprintPayload(payload(id));
+// Under a name of its own: the store prepares its statement on the same pooled connections.
+const onPgClaim = {
+  prepare: claim.prepare.replace(claim.name, 'floor_claim'),
+  claim: (id: string): string =>
+    `BEGIN; ${claim
+      .claim(claimSettings, {
+        messageId: id,
+        fingerprint: fingerprint(id),
+        messageTimestamp: undefined,
+        deliveryCount: 1,
+        replayId: undefined,
+        leaseToken: null,
+      })
+      .replace(claim.name, 'floor_claim')}`,
+};
+
+// Prepared on every connection as it opens (queued before anything the pool hands it out for); the tables exist by
+// then: the first connection opens after the setup below.
+pool.on('connect', (client) => {
+  client.query(onPgClaim.prepare).catch((e: unknown) => {
+    process.stderr.write(`prepare failed: ${String(e)}\n`);
+  });
+});
+
+function message(id: string): InboundMessage {
+  return { id, body: JSON.stringify(payload(id)), headers: {}, source: { transport: 'bench' } };
+}
+
+/** A delivery on one pooled client: `begin` (BEGIN and whatever rides with it), the effect, COMMIT. */
+const onPg =
+  (begin: (client: pg.PoolClient, id: string) => Promise<unknown>) =>
+  async (id: string): Promise<void> => {
+    const client = await pool.connect();
+    try {
+      await begin(client, id);
+      await client.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  };
+
+/** A Kysely instance on one pooled client (as a handler's `tx` is), made once per client. */
+const kyselys = new WeakMap<pg.PoolClient, Kysely<unknown>>();
+function kyselyOn(client: pg.PoolClient): Kysely<unknown> {
+  let k = kyselys.get(client);
+  if (k === undefined) {
+    const borrowed = { query: client.query.bind(client), release: () => undefined };
+    const single = { connect: async () => borrowed };
+    k = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: single as unknown as pg.Pool }) });
+    kyselys.set(client, k);
+  }
+  return k;
+}
+
+/** The store's claim by hand, then `effect` on the same client, then COMMIT. */
+const onPgClaimed =
+  (effect: (client: pg.PoolClient, id: string) => Promise<unknown>) =>
+  async (id: string): Promise<void> => {
+    const client = await pool.connect();
+    try {
+      const r = await client.query(onPgClaim.claim(id));
+      const rows = (Array.isArray(r) ? r[1] : r)?.rows as { attempts: number | null }[] | undefined;
+      if (rows?.[0]?.attempts !== 1) throw new Error(`claim statement: expected a new claim of ${id}`);
+      await effect(client, id);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  };
+
+const VARIANTS: Record<string, (id: string) => Promise<void>> = {
+  'bare pg': onPg((c) => c.query('BEGIN')),
+  'narrow claim': onPg((c, id) =>
+    c.query(
+      `BEGIN; INSERT INTO "${schema}".narrow_claims (consumer, message_id) VALUES ('floor', '${id}') ON CONFLICT DO NOTHING`,
+    ),
+  ),
+  'minimal row': onPg((c, id) =>
+    c.query(
+      `BEGIN; INSERT INTO "${schema}".minimal_claims (consumer, message_id, fingerprint, expires_at) VALUES ('floor', '${id}', '${fingerprint(id)}', now() + interval '7 days') ON CONFLICT DO NOTHING`,
+    ),
+  ),
+  'inbox row': onPg((c, id) =>
+    c.query(
+      `BEGIN; INSERT INTO "${schema}".inbox (consumer, message_id, status, fingerprint, attempts, started_attempts, completed_at, expires_at, claimed_from) ` +
+        `VALUES ('floor-row', '${id}', 'completed', '${fingerprint(id)}', 1, 1, now(), now() + interval '7 days', 'new') ON CONFLICT DO NOTHING`,
+    ),
+  ),
+  'claim statement': onPgClaimed((c, id) =>
+    c.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]),
+  ),
+  '+ Kysely effect': onPgClaimed(async (c, id) => {
+    await sql`INSERT INTO ${effectsTable} (message_id, amount) VALUES (${id}, 42)`.execute(kyselyOn(c));
+  }),
+  'handle()': async (id) => {
+    const o = await consumer.handle(message(id));
+    if (o.status !== 'processed') throw new Error(`handle(): expected processed, got ${o.status}`);
+  },
+};
+
+/** Deliveries per second, and Node's CPU time (user + system) per delivery in µs. */
+async function drive(
+  ids: readonly string[],
+  work: (id: string) => Promise<void>,
+): Promise<{ rate: number; cpuUs: number }> {
+  let next = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < ids.length) await work(ids[next++]!);
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { rate: ids.length / seconds, cpuUs: (cpu.user + cpu.system) / ids.length };
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+const rates: Record<string, number[]> = {};
+const cpuUs: Record<string, number[]> = {};
+const setup = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
+try {
+  await migrateInbox(new Kysely<unknown>({ dialect: new PostgresDialect({ pool: setup }) }), { schema });
+  await setup.query(
+    `CREATE TABLE ${effects} (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`,
+  );
+  await setup.query(
+    `CREATE TABLE "${schema}".narrow_claims (consumer text COLLATE "C" NOT NULL, message_id text COLLATE "C" NOT NULL, PRIMARY KEY (consumer, message_id))`,
+  );
+  await setup.query(
+    `CREATE TABLE "${schema}".minimal_claims (consumer text COLLATE "C" NOT NULL, message_id text COLLATE "C" NOT NULL, fingerprint text, expires_at timestamptz NOT NULL, PRIMARY KEY (consumer, message_id))`,
+  );
+  const only = values.only?.split(',');
+  const names = Object.keys(VARIANTS).filter(
+    (n) => only === undefined || n === 'bare pg' || only.includes(n),
+  );
+  for (const name of names)
+    await drive(
+      Array.from({ length: 300 }, (_, i) => `warm-${name}-${i}`),
+      VARIANTS[name]!,
+    );
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const name of r % 2 === 0 ? names : [...names].reverse()) {
+      const d = await drive(
+        Array.from({ length: N }, (_, i) => `r${r}-${name}-${i}`),
+        VARIANTS[name]!,
+      );
+      (rates[name] ??= []).push(d.rate);
+      (cpuUs[name] ??= []).push(d.cpuUs);
+    }
+    process.stderr.write(`round ${r + 1}/${ROUNDS}: bare pg ${rates['bare pg']!.at(-1)!.toFixed(0)}/s\n`);
+  }
+  // Every step applied its effect once per delivery (warm-up included), or its figures mean nothing.
+  const expected = names.length * (300 + N * ROUNDS);
+  const { rows } = await setup.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects}`);
+  if (Number(rows[0]!.n) !== expected) throw new Error(`expected ${expected} effects, found ${rows[0]!.n}`);
+} finally {
+  await db.destroy();
+  await setup.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+  await setup.end();
+}
+
+const bare = rates['bare pg']!;
+const result: Record<
+  string,
+  { medianRatio: number; medianPerSecond: number; medianCpuUs: number; ratios: number[] }
+> = {};
+console.log(
+  `${N} new ids per variant and round, ${ROUNDS} rounds, concurrency ${CONCURRENCY}; ratio = rate / bare pg's rate in the same round`,
+);
+for (const name of Object.keys(rates)) {
+  const ratios = rates[name]!.map((rate, i) => rate / bare[i]!);
+  const cpu = median(cpuUs[name]!);
+  result[name] = {
+    medianRatio: median(ratios),
+    medianPerSecond: median(rates[name]!),
+    medianCpuUs: cpu,
+    ratios,
+  };
+  console.log(
+    `${name.padEnd(16)} median ${median(ratios).toFixed(2)}× bare pg  (${median(rates[name]!).toFixed(0)}/s, Node CPU ${cpu.toFixed(0)} µs/delivery; rounds ${ratios.map((q) => q.toFixed(2)).join(' ')})`,
+  );
+}
+process.stdout.write(
+  `BENCH_RESULT ${JSON.stringify({ deliveries: N, rounds: ROUNDS, concurrency: CONCURRENCY, variants: result })}\n`,
+);
