@@ -10,9 +10,7 @@
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
 import pg from 'pg';
@@ -20,6 +18,7 @@ import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import type { Outcome } from '../src/outcome.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
+import { databaseUrl } from './database-url.js';
 import { statementHandler } from '../src/statement-handler.js';
 
 const CONCURRENCY = 16;
@@ -46,22 +45,9 @@ const { values: args } = parseArgs({
   },
 });
 
-function databaseUrl(): string {
-  if (args.url) return args.url;
-  if (process.env['DATABASE_URL']) return process.env['DATABASE_URL'];
-  const envFile = fileURLToPath(new URL('../../../.services/env', import.meta.url));
-  if (existsSync(envFile)) {
-    const line = readFileSync(envFile, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('DATABASE_URL='));
-    if (line) return line.slice('DATABASE_URL='.length).trim();
-  }
-  throw new Error('no Postgres: start it with `npm run services:up` or set DATABASE_URL');
-}
-
 const deliveries = Number(args.deliveries ?? (args.quick ? 4_000 : 20_000));
 const rounds = Number(args.rounds ?? (args.quick ? 4 : 10));
-const url = databaseUrl();
+const url = databaseUrl(args.url);
 const schema = `bench_${randomBytes(4).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: url, max: CONCURRENCY });
 const db = new Kysely<BenchDB>({ dialect: new PostgresDialect({ pool }) });

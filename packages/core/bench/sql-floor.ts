@@ -25,8 +25,6 @@
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -39,6 +37,7 @@ import type { InboundMessage } from '../src/message.js';
 import { InboxStatements } from '../src/postgres/inbox-statements.js';
 import { resolveInboxTableNames } from '../src/postgres/inbox-table-names.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
+import { databaseUrl } from './database-url.js';
 
 const { values } = parseArgs({
   options: {
@@ -51,18 +50,6 @@ const { values } = parseArgs({
 const N = Number(values.deliveries);
 const ROUNDS = Number(values.rounds);
 const CONCURRENCY = 16;
-
-function databaseUrl(): string {
-  if (process.env['DATABASE_URL']) return process.env['DATABASE_URL'];
-  const envFile = fileURLToPath(new URL('../../../.services/env', import.meta.url));
-  if (existsSync(envFile)) {
-    const line = readFileSync(envFile, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('DATABASE_URL='));
-    if (line) return line.slice('DATABASE_URL='.length).trim();
-  }
-  throw new Error('no Postgres: start it with `npm run services:up` or set DATABASE_URL');
-}
 
 const schema = `bench_floor_${randomBytes(4).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: databaseUrl(), max: CONCURRENCY });
