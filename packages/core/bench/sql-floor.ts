@@ -17,8 +17,8 @@
 //
 // Concurrency 16 on one pool, new ids only, the variants alternate within each round (the order reversed every
 // other round) and each round's rate is divided by that round's bare rate; the median of those ratios is the
-// figure. On a shared 2-vCPU machine single rounds swing by a third; the median of ten is steady to a few
-// hundredths.
+// figure. On a shared 2-vCPU machine single rounds swing by a third, and the median of ten still moves by up to
+// a tenth from run to run: compare steps within one run.
 //
 //   node --conditions=@inboxkit/source --import tsx packages/core/bench/sql-floor.ts [--deliveries 2000] [--rounds 10]
 //     [--only 'handle(),claim statement']
@@ -105,19 +105,9 @@ function message(id: string): InboundMessage {
   return { id, body: JSON.stringify(payload(id)), headers: {}, source: { transport: 'bench' } };
 }
 
-/** A delivery on one pooled client: `begin` (BEGIN and whatever rides with it), the effect, COMMIT. */
-const onPg =
-  (begin: (client: pg.PoolClient, id: string) => Promise<unknown>) =>
-  async (id: string): Promise<void> => {
-    const client = await pool.connect();
-    try {
-      await begin(client, id);
-      await client.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]);
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  };
+/** The effect as the bare transaction sends it: one parameterized INSERT on node-postgres. */
+const pgEffect = (client: pg.PoolClient, id: string): Promise<unknown> =>
+  client.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]);
 
 /** A Kysely instance on one pooled client (as a handler's `tx` is), made once per client. */
 const kyselys = new WeakMap<pg.PoolClient, Kysely<unknown>>();
@@ -132,15 +122,23 @@ function kyselyOn(client: pg.PoolClient): Kysely<unknown> {
   return k;
 }
 
-/** The store's claim by hand, then `effect` on the same client, then COMMIT. */
-const onPgClaimed =
-  (effect: (client: pg.PoolClient, id: string) => Promise<unknown>) =>
+/** The store's claim by hand, sent with BEGIN; it must answer a new claim (attempt 1). */
+async function claimByHand(client: pg.PoolClient, id: string): Promise<void> {
+  const r = await client.query(onPgClaim.claim(id));
+  const rows = (Array.isArray(r) ? r[1] : r)?.rows as { attempts: number | null }[] | undefined;
+  if (rows?.[0]?.attempts !== 1) throw new Error(`claim statement: expected a new claim of ${id}`);
+}
+
+/** A delivery on one pooled client: `begin` (BEGIN and whatever rides with it), `effect`, COMMIT. */
+const delivery =
+  (
+    begin: (client: pg.PoolClient, id: string) => Promise<unknown>,
+    effect: (client: pg.PoolClient, id: string) => Promise<unknown> = pgEffect,
+  ) =>
   async (id: string): Promise<void> => {
     const client = await pool.connect();
     try {
-      const r = await client.query(onPgClaim.claim(id));
-      const rows = (Array.isArray(r) ? r[1] : r)?.rows as { attempts: number | null }[] | undefined;
-      if (rows?.[0]?.attempts !== 1) throw new Error(`claim statement: expected a new claim of ${id}`);
+      await begin(client, id);
       await effect(client, id);
       await client.query('COMMIT');
     } finally {
@@ -149,29 +147,27 @@ const onPgClaimed =
   };
 
 const VARIANTS: Record<string, (id: string) => Promise<void>> = {
-  'bare pg': onPg((c) => c.query('BEGIN')),
-  'narrow claim': onPg((c, id) =>
+  'bare pg': delivery((c) => c.query('BEGIN')),
+  'narrow claim': delivery((c, id) =>
     c.query(
       `BEGIN; INSERT INTO "${schema}".narrow_claims (consumer, message_id) VALUES ('floor', '${id}') ON CONFLICT DO NOTHING`,
     ),
   ),
-  'minimal row': onPg((c, id) =>
+  'minimal row': delivery((c, id) =>
     c.query(
       `BEGIN; INSERT INTO "${schema}".minimal_claims (consumer, message_id, fingerprint, expires_at) VALUES ('floor', '${id}', '${fingerprint(id)}', now() + interval '7 days') ON CONFLICT DO NOTHING`,
     ),
   ),
-  'inbox row': onPg((c, id) =>
+  'inbox row': delivery((c, id) =>
     c.query(
       `BEGIN; INSERT INTO "${schema}".inbox (consumer, message_id, status, fingerprint, attempts, started_attempts, completed_at, expires_at, claimed_from) ` +
         `VALUES ('floor-row', '${id}', 'completed', '${fingerprint(id)}', 1, 1, now(), now() + interval '7 days', 'new') ON CONFLICT DO NOTHING`,
     ),
   ),
-  'claim statement': onPgClaimed((c, id) =>
-    c.query(`INSERT INTO ${effects} (message_id, amount) VALUES ($1, $2)`, [id, 42]),
+  'claim statement': delivery(claimByHand),
+  '+ Kysely effect': delivery(claimByHand, (c, id) =>
+    sql`INSERT INTO ${effectsTable} (message_id, amount) VALUES (${id}, 42)`.execute(kyselyOn(c)),
   ),
-  '+ Kysely effect': onPgClaimed(async (c, id) => {
-    await sql`INSERT INTO ${effectsTable} (message_id, amount) VALUES (${id}, 42)`.execute(kyselyOn(c));
-  }),
   'handle()': async (id) => {
     const o = await consumer.handle(message(id));
     if (o.status !== 'processed') throw new Error(`handle(): expected processed, got ${o.status}`);
