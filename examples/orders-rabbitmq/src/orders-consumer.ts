@@ -1,8 +1,10 @@
 // The orders consumer: an `OrderPlaced` event becomes an order, its lines and a stock reservation, all in the
 // transaction that also records the message in the inbox (transactional mode, the default). The order number
-// is unique as well: a second guard for what no inbox can see, one order published under two message ids.
+// is unique as well: a second guard for what no inbox can see, one order published under two message ids
+// (insertIfAbsent from @inboxkit/core/patterns, docs/patterns.md).
 
 import { idempotentConsumer, PermanentError } from '@inboxkit/core';
+import { insertIfAbsent } from '@inboxkit/core/patterns';
 import type { IdempotentConsumer, InboxStore, Logger, OutcomeEvent } from '@inboxkit/core';
 import { sql } from 'kysely';
 import type { Kysely, Transaction } from 'kysely';
@@ -90,35 +92,30 @@ export function ordersConsumer(
     handler: async (message, { tx, logger }) => {
       const order = message.payload;
       const total = order.lines.reduce((sum, line) => sum + line.quantity * line.priceCents, 0);
-      const inserted = await tx
-        .insertInto('orders')
-        .values({
+      // The natural key first (insertIfAbsent: INSERT … ON CONFLICT (order_no) DO NOTHING, and the row that
+      // holds the key read back only on a conflict), so nothing else is applied for an order we have.
+      const inserted = await insertIfAbsent(tx, {
+        table: 'orders',
+        values: {
           order_no: order.orderNo,
           customer: order.customer,
           total_cents: total,
           message_id: message.id,
           placed_at: new Date(order.placedAt),
-        })
-        .onConflict((oc) => oc.column('order_no').doNothing())
-        .returning('order_no')
-        .executeTakeFirst();
-      if (inserted === undefined) {
+        },
+        key: ['order_no'],
+        existing: ['message_id'],
+      });
+      if (!inserted.inserted) {
         // The inbox saw a new message id, the order number says it is an order we have. Apply nothing, and
         // make it visible: a producer minting a new id per publish attempt is a bug to fix at the source.
-        const first = await tx
-          .selectFrom('orders')
-          .select('message_id')
-          .where('order_no', '=', order.orderNo)
-          .executeTakeFirstOrThrow();
+        const first = inserted.existing?.['message_id'];
+        const firstMessageId = typeof first === 'string' ? first : '';
         logger.warn(
-          { orderNo: order.orderNo, messageId: message.id, firstMessageId: first.message_id },
+          { orderNo: order.orderNo, messageId: message.id, firstMessageId },
           'orders: order already applied under another message id',
         );
-        options.onSecondGuard?.({
-          orderNo: order.orderNo,
-          messageId: message.id,
-          firstMessageId: first.message_id,
-        });
+        options.onSecondGuard?.({ orderNo: order.orderNo, messageId: message.id, firstMessageId });
         return;
       }
       for (const line of order.lines) {

@@ -12,6 +12,9 @@ export interface ProviderCharge {
   readonly id: string;
   readonly paymentId: string;
   readonly amountCents: number;
+  readonly currency: string;
+  /** When the charge was made, in ms since the epoch. */
+  readonly created: number;
   readonly idempotencyKey: string | undefined;
 }
 
@@ -56,7 +59,9 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 /**
  * Starts the provider on an ephemeral port of 127.0.0.1. `POST /v1/charges` with a JSON body
- * `{ paymentId, amountCents, currency, card }` and an optional `Idempotency-Key` header.
+ * `{ paymentId, amountCents, currency, card }` and an optional `Idempotency-Key` header;
+ * `GET /v1/charges?created_gte=<ms>&created_lt=<ms>` lists the charges made in that window (what a
+ * reconciliation job reads).
  */
 export async function startFakePaymentProvider(): Promise<FakePaymentProvider> {
   const charges: ProviderCharge[] = [];
@@ -66,7 +71,14 @@ export async function startFakePaymentProvider(): Promise<FakePaymentProvider> {
 
   const server = createServer((req, res) => {
     void (async () => {
-      if (req.method !== 'POST' || req.url !== '/v1/charges') return send(res, 404, { error: 'not found' });
+      const url = new URL(req.url ?? '/', 'http://provider');
+      if (req.method === 'GET' && url.pathname === '/v1/charges') {
+        const from = Number(url.searchParams.get('created_gte') ?? 0);
+        const to = Number(url.searchParams.get('created_lt') ?? Number.MAX_SAFE_INTEGER);
+        return send(res, 200, { data: charges.filter((c) => c.created >= from && c.created < to) });
+      }
+      if (req.method !== 'POST' || url.pathname !== '/v1/charges')
+        return send(res, 404, { error: 'not found' });
       const body = await readJson(req);
       const key = req.headers['idempotency-key'] as string | undefined;
       const paymentId = String(body['paymentId']);
@@ -86,6 +98,8 @@ export async function startFakePaymentProvider(): Promise<FakePaymentProvider> {
           id: `ch_${randomBytes(6).toString('hex')}`,
           paymentId,
           amountCents: Number(body['amountCents']),
+          currency: String(body['currency']),
+          created: Date.now(),
           idempotencyKey: key,
         };
         charges.push(charge);

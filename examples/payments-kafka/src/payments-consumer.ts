@@ -5,6 +5,7 @@
 // attempt, is what turns it into one charge.
 
 import { idempotentConsumer, PermanentError, RetryableError } from '@inboxkit/core';
+import { insertIfAbsent } from '@inboxkit/core/patterns';
 import type { HandlerContext, IdempotentConsumer, InboxStore, Logger, OutcomeEvent } from '@inboxkit/core';
 import { sql } from 'kysely';
 import type { Kysely, Transaction } from 'kysely';
@@ -106,17 +107,20 @@ export function paymentsConsumer(
       if (!response.ok)
         throw new PermanentError(`provider refused the charge: ${response.status} ${await response.text()}`);
       const charge = (await response.json()) as ChargeResponse;
-      // The completion transaction: this row commits with the inbox row, only if the lease is still ours.
-      await context.tx
-        .insertInto('payments')
-        .values({
+      // The completion transaction: this row commits with the inbox row, only if the lease is still ours. The
+      // reconciler (payments-reconciler.ts) may have recorded this charge already, from the provider's side,
+      // if an earlier attempt charged and died before committing: the payment id is the natural key.
+      await insertIfAbsent(context.tx, {
+        table: 'payments',
+        values: {
           payment_id: payment.paymentId,
           provider_charge_id: charge.id,
           amount_cents: payment.amountCents,
           currency: payment.currency,
           charged_at: new Date(),
-        })
-        .execute();
+        },
+        key: ['payment_id'],
+      });
     },
   });
 }

@@ -1,9 +1,11 @@
 // The payments service in production shape: migrations, the inbox store on the application's Kysely, the
-// consumer, the Kafka transport, the pruner, and a stop() that drains in order. main.ts wires it to the
-// environment and to SIGTERM; the tests start it against the real broker.
+// consumer, the Kafka transport, the pruner, the reconciliation of the provider's charges, and a stop() that
+// drains in order. main.ts wires it to the environment and to SIGTERM; the tests start it against the real
+// broker.
 
 import type { Logger, OutcomeEvent } from '@inboxkit/core';
 import { startPruner } from '@inboxkit/core';
+import { migrateReconciliation, startReconciliation } from '@inboxkit/core/patterns';
 import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
 import { kafkaConsumer } from '@inboxkit/kafka';
 import type { Kafka } from 'kafkajs';
@@ -11,6 +13,7 @@ import type { Kysely } from 'kysely';
 
 import { createPaymentsTable, paymentsConsumer } from './payments-consumer.js';
 import type { PaymentsConsumerOptions, PaymentsDatabase } from './payments-consumer.js';
+import { paymentsReconciler } from './payments-reconciler.js';
 
 /** Options of `startPaymentsService`. */
 export interface PaymentsServiceOptions {
@@ -31,6 +34,8 @@ export interface PaymentsServiceOptions {
   };
   /** Consumer tuning passed through (lease, timeouts, backoff, key). */
   readonly consumer?: Omit<PaymentsConsumerOptions, 'store' | 'providerUrl' | 'logger' | 'onOutcome'>;
+  /** Time between reconciliation sweeps of the provider's charges (payments-reconciler.ts). Default is 300,000 ms. */
+  readonly reconcileIntervalMs?: number;
   readonly logger?: Logger;
   readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
 }
@@ -53,6 +58,7 @@ export async function startPaymentsService(options: PaymentsServiceOptions): Pro
   const inboxSchema = options.inboxSchema ?? 'inboxkit';
   await migrateInbox(options.db, { schema: inboxSchema });
   await createPaymentsTable(options.db);
+  await migrateReconciliation(options.db, { schema: inboxSchema });
   const store = new PostgresInboxStore<PaymentsDatabase>({ db: options.db, schema: inboxSchema });
   const consumer = paymentsConsumer({
     ...options.consumer,
@@ -75,6 +81,19 @@ export async function startPaymentsService(options: PaymentsServiceOptions): Pro
   await transport.start();
   // Completed rows older than the dedupe window (7 days) are deleted in batches, one runner at a time.
   const pruner = startPruner(store, { ...(options.logger !== undefined ? { logger: options.logger } : {}) });
+  // The provider's charges against the payments table: orphan charges recorded, double charges flagged.
+  const reconciliation = startReconciliation(
+    paymentsReconciler({
+      db: options.db,
+      providerUrl: options.providerUrl,
+      schema: inboxSchema,
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    }),
+    {
+      intervalMs: options.reconcileIntervalMs ?? 300_000,
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    },
+  );
   let stopping: Promise<void> | undefined;
   return {
     store,
@@ -83,6 +102,7 @@ export async function startPaymentsService(options: PaymentsServiceOptions): Pro
         await transport.stop();
         await kafkaClientConsumer.disconnect();
         await pruner.stop();
+        await reconciliation.stop();
       })()),
   };
 }

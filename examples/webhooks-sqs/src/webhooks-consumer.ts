@@ -4,6 +4,7 @@
 // are duplicates of one event.
 
 import { idempotentConsumer, PermanentError } from '@inboxkit/core';
+import { applyIfNewer } from '@inboxkit/core/patterns';
 import type { IdempotentConsumer, InboxStore, Logger, OutcomeEvent } from '@inboxkit/core';
 import { sql } from 'kysely';
 import type { Kysely, Transaction } from 'kysely';
@@ -74,6 +75,8 @@ export interface WebhooksConsumerOptions {
   readonly backoff?: { readonly initialDelayMs?: number; readonly jitter?: 'full' | 'none' };
   readonly logger?: Logger;
   readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
+  /** Called for an event older than the invoice's last applied one: stored, not applied. */
+  readonly onStale?: (event: { readonly eventId: string; readonly invoiceId: string }) => void;
 }
 
 /** Builds the consumer. Its name, `provider-webhooks`, scopes deduplication: never rename it. */
@@ -112,27 +115,25 @@ export function webhooksConsumer(
       if (!parsed.success)
         throw new PermanentError(`${event.type} ${event.id} has no valid invoice: ${parsed.error.message}`);
       const at = new Date(event.created * 1_000);
-      // Webhooks arrive out of order: an event older than the last one applied to the invoice changes nothing.
-      await tx
-        .insertInto('invoices')
-        .values({
-          invoice_id: parsed.data.id,
+      // Webhooks arrive out of order: an event older than the last one applied to the invoice changes nothing
+      // (applyIfNewer: one upsert whose update runs only when last_event_at is older than this event's time).
+      const applied = await applyIfNewer(tx, {
+        table: 'invoices',
+        key: { invoice_id: parsed.data.id },
+        version: { column: 'last_event_at', value: at },
+        values: {
           customer: parsed.data.customer,
           amount_cents: parsed.data.amount_due,
           status: parsed.data.status,
-          last_event_at: at,
-        })
-        .onConflict((oc) =>
-          oc
-            .column('invoice_id')
-            .doUpdateSet((eb) => ({
-              status: eb.ref('excluded.status'),
-              amount_cents: eb.ref('excluded.amount_cents'),
-              last_event_at: eb.ref('excluded.last_event_at'),
-            }))
-            .where('invoices.last_event_at', '<', at),
-        )
-        .execute();
+        },
+      });
+      if (!applied.applied) {
+        logger.info(
+          { eventId: event.id, invoice: parsed.data.id },
+          'webhooks: older than the invoice, not applied',
+        );
+        options.onStale?.({ eventId: event.id, invoiceId: parsed.data.id });
+      }
     },
   });
 }

@@ -44,12 +44,15 @@ afterAll(async () => {
 
 let queues: CreatedQueues;
 let recorder: OutcomeRecorder;
+/** Events the version guard refused (older than their invoice). */
+let stale: { eventId: string; invoiceId: string }[];
 let service: WebhooksService;
 let ingress: WebhookIngress;
 
 beforeEach(async () => {
   queues = await createQueues({ client, name: uniqueName('webhooks'), maxAttempts: 5 });
   recorder = new OutcomeRecorder();
+  stale = [];
   service = await startWebhooksService({
     db,
     inboxSchema: schema.schema,
@@ -57,6 +60,7 @@ beforeEach(async () => {
     ...queues,
     waitTimeSeconds: 1,
     onOutcome: recorder.hook,
+    consumer: { onStale: (event) => stale.push(event) },
   });
   ingress = await startWebhookIngress({ client, queueUrl: queues.queueUrl, secret: SECRET });
 });
@@ -135,6 +139,8 @@ describe('provider webhooks through SQS, persist-first', () => {
       .where('invoice_id', '=', invoiceId)
       .executeTakeFirstOrThrow();
     expect(invoice.status).toBe('paid');
+    // Refused by the version guard, and said so.
+    expect(stale).toEqual([{ eventId: created.id, invoiceId }]);
   }, 60_000);
 
   it('dead-letters an event without an id as missing-id, body and all', async () => {
