@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft) and ElasticMQ (SQS).
+# inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft), ElasticMQ (SQS), Redis.
 #
 #   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env
 #   services.sh down    [NAME...]   stop cleanly
@@ -8,7 +8,7 @@
 #   services.sh env                 print the resolved connection settings (.services/env)
 #   services.sh deps    [NAME...]   install what the services need (apt packages, Maven jars) and exit
 #
-# NAME is one of: postgres rabbitmq kafka elasticmq (default: all). Everything listens on 127.0.0.1 only.
+# NAME is one of: postgres rabbitmq kafka elasticmq redis (default: all). Everything listens on 127.0.0.1 only.
 # State, logs and pids live in the repo's ignored .services/ folder (Postgres' data may live under
 # /var/tmp/inboxkit-<hash> when the repo path is not reachable by the `postgres` user). See README.md here.
 set -euo pipefail
@@ -16,7 +16,7 @@ set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 STATE="${INBOXKIT_SERVICES_DIR:-$ROOT/.services}"
-ALL_SERVICES=(postgres rabbitmq kafka elasticmq)
+ALL_SERVICES=(postgres rabbitmq kafka elasticmq redis)
 # One id per checkout: names the RabbitMQ node and the fallback Postgres folder, so that two clones on one
 # machine (a developer's and CI's) never share state.
 CHECKOUT_ID="$(printf '%s' "$ROOT" | sha1sum | cut -c1-10)"
@@ -41,12 +41,14 @@ declare -A DEFAULT_PORT=(
   [INBOXKIT_KAFKA_PORT]=19092
   [INBOXKIT_KAFKA_CONTROLLER_PORT]=19093
   [INBOXKIT_SQS_PORT]=19324
+  [INBOXKIT_REDIS_PORT]=16379
 )
 declare -A SERVICE_PORT_VARS=(
   [postgres]="INBOXKIT_PG_PORT"
   [rabbitmq]="INBOXKIT_AMQP_PORT INBOXKIT_RABBITMQ_DIST_PORT"
   [kafka]="INBOXKIT_KAFKA_PORT INBOXKIT_KAFKA_CONTROLLER_PORT"
   [elasticmq]="INBOXKIT_SQS_PORT"
+  [redis]="INBOXKIT_REDIS_PORT"
 )
 declare -A EXPLICIT=()
 for _var in "${!DEFAULT_PORT[@]}"; do
@@ -169,6 +171,9 @@ ensure_system_packages() { # ensure_system_packages SERVICE...
       ;;
     rabbitmq)
       [[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]] || pkgs+=(rabbitmq-server)
+      ;;
+    redis)
+      command -v redis-server >/dev/null || pkgs+=(redis-server)
       ;;
     kafka | elasticmq)
       command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
@@ -736,6 +741,77 @@ elasticmq_status() {
   fi
 }
 
+# ================================================================================================= Redis
+# Debian's redis-server, run directly (not the system-wide service): loopback only, no persistence (the fast
+# path is a cache in front of the Postgres inbox: losing it costs speed, never correctness), state in .services.
+redis_paths() {
+  REDIS_DIR="$STATE/redis"
+  REDIS_PIDFILE="$STATE/run/redis.pid"
+}
+
+redis_pid() { read_pid "$REDIS_PIDFILE"; }
+redis_running() { pid_alive "$(redis_pid)"; }
+redis_ready() { [[ "$(redis-cli -h 127.0.0.1 -p "$INBOXKIT_REDIS_PORT" ping 2>/dev/null)" == "PONG" ]]; }
+
+redis_up() {
+  redis_paths
+  if redis_running; then
+    if wait_for redis 30 redis_ready; then
+      log "redis: already running on 127.0.0.1:$INBOXKIT_REDIS_PORT"
+      return 0
+    fi
+    die "redis: pid $(redis_pid) is alive but does not answer (log: $STATE/logs/redis.log)"
+  fi
+  command -v redis-server >/dev/null || die "redis: redis-server is not installed (apt-get install redis-server)"
+  resolve_ports redis
+  mkdir -p "$REDIS_DIR"
+  cat >"$REDIS_DIR/redis.conf" <<EOF
+# Written by scripts/services/services.sh on each start.
+bind 127.0.0.1
+port $INBOXKIT_REDIS_PORT
+protected-mode yes
+daemonize yes
+pidfile $REDIS_PIDFILE
+logfile $STATE/logs/redis.log
+dir $REDIS_DIR
+save ""
+appendonly no
+maxmemory 256mb
+maxmemory-policy allkeys-lru
+EOF
+  local t
+  t=$(_now)
+  log "redis: starting on 127.0.0.1:$INBOXKIT_REDIS_PORT"
+  rm -f "$REDIS_PIDFILE"
+  redis-server "$REDIS_DIR/redis.conf" 9>&- || die "redis: redis-server failed to start (log: $STATE/logs/redis.log)"
+  wait_for redis "$READY_TIMEOUT" redis_ready || die "redis: not ready after ${READY_TIMEOUT}s (log: $STATE/logs/redis.log)"
+  log "redis: ready in $(_elapsed "$t") (pid $(redis_pid))"
+}
+
+redis_down() {
+  redis_paths
+  if ! redis_running; then
+    log "redis: not running"
+    rm -f "$REDIS_PIDFILE"
+    return 0
+  fi
+  local t
+  t=$(_now)
+  stop_pid "$(redis_pid)" redis 30
+  rm -f "$REDIS_PIDFILE"
+  log "redis: stopped in $(_elapsed "$t")"
+}
+
+redis_status() {
+  redis_paths
+  if redis_running && port_open "$INBOXKIT_REDIS_PORT"; then
+    echo "redis      up    redis://127.0.0.1:$INBOXKIT_REDIS_PORT   (pid $(redis_pid))"
+  else
+    echo "redis      down  redis://127.0.0.1:$INBOXKIT_REDIS_PORT"
+    return 1
+  fi
+}
+
 # =============================================================================================== env file
 write_env() {
   rabbit_paths
@@ -748,6 +824,7 @@ KAFKA_BROKERS=127.0.0.1:$INBOXKIT_KAFKA_PORT
 AMQP_URL=amqp://guest:guest@127.0.0.1:$INBOXKIT_AMQP_PORT
 SQS_ENDPOINT=http://127.0.0.1:$INBOXKIT_SQS_PORT
 SQS_REGION=us-east-1
+REDIS_URL=redis://127.0.0.1:$INBOXKIT_REDIS_PORT
 RABBITMQ_CTL=$RMQ_CTL
 RABBITMQ_NODE=$RABBITMQ_NODE
 INBOXKIT_SERVICES_SCRIPT=$SCRIPT_DIR/services.sh
@@ -776,6 +853,7 @@ pick_services() {
     rabbitmq | rabbit | amqp) SELECTED+=(rabbitmq) ;;
     kafka) SELECTED+=(kafka) ;;
     elasticmq | sqs) SELECTED+=(elasticmq) ;;
+    redis) SELECTED+=(redis) ;;
     *) die "unknown service '$s' (one of: ${ALL_SERVICES[*]})" ;;
     esac
   done

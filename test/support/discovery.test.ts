@@ -58,7 +58,7 @@ describe('service discovery helpers', () => {
 
   it('provides the services found by the global setup, and fails for a missing one', () => {
     const services = discoveredServices();
-    for (const name of ['postgres', 'kafka', 'rabbitmq', 'sqs'] as const) {
+    for (const name of ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'] as const) {
       if (services[name]) expect(requireService(name).source).toBeTruthy();
       else expect(() => requireService(name)).toThrow(/npm run services:up/);
     }

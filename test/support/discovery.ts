@@ -1,5 +1,5 @@
 // Service discovery shared by the vitest global setup and the test helpers. For each service, in order:
-//   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT);
+//   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL);
 //   2. a container started with testcontainers, when a Docker engine answers (skipped quickly without one);
 //   3. the project's own services (`npm run services:up`), read from .services/env.
 // Each candidate must actually answer (a TCP connect) before it is used.
@@ -12,8 +12,8 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..
 export const SERVICES_ENV_FILE = resolve(REPO_ROOT, '.services/env');
 export const SERVICES_SCRIPT = resolve(REPO_ROOT, 'scripts/services/services.sh');
 
-export type ServiceName = 'postgres' | 'kafka' | 'rabbitmq' | 'sqs';
-export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs'];
+export type ServiceName = 'postgres' | 'kafka' | 'rabbitmq' | 'sqs' | 'redis';
+export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'];
 
 /** Where a service came from. Only `services` (the project's own) can be restarted by tests. */
 export type ServiceSource = 'env' | 'testcontainers' | 'services';
@@ -50,11 +50,20 @@ export interface SqsService {
   credentials: { accessKeyId: string; secretAccessKey: string };
 }
 
+export interface RedisService {
+  source: ServiceSource;
+  /** redis://host:port */
+  url: string;
+  host: string;
+  port: number;
+}
+
 export interface ServiceMap {
   postgres: PostgresService;
   kafka: KafkaService;
   rabbitmq: RabbitMqService;
   sqs: SqsService;
+  redis: RedisService;
 }
 
 /** What the global setup provides to every test: the services found, and why the others are missing. */
@@ -63,6 +72,7 @@ export interface DiscoveredServices {
   kafka?: KafkaService;
   rabbitmq?: RabbitMqService;
   sqs?: SqsService;
+  redis?: RedisService;
   /** Per missing service, what was tried. */
   missing: Partial<Record<ServiceName, string>>;
   /** scripts/services/services.sh of this checkout when the own services are in use (for restarts). */
@@ -82,6 +92,7 @@ export const ENV_VAR: Record<ServiceName, string> = {
   kafka: 'KAFKA_BROKERS',
   rabbitmq: 'AMQP_URL',
   sqs: 'SQS_ENDPOINT',
+  redis: 'REDIS_URL',
 };
 
 /** Parses .services/env (KEY=value lines, optional quotes, # comments). */
@@ -182,6 +193,16 @@ export function describeService<N extends ServiceName>(
       };
       return service as ServiceMap[N];
     }
+    case 'redis': {
+      const url = new URL(value);
+      const service: RedisService = {
+        source,
+        url: value,
+        host: url.hostname || '127.0.0.1',
+        port: defaultPortOf(url, 6379),
+      };
+      return service as ServiceMap[N];
+    }
   }
   throw new Error(`unknown service ${String(name)}`);
 }
@@ -201,6 +222,8 @@ export function endpointsOf(name: ServiceName, value: string): { host: string; p
       return [hostPort(value, value.startsWith('amqps:') ? 5671 : 5672)];
     case 'sqs':
       return [hostPort(value, value.startsWith('https:') ? 443 : 80)];
+    case 'redis':
+      return [hostPort(value, 6379)];
   }
 }
 

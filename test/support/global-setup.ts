@@ -1,4 +1,4 @@
-// vitest globalSetup: finds PostgreSQL, Kafka, RabbitMQ and an SQS server for the whole run and provides them to
+// vitest globalSetup: finds PostgreSQL, Kafka, RabbitMQ, an SQS server and Redis for the whole run and provides them to
 // every test as `inject('services')` (use test/support/services.ts rather than inject directly). Order, per
 // service: the environment → testcontainers (only when a Docker engine answers) → the project's own services
 // (.services/env, written by `npm run services:up`). A service found nowhere is recorded as missing: a test that
@@ -119,6 +119,7 @@ async function discover(): Promise<{ services: DiscoveredServices; stop: () => P
     if (name === 'rabbitmq')
       services.rabbitmq = describeService('rabbitmq', hit.value, hit.source, hit.extra);
     if (name === 'sqs') services.sqs = describeService('sqs', hit.value, hit.source, hit.extra);
+    if (name === 'redis') services.redis = describeService('redis', hit.value, hit.source, hit.extra);
     // Code under test that reads the conventional variables (and child processes) sees the same servers.
     process.env[ENV_VAR[name]] ??= hit.value;
   }
@@ -279,6 +280,14 @@ async function startContainers(names: ServiceName[]): Promise<{
         .start();
       started.push(container);
       return `http://${container.getHost()}:${port}`;
+    },
+    redis: async () => {
+      const container = await new GenericContainer('redis:7')
+        .withExposedPorts(6379)
+        .withWaitStrategy(Wait.forLogMessage(/Ready to accept connections/))
+        .start();
+      started.push(container);
+      return `redis://${container.getHost()}:${container.getMappedPort(6379)}`;
     },
   };
 

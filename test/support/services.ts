@@ -28,6 +28,7 @@ export type {
   ServiceMap,
   ServiceName,
   SqsService,
+  RedisService,
 } from './discovery.js';
 
 const execFileAsync = promisify(execFile);
@@ -40,7 +41,7 @@ export function discoveredServices(): DiscoveredServices {
     // Not inside a vitest worker (a script, a REPL): read the same sources directly, without probing.
     const own = readServicesEnv();
     const services: DiscoveredServices = { missing: {} };
-    for (const name of ['postgres', 'kafka', 'rabbitmq', 'sqs'] as const) {
+    for (const name of ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'] as const) {
       const fromEnv = process.env[ENV_VAR[name]];
       const value = fromEnv || own[ENV_VAR[name]];
       if (!value) {
@@ -53,6 +54,7 @@ export function discoveredServices(): DiscoveredServices {
       if (name === 'kafka') services.kafka = describeService(name, value, source, extra);
       if (name === 'rabbitmq') services.rabbitmq = describeService(name, value, source, extra);
       if (name === 'sqs') services.sqs = describeService(name, value, source, extra);
+      if (name === 'redis') services.redis = describeService(name, value, source, extra);
     }
     if (own['INBOXKIT_SERVICES_SCRIPT']) services.servicesScript = own['INBOXKIT_SERVICES_SCRIPT'];
     return services;
@@ -80,6 +82,7 @@ const SCRIPT_NAME: Record<ServiceName, string> = {
   kafka: 'kafka',
   rabbitmq: 'rabbitmq',
   sqs: 'elasticmq',
+  redis: 'redis',
 };
 
 /**
