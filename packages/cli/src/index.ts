@@ -64,3 +64,16 @@ export type { ConsumerSettings } from './doctor/consumer-settings.js';
 export { resolveConnectionSettings, describeConnectionSettings } from './settings/connection-settings.js';
 export type { ConnectionSettings, ConnectionFlags } from './settings/connection-settings.js';
 export { maskUrl, maskSecretsIn } from './settings/mask-url.js';
+export {
+  maskConnectionString,
+  connectionStringSecrets,
+  isSecretParameter,
+} from './settings/mask-connection-string.js';
+export { SecretScrubber, secretScrubber, SECRET_ENVIRONMENT } from './settings/secret-scrubber.js';
+export { pgConnectionConfig, KEY_VALUE_PARAMETERS } from './settings/pg-connection-config.js';
+export type { PgConnectionConfig } from './settings/pg-connection-config.js';
+export { parseKeyValueConnectionString } from './settings/key-value-connection-string.js';
+export type {
+  KeyValueEntry,
+  ParsedKeyValueConnectionString,
+} from './settings/key-value-connection-string.js';

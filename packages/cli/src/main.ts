@@ -2,7 +2,7 @@
 // (a second Ctrl-C exits at once — still safe, since a replay publishes before it removes).
 
 import { runCli } from './run-cli.js';
-import { maskSecretsIn } from './settings/mask-url.js';
+import { secretScrubber } from './settings/secret-scrubber.js';
 
 /**
  * Runs the command line against the process and resolves to the exit code (the bin sets `process.exitCode`).
@@ -31,12 +31,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
   } catch (error) {
     const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
-    const secrets = [
-      process.env.DATABASE_URL,
-      process.env.AMQP_URL,
-      process.env.AWS_SECRET_ACCESS_KEY,
-    ].filter((s): s is string => s !== undefined);
-    process.stderr.write(`inboxkit: unexpected error: ${maskSecretsIn(text, secrets)}\n`);
+    process.stderr.write(`inboxkit: unexpected error: ${secretScrubber(argv, process.env).scrub(text)}\n`);
     return 1;
   } finally {
     process.off('SIGINT', onSigint);

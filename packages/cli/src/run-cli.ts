@@ -16,7 +16,7 @@ import { runMigrate } from './commands/migrate-command.js';
 import { runPrune } from './commands/prune-command.js';
 import { runStatus } from './commands/status-command.js';
 import { systemClock } from './replay/clock.js';
-import { maskSecretsIn } from './settings/mask-url.js';
+import { secretScrubber } from './settings/secret-scrubber.js';
 import { defaultCliServices } from './transports/default-cli-services.js';
 import { usage } from './usage.js';
 import { UsageError } from './usage-error.js';
@@ -50,16 +50,12 @@ async function dispatch(
   }
 }
 
-function secretsOf(io: CliIo): string[] {
-  return [io.env.DATABASE_URL, io.env.AMQP_URL, io.env.AWS_SECRET_ACCESS_KEY].filter(
-    (s): s is string => s !== undefined && s !== '',
-  );
-}
-
 /**
  * Runs one `inboxkit` command line and resolves to its exit code: 0 ok, 1 the command ran but something
  * failed, 2 usage error (printed with the usage), 3 could not run (connection or configuration), 130
- * interrupted. Never throws for the command's own failures; output goes to `io.stdout` / `io.stderr`.
+ * interrupted. Never throws for the command's own failures; output goes to `io.stdout` / `io.stderr`, through
+ * a `SecretScrubber` that knows every connection string of `argv` and the environment, so no password reaches
+ * the output whatever prints it.
  *
  * @example
  * const code = await runCli(['dlq', 'replay', '--transport', 'sqs', '--from', 'orders-dlq', '--dry-run'], {
@@ -68,9 +64,15 @@ function secretsOf(io: CliIo): string[] {
  */
 export async function runCli(
   argv: readonly string[],
-  io: CliIo,
+  processIo: CliIo,
   options: RunCliOptions = {},
 ): Promise<number> {
+  const scrubber = secretScrubber(argv, processIo.env);
+  const io: CliIo = {
+    ...processIo,
+    stdout: scrubber.wrap(processIo.stdout),
+    stderr: scrubber.wrap(processIo.stderr),
+  };
   const clock = io.clock ?? systemClock;
   let parsed: ParsedCommand;
   try {
@@ -104,8 +106,7 @@ export async function runCli(
       );
       return EXIT.usage;
     }
-    const secrets = secretsOf(io);
-    const text = (e: unknown): string => maskSecretsIn(e instanceof Error ? e.message : String(e), secrets);
+    const text = (e: unknown): string => (e instanceof Error ? e.message : String(e));
     io.stderr.write(`inboxkit ${parsed.command}: ${text(error)}\n`);
     const cause = error instanceof Error ? error.cause : undefined;
     if (cause !== undefined) io.stderr.write(`  caused by: ${text(cause)}\n`);

@@ -8,7 +8,7 @@ import { formatTable, truncate } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
 import { listDeadLetters } from '../replay/list-dead-letters.js';
 import type { DeadLetterListing } from '../replay/list-dead-letters.js';
-import { maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -35,7 +35,11 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
       limit: command.limit,
     });
     if (command.json)
-      writeJson(io.stdout, { transport: command.transport, from: maskUrl(command.from), ...listing });
+      writeJson(io.stdout, {
+        transport: command.transport,
+        from: maskConnectionString(command.from),
+        ...listing,
+      });
     else io.stdout.write(renderListing(command, listing, database !== undefined));
     return EXIT.ok;
   } finally {
@@ -59,7 +63,7 @@ export function renderListing(
 ): string {
   const lines: string[] = [];
   lines.push(
-    `${command.transport} DLQ ${maskUrl(command.from)}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`,
+    `${command.transport} DLQ ${maskConnectionString(command.from)}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`,
   );
   lines.push(
     listing.nonDestructiveBrowse

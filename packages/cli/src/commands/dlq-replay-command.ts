@@ -13,7 +13,7 @@ import { writeJson } from '../output/write-json.js';
 import { describePrediction, REPLAY_PREDICTIONS } from '../replay/predict-replay.js';
 import { replayDeadLetters } from '../replay/replay-dead-letters.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
-import { maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -38,7 +38,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
     const to = command.to === undefined ? undefined : await transport.resolveDestination(command.to);
     const replayId = randomUUID();
     io.stderr.write(
-      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${command.requestedBy}: ${command.transport} DLQ ${maskUrl(command.from)}${to === undefined ? '' : ` -> ${maskUrl(to)}`}\n`,
+      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${command.requestedBy}: ${command.transport} DLQ ${maskConnectionString(command.from)}${to === undefined ? '' : ` -> ${maskConnectionString(to)}`}\n`,
     );
     if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
       io.stderr.write(

@@ -5,7 +5,7 @@ import { migrateInbox } from '@inboxkit/core/postgres';
 
 import type { MigrateCommand } from '../command-line.js';
 import { writeJson } from '../output/write-json.js';
-import { maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -24,7 +24,7 @@ export async function runMigrate(command: MigrateCommand, context: CommandContex
     if (command.json) {
       writeJson(io.stdout, { table: `${schema}.${table}`, applied });
     } else {
-      const where = `${schema}.${table} on ${maskUrl(command.connection.databaseUrl ?? '')}`;
+      const where = `${schema}.${table} on ${maskConnectionString(command.connection.databaseUrl ?? '')}`;
       if (applied.length === 0) io.stdout.write(`Inbox ${where} is up to date.\n`);
       else io.stdout.write(`Inbox ${where}: applied ${applied.map((a) => a.migration).join(', ')}.\n`);
     }

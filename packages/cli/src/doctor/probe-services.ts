@@ -6,7 +6,9 @@ import { sql } from 'kysely';
 import type { CliServices } from '../cli-services.js';
 import type { TransportName } from '../command-line.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
-import { maskSecretsIn, maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
+import type { SecretScrubber } from '../settings/secret-scrubber.js';
+import { secretScrubber } from '../settings/secret-scrubber.js';
 import type { DoctorCheck } from './config-invariants.js';
 
 /** What the probes look at besides the connection settings. */
@@ -42,16 +44,16 @@ async function within<T>(ms: number, what: string, work: () => Promise<T>): Prom
   }
 }
 
-function failure(name: string, error: unknown, fix: string, secrets: readonly string[]): DoctorCheck {
+function failure(name: string, error: unknown, fix: string, secrets: SecretScrubber): DoctorCheck {
   const message = error instanceof Error ? error.message || error.name : String(error);
-  return { name, status: 'fail', detail: maskSecretsIn(message, secrets), fix };
+  return { name, status: 'fail', detail: secrets.scrub(message), fix };
 }
 
 async function probePostgres(
   settings: ConnectionSettings,
   services: CliServices,
   ms: number,
-  secrets: readonly string[],
+  secrets: SecretScrubber,
 ): Promise<DoctorCheck[]> {
   const name = 'postgres';
   if (settings.databaseUrl === undefined) {
@@ -59,7 +61,7 @@ async function probePostgres(
       { name, status: 'skip', detail: 'not configured', fix: 'pass --database-url or set DATABASE_URL' },
     ];
   }
-  const where = maskUrl(settings.databaseUrl);
+  const where = maskConnectionString(settings.databaseUrl);
   let database;
   try {
     database = await services.openDatabase(settings);
@@ -111,7 +113,7 @@ async function probeKafka(
   settings: ConnectionSettings,
   options: ProbeOptions,
   ms: number,
-  secrets: readonly string[],
+  secrets: SecretScrubber,
 ): Promise<DoctorCheck[]> {
   const name = 'kafka';
   if (settings.kafkaBrokers === undefined) {
@@ -168,7 +170,7 @@ async function probeRabbitmq(
   settings: ConnectionSettings,
   options: ProbeOptions,
   ms: number,
-  secrets: readonly string[],
+  secrets: SecretScrubber,
 ): Promise<DoctorCheck[]> {
   const name = 'rabbitmq';
   if (settings.amqpUrl === undefined) {
@@ -181,7 +183,7 @@ async function probeRabbitmq(
       },
     ];
   }
-  const where = maskUrl(settings.amqpUrl);
+  const where = maskConnectionString(settings.amqpUrl);
   const { connectAmqp } = await import('../transports/open-rabbitmq.js');
   let connection;
   try {
@@ -229,7 +231,7 @@ async function probeSqs(
   options: ProbeOptions,
   ms: number,
   limits: ProbedLimits,
-  secrets: readonly string[],
+  secrets: SecretScrubber,
 ): Promise<DoctorCheck[]> {
   const name = 'sqs';
   if (settings.sqsEndpoint === undefined && options.transport !== 'sqs') {
@@ -245,7 +247,10 @@ async function probeSqs(
   const { GetQueueAttributesCommand, ListQueuesCommand } = await import('@aws-sdk/client-sqs');
   const { sqsClientFor, sqsQueueUrl } = await import('../transports/open-sqs.js');
   const client = sqsClientFor(settings, options.env);
-  const where = settings.sqsEndpoint === undefined ? `AWS ${settings.region}` : maskUrl(settings.sqsEndpoint);
+  const where =
+    settings.sqsEndpoint === undefined
+      ? `AWS ${settings.region}`
+      : maskConnectionString(settings.sqsEndpoint);
   try {
     await within(ms, where, () => client.send(new ListQueuesCommand({ MaxResults: 1 })));
     const checks: DoctorCheck[] = [{ name, status: 'ok', detail: `${where}: reachable` }];
@@ -310,9 +315,10 @@ export async function probeServices(
   limits: ProbedLimits,
 ): Promise<DoctorCheck[]> {
   const ms = options.timeoutMs ?? 10_000;
-  const secrets = [settings.databaseUrl, settings.amqpUrl, options.env.AWS_SECRET_ACCESS_KEY].filter(
-    (s): s is string => s !== undefined,
-  );
+  const secrets = secretScrubber([], options.env)
+    .addConnectionString(settings.databaseUrl)
+    .addConnectionString(settings.amqpUrl)
+    .addConnectionString(settings.sqsEndpoint);
   const results = await Promise.all([
     probePostgres(settings, services, ms, secrets),
     probeKafka(settings, options, ms, secrets),

@@ -7,11 +7,14 @@ import pg from 'pg';
 
 import type { OpenedDatabase } from '../cli-services.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
-import { maskSecretsIn, maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
+import { pgConnectionConfig } from '../settings/pg-connection-config.js';
+import { SecretScrubber } from '../settings/secret-scrubber.js';
 
 /**
- * Opens a pool of at most 2 connections to `settings.databaseUrl` and checks it answers, so a wrong URL
- * stops a command at once (exit 3) instead of surfacing as unreadable inbox rows later.
+ * Opens a pool of at most 2 connections to `settings.databaseUrl` (a URL or a libpq key/value string) and
+ * checks it answers, so a wrong URL stops a command at once (exit 3) instead of surfacing as unreadable inbox
+ * rows later. Errors show the connection with its secrets masked.
  */
 export async function openDatabase(settings: ConnectionSettings): Promise<OpenedDatabase> {
   if (settings.databaseUrl === undefined) {
@@ -20,10 +23,10 @@ export async function openDatabase(settings: ConnectionSettings): Promise<Opened
     );
   }
   const pool = new pg.Pool({
-    connectionString: settings.databaseUrl,
     max: 2,
     connectionTimeoutMillis: 10_000,
     application_name: 'inboxkit-cli',
+    ...pgConnectionConfig(settings.databaseUrl),
   });
   // An idle client's error (server restart) must not crash the CLI; the next query reports it.
   pool.on('error', () => undefined);
@@ -32,12 +35,13 @@ export async function openDatabase(settings: ConnectionSettings): Promise<Opened
     await sql`select 1`.execute(db);
   } catch (error) {
     await db.destroy().catch(() => undefined);
-    const message = maskSecretsIn(error instanceof Error ? error.message || error.name : String(error), [
-      settings.databaseUrl,
-    ]);
-    throw new ConfigurationError(`cannot reach Postgres at ${maskUrl(settings.databaseUrl)}: ${message}`, {
-      cause: error,
-    });
+    const message = new SecretScrubber()
+      .addConnectionString(settings.databaseUrl)
+      .scrub(error instanceof Error ? error.message || error.name : String(error));
+    throw new ConfigurationError(
+      `cannot reach Postgres at ${maskConnectionString(settings.databaseUrl)}: ${message}`,
+      { cause: error },
+    );
   }
   return {
     db: db as OpenedDatabase['db'],

@@ -1,7 +1,7 @@
 // Where the CLI connects: each setting from its flag, else the environment variable the tests and the
 // services script use (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, AWS_REGION).
 
-import { maskUrl } from './mask-url.js';
+import { maskConnectionString } from './mask-connection-string.js';
 
 /** Connection settings after flags and environment were merged. Absent = not configured. */
 export interface ConnectionSettings {
@@ -68,11 +68,12 @@ export function resolveConnectionSettings(
 /** The settings with secrets masked, for output. */
 export function describeConnectionSettings(settings: ConnectionSettings): Record<string, string> {
   const out: Record<string, string> = {};
-  if (settings.databaseUrl !== undefined) out.database = maskUrl(settings.databaseUrl);
+  if (settings.databaseUrl !== undefined) out.database = maskConnectionString(settings.databaseUrl);
   out.inbox = `${settings.schema}.${settings.table}`;
   if (settings.kafkaBrokers !== undefined) out.kafka = settings.kafkaBrokers.join(',');
-  if (settings.amqpUrl !== undefined) out.rabbitmq = maskUrl(settings.amqpUrl);
-  if (settings.sqsEndpoint !== undefined) out.sqs = `${maskUrl(settings.sqsEndpoint)} (${settings.region})`;
+  if (settings.amqpUrl !== undefined) out.rabbitmq = maskConnectionString(settings.amqpUrl);
+  if (settings.sqsEndpoint !== undefined)
+    out.sqs = `${maskConnectionString(settings.sqsEndpoint)} (${settings.region})`;
   else out.sqs = `AWS (${settings.region})`;
   return out;
 }

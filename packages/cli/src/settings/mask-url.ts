@@ -1,41 +1,34 @@
-// Connection URLs carry passwords; the CLI prints them only through this.
+// The CLI's first masking helpers, kept for programs that import them: `maskUrl` is `maskConnectionString`
+// (every form, not only URLs) and `maskSecretsIn` a one-off `SecretScrubber`.
+
+import { connectionStringSecrets, isUrlForm, maskConnectionString } from './mask-connection-string.js';
+import { SecretScrubber } from './secret-scrubber.js';
 
 /**
- * Returns `url` with its password (and any `password=`/`secret`-like query parameters) replaced by `***`.
- * Strings that are not URLs are returned with anything after `:` and before `@` masked.
+ * Returns `url` with its secrets replaced by `***`. Same as `maskConnectionString`, which also masks libpq
+ * key/value strings; prefer that name in new code.
  *
  * @example
  * maskUrl('postgres://app:s3cret@db:5432/app') // 'postgres://app:***@db:5432/app'
  */
 export function maskUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    let masked = false;
-    if (parsed.password !== '') {
-      parsed.password = '***';
-      masked = true;
-    }
-    for (const key of [...parsed.searchParams.keys()]) {
-      if (/pass|secret|token|key/i.test(key)) {
-        parsed.searchParams.set(key, '***');
-        masked = true;
-      }
-    }
-    return masked ? parsed.toString() : url;
-  } catch {
-    return url.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@');
-  }
+  return maskConnectionString(url);
 }
 
 /**
- * Replaces every occurrence of the given secrets (and the password part of any URL) in `text` with `***`,
- * for error messages that may quote a connection string.
+ * Replaces every occurrence of the given secrets (connection strings: their secrets; other strings: as a
+ * whole) and every credential-shaped value in `text` with `***`, for error messages that may quote a
+ * connection string.
+ *
+ * @example
+ * maskSecretsIn(`cannot connect to ${url}`, [url]);
  */
 export function maskSecretsIn(text: string, secrets: readonly string[]): string {
-  let out = text;
+  const scrubber = new SecretScrubber();
   for (const secret of secrets) {
-    if (secret.length < 4) continue;
-    out = out.split(secret).join(maskUrl(secret) === secret ? '***' : maskUrl(secret));
+    // A connection string gives up its secrets; any other string is a secret as a whole.
+    if (isUrlForm(secret) || connectionStringSecrets(secret).length > 0) scrubber.addConnectionString(secret);
+    else scrubber.add(secret);
   }
-  return out.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)[^@\s]*@/gi, '$1***@');
+  return scrubber.scrub(text);
 }

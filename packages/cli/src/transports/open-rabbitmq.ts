@@ -7,7 +7,8 @@ import amqplib from 'amqplib';
 
 import type { OpenedTransport, OpenTransportOptions } from '../cli-services.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
-import { maskUrl } from '../settings/mask-url.js';
+import { maskConnectionString } from '../settings/mask-connection-string.js';
+import { SecretScrubber } from '../settings/secret-scrubber.js';
 
 /** Connects to `settings.amqpUrl`, with an error that names the (masked) URL. */
 export async function connectAmqp(settings: ConnectionSettings): Promise<amqplib.ChannelModel> {
@@ -22,7 +23,7 @@ export async function connectAmqp(settings: ConnectionSettings): Promise<amqplib
     return connection;
   } catch (error) {
     throw new ConfigurationError(
-      `cannot connect to RabbitMQ at ${maskUrl(settings.amqpUrl)}: ${(error as Error).message}`,
+      `cannot connect to RabbitMQ at ${maskConnectionString(settings.amqpUrl)}: ${new SecretScrubber().addConnectionString(settings.amqpUrl).scrub((error as Error).message)}`,
       { cause: error },
     );
   }
