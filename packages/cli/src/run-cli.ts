@@ -20,6 +20,7 @@ import { secretScrubber } from './settings/secret-scrubber.js';
 import { defaultCliServices } from './transports/default-cli-services.js';
 import { usage } from './usage.js';
 import { UsageError } from './usage-error.js';
+import { displayText } from './output/display-text.js';
 
 /** The version printed by `inboxkit --version`. */
 export const CLI_VERSION = '0.1.0';
@@ -80,7 +81,7 @@ export async function runCli(
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr.write(
-        `inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
+        `inboxkit: ${displayText(error.message)}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
       );
       return EXIT.usage;
     }
@@ -102,11 +103,13 @@ export async function runCli(
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr.write(
-        `inboxkit: ${error.message}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
+        `inboxkit: ${displayText(error.message)}\n\n${usage(error.command as Parameters<typeof usage>[0], true)}`,
       );
       return EXIT.usage;
     }
-    const text = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+    // Messages may quote ids, names or database values: printed escaped, their line breaks kept.
+    const text = (e: unknown): string =>
+      displayText(e instanceof Error ? e.message : String(e), { multiline: true });
     io.stderr.write(`inboxkit ${parsed.command}: ${text(error)}\n`);
     const cause = error instanceof Error ? error.cause : undefined;
     if (cause !== undefined) io.stderr.write(`  caused by: ${text(cause)}\n`);

@@ -11,6 +11,7 @@ import type { DeadLetterListing } from '../replay/list-dead-letters.js';
 import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
+import { displayName, displayText } from '../output/display-text.js';
 
 /** Runs `dlq list`; returns the exit code. */
 export async function runDlqList(command: DlqListCommand, context: CommandContext): Promise<number> {
@@ -63,7 +64,7 @@ export function renderListing(
 ): string {
   const lines: string[] = [];
   lines.push(
-    `${command.transport} DLQ ${maskConnectionString(command.from)}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`,
+    `${command.transport} DLQ ${displayName(maskConnectionString(command.from))}: ${listing.entries.length} dead letters shown of ${listing.read} read${listing.truncated ? ` (stopped at --limit ${command.limit}; there may be more)` : ''}`,
   );
   lines.push(
     listing.nonDestructiveBrowse
@@ -81,12 +82,12 @@ export function renderListing(
       ['count', 'consumer', 'reason', 'error', 'inbox status', 'newest', 'ids'],
       listing.groups.map((g) => [
         g.count,
-        g.consumer ?? '?',
-        g.reason ?? '(not inboxkit)',
-        truncate(g.sampleError ?? '-', 60),
+        g.consumer === undefined ? '?' : displayName(g.consumer),
+        g.reason === undefined ? '(not inboxkit)' : displayName(g.reason),
+        truncate(displayText(g.sampleError ?? '-'), 60),
         statuses(g.inboxStatuses),
         g.newest?.toISOString() ?? '-',
-        truncate(g.sampleIds.join(' '), 40),
+        truncate(g.sampleIds.map(displayName).join(' '), 40),
       ]),
     ),
   );

@@ -16,6 +16,7 @@ import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
+import { displayName, displayText } from '../output/display-text.js';
 
 /** Runs `dlq replay`; returns the exit code. */
 export async function runDlqReplay(command: DlqReplayCommand, context: CommandContext): Promise<number> {
@@ -38,7 +39,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
     const to = command.to === undefined ? undefined : await transport.resolveDestination(command.to);
     const replayId = randomUUID();
     io.stderr.write(
-      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${command.requestedBy}: ${command.transport} DLQ ${maskConnectionString(command.from)}${to === undefined ? '' : ` -> ${maskConnectionString(to)}`}\n`,
+      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${displayName(command.requestedBy)}: ${command.transport} DLQ ${displayName(maskConnectionString(command.from))}${to === undefined ? '' : ` -> ${displayName(maskConnectionString(to))}`}\n`,
     );
     if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
       io.stderr.write(
@@ -81,7 +82,7 @@ export function renderSummary(summary: ReplaySummary): string {
   const lines: string[] = [];
   const verb = summary.dryRun ? 'would replay' : 'replayed';
   lines.push(
-    `${summary.dryRun ? 'Dry run' : 'Replay'} ${summary.replayId} by ${summary.requestedBy}: read ${summary.read}, ${verb} ${summary.dryRun ? summary.wouldReplay : summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, not selected ${summary.notSelected} (left in the DLQ)`,
+    `${summary.dryRun ? 'Dry run' : 'Replay'} ${displayName(summary.replayId)} by ${displayName(summary.requestedBy)}: read ${summary.read}, ${verb} ${summary.dryRun ? summary.wouldReplay : summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, not selected ${summary.notSelected} (left in the DLQ)`,
   );
   const stopped = {
     drained: 'the DLQ was read to its end',
@@ -94,7 +95,7 @@ export function renderSummary(summary: ReplaySummary): string {
   lines.push(`Stopped because ${stopped}.`);
   if (summary.deadLetteredAgain.length > 0) {
     lines.push(
-      `Dead-lettered again while the run went on (they failed again; fix the cause, then replay them): ${summary.deadLetteredAgain.slice(0, 10).join(', ')}${summary.deadLetteredAgain.length > 10 ? ' …' : ''}`,
+      `Dead-lettered again while the run went on (they failed again; fix the cause, then replay them): ${summary.deadLetteredAgain.slice(0, 10).map(displayName).join(', ')}${summary.deadLetteredAgain.length > 10 ? ' …' : ''}`,
     );
   }
   lines.push('');
@@ -117,7 +118,12 @@ export function renderSummary(summary: ReplaySummary): string {
     lines.push(
       formatTable(
         ['id', 'consumer', 'result', 'why'],
-        problems.map((e) => [e.id ?? '(no id)', e.consumer ?? '?', e.action, truncate(e.detail ?? '', 100)]),
+        problems.map((e) => [
+          e.id === undefined ? '(no id)' : displayName(e.id),
+          e.consumer === undefined ? '?' : displayName(e.consumer),
+          e.action,
+          truncate(displayText(e.detail ?? ''), 100),
+        ]),
       ),
     );
   }
@@ -127,12 +133,12 @@ export function renderSummary(summary: ReplaySummary): string {
       formatTable(
         ['id', 'consumer', 'reason', 'inbox', 'expect', 'to'],
         summary.entries.map((e) => [
-          e.id ?? '(no id)',
-          e.consumer ?? '?',
-          e.reason ?? '?',
+          e.id === undefined ? '(no id)' : displayName(e.id),
+          e.consumer === undefined ? '?' : displayName(e.consumer),
+          e.reason === undefined ? '?' : displayName(e.reason),
           e.inboxStatus,
           e.prediction,
-          e.destination ?? '-',
+          e.destination === undefined ? '-' : displayName(e.destination),
         ]),
       ),
     );

@@ -13,6 +13,7 @@ import { formatTable } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
+import { displayText } from '../output/display-text.js';
 
 async function readConfig(path: string | undefined, cwd: string): Promise<unknown> {
   if (path === undefined) return undefined;
@@ -67,7 +68,7 @@ export function renderDoctor(report: DoctorReport): string {
   );
   if (todo.length > 0) {
     lines.push('What to change:');
-    for (const c of todo) lines.push(`  - ${c.name}: ${c.fix}`);
+    for (const c of todo) lines.push(`  - ${displayText(c.name)}: ${displayText(c.fix ?? '')}`);
     lines.push('');
   }
   lines.push(

@@ -9,6 +9,7 @@ import { writeJson } from '../output/write-json.js';
 import { formatDuration } from '../settings/parse-values.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
+import { displayName, displayText } from '../output/display-text.js';
 
 /** Runs `status`; returns the exit code. */
 export async function runStatus(command: StatusCommand, context: CommandContext): Promise<number> {
@@ -33,9 +34,9 @@ export async function runStatus(command: StatusCommand, context: CommandContext)
 
 /** The human-readable report. */
 export function renderStatus(report: InboxStatusReport, consumer: string | undefined): string {
-  const lines = [`Inbox ${report.table} at ${report.at.toISOString()}`];
+  const lines = [`Inbox ${displayText(report.table)} at ${report.at.toISOString()}`];
   if (report.consumers.length === 0) {
-    lines.push(consumer === undefined ? 'No rows.' : `No rows for consumer ${JSON.stringify(consumer)}.`);
+    lines.push(consumer === undefined ? 'No rows.' : `No rows for consumer ${displayName(consumer)}.`);
     return `${lines.join('\n')}\n`;
   }
   lines.push('');
@@ -53,7 +54,7 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
         'oldest row',
       ],
       report.consumers.map((c) => [
-        c.consumer,
+        displayName(c.consumer),
         c.rows.completed,
         c.rows.processing,
         c.rows.failed,
@@ -78,11 +79,11 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
           : p.lease === 'expired'
             ? `lease EXPIRED ${formatDuration(report.at.getTime() - p.lockedUntil.getTime())} ago: the next delivery takes it over`
             : `lease ends in ${formatDuration(p.lockedUntil.getTime() - report.at.getTime())}`;
-      notes.push(`oldest processing: ${p.messageId}, received ${age} ago, ${lease}`);
+      notes.push(`oldest processing: ${displayName(p.messageId)}, received ${age} ago, ${lease}`);
     }
     const reasons = Object.entries(c.deadLettersByReason);
     if (reasons.length > 0)
-      notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${r} ${n}`).join(', ')}`);
+      notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${displayName(r)} ${n}`).join(', ')}`);
     if (c.expiredNotPruned > 0 && c.pruneLagMs !== undefined) {
       notes.push(
         `${c.expiredNotPruned} expired completed rows not pruned yet, the oldest expired ${formatDuration(c.pruneLagMs)} ago: ` +
@@ -94,10 +95,10 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
     if (c.lastReplay !== undefined) {
       const r = c.lastReplay;
       notes.push(
-        `last replay: ${r.replayId} by ${r.requestedBy ?? '?'}, handled ${r.at.toISOString()} (${r.outcome})`,
+        `last replay: ${displayName(r.replayId)} by ${displayName(r.requestedBy ?? '?')}, handled ${r.at.toISOString()} (${displayText(r.outcome)})`,
       );
     }
-    if (notes.length > 0) lines.push(`${c.consumer}:`, ...notes.map((n) => `  ${n}`));
+    if (notes.length > 0) lines.push(`${displayName(c.consumer)}:`, ...notes.map((n) => `  ${n}`));
   }
   return `${lines.join('\n')}\n`;
 }

@@ -5,6 +5,7 @@ import { retryHorizonMs as coreRetryHorizonMs } from '@inboxkit/core';
 
 import { formatDuration } from '../settings/parse-values.js';
 import type { ConsumerSettings } from './consumer-settings.js';
+import { displayName } from '../output/display-text.js';
 
 /** The result of one doctor check. */
 export interface DoctorCheck {
@@ -48,7 +49,7 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
   const d = formatDuration;
   const horizon = retryHorizonMs(s);
   const worst = worstCaseRetryTimeMs(s);
-  const name = `${s.name}: dedupe window vs retry horizon`;
+  const name = `${displayName(s.name)}: dedupe window vs retry horizon`;
   const schedule = `${s.maxAttempts} attempts, backoff ${d(s.backoffInitialMs)}×${s.backoffMultiplier} capped at ${d(s.backoffMaxMs)}`;
   if (s.dedupeWindowMs < horizon) {
     checks.push({
@@ -75,12 +76,12 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
     checks.push(
       s.leaseMs > s.handlerTimeoutMs
         ? {
-            name: `${s.name}: lease vs handler timeout`,
+            name: `${displayName(s.name)}: lease vs handler timeout`,
             status: 'ok',
             detail: `lease ${d(s.leaseMs)} > handler timeout ${d(s.handlerTimeoutMs)}`,
           }
         : {
-            name: `${s.name}: lease vs handler timeout`,
+            name: `${displayName(s.name)}: lease vs handler timeout`,
             status: 'fail',
             detail: `lease ${d(s.leaseMs)} ≤ handler timeout ${d(s.handlerTimeoutMs)}: another worker can take a message over while its handler still runs`,
             fix: `raise lease above ${d(s.handlerTimeoutMs)} (e.g. ${d(s.handlerTimeoutMs * 2)}) or lower handlerTimeout`,
@@ -91,12 +92,12 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
     checks.push(
       s.sqsVisibilityTimeoutMs > s.handlerTimeoutMs
         ? {
-            name: `${s.name}: SQS visibility vs handler timeout`,
+            name: `${displayName(s.name)}: SQS visibility vs handler timeout`,
             status: 'ok',
             detail: `visibility ${d(s.sqsVisibilityTimeoutMs)} > handler timeout ${d(s.handlerTimeoutMs)}`,
           }
         : {
-            name: `${s.name}: SQS visibility vs handler timeout`,
+            name: `${displayName(s.name)}: SQS visibility vs handler timeout`,
             status: 'fail',
             detail: `visibility ${d(s.sqsVisibilityTimeoutMs)} ≤ handler timeout ${d(s.handlerTimeoutMs)}: SQS can hand the message to another worker mid-handler`,
             fix: `raise the queue's VisibilityTimeout above ${d(s.handlerTimeoutMs)} (e.g. ${d(Math.ceil((s.handlerTimeoutMs * 2) / 1000) * 1000)}) or lower handlerTimeout`,
@@ -104,7 +105,7 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
     );
   } else {
     checks.push({
-      name: `${s.name}: SQS visibility vs handler timeout`,
+      name: `${displayName(s.name)}: SQS visibility vs handler timeout`,
       status: 'skip',
       detail: 'no SQS visibility timeout given (--sqs-visibility-timeout, or --transport sqs --source QUEUE)',
     });
@@ -114,12 +115,12 @@ export function checkConfigInvariants(s: ConsumerSettings): DoctorCheck[] {
     checks.push(
       value > s.maxAttempts
         ? {
-            name: `${s.name}: ${what} vs maxAttempts`,
+            name: `${displayName(s.name)}: ${what} vs maxAttempts`,
             status: 'ok',
             detail: `${what} ${value} > maxAttempts ${s.maxAttempts}`,
           }
         : {
-            name: `${s.name}: ${what} vs maxAttempts`,
+            name: `${displayName(s.name)}: ${what} vs maxAttempts`,
             status: 'fail',
             detail: `${what} ${value} ≤ maxAttempts ${s.maxAttempts}: the broker dead-letters messages before inboxkit records why`,
             fix: `raise ${setting} to at least ${s.maxAttempts + Math.max(5, s.maxAttempts)} (maxAttempts + headroom) or lower maxAttempts below ${value}`,

@@ -4,6 +4,7 @@
 import type { OutputStream } from '../cli-io.js';
 import type { Clock } from '../replay/clock.js';
 import type { ReplayEntryResult } from '../replay/replay-dead-letters.js';
+import { displayName, displayText } from './display-text.js';
 
 /** Receives one result per selected dead letter and draws progress. */
 export class ReplayProgress {
@@ -44,16 +45,18 @@ export class ReplayProgress {
   }
 
   #line(r: ReplayEntryResult): string {
-    const where = r.destination === undefined ? '' : ` -> ${r.destination}`;
-    const detail = r.detail === undefined ? '' : ` (${r.detail})`;
-    return `[${r.index}] ${r.action} ${r.id ?? '(no id)'} consumer=${r.consumer ?? '?'} reason=${r.reason ?? '?'} inbox=${r.inboxStatus} expect=${r.prediction}${where}${detail}`;
+    const name = (value: string | undefined, absent: string): string =>
+      value === undefined ? absent : displayName(value);
+    const where = r.destination === undefined ? '' : ` -> ${displayName(r.destination)}`;
+    const detail = r.detail === undefined ? '' : ` (${displayText(r.detail)})`;
+    return `[${r.index}] ${r.action} ${name(r.id, '(no id)')} consumer=${name(r.consumer, '?')} reason=${name(r.reason, '?')} inbox=${r.inboxStatus} expect=${r.prediction}${where}${detail}`;
   }
 
   #drawBar(last: ReplayEntryResult): void {
     const elapsed = Math.max(1, this.#clock.now() - this.#startedAt) / 1000;
     const rate = (this.#done / elapsed).toFixed(1);
     const verb = this.#dryRun ? 'checked' : 'replayed';
-    const stats = `${this.#done}${this.#total === undefined ? '' : `/${this.#total}`} ${verb}, ${this.#failed} failed, ${rate}/s  ${last.id ?? ''}`;
+    const stats = `${this.#done}${this.#total === undefined ? '' : `/${this.#total}`} ${verb}, ${this.#failed} failed, ${rate}/s  ${last.id === undefined ? '' : displayName(last.id)}`;
     const width = Math.max(10, Math.min(40, (this.#out.columns ?? 80) - stats.length - 4));
     let bar: string;
     if (this.#total !== undefined) {
