@@ -25,7 +25,7 @@ const N = Number(args.messages);
 const PARTITIONS = 4;
 const kafka = new Kafka({ clientId: 'overhead', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING });
 
-type Variant = 'plain eachMessage' | 'message' | 'message after-join' | 'batch' | 'core alone';
+type Variant = 'plain eachMessage' | 'message' | 'batch' | 'core alone';
 
 async function round(variant: Variant): Promise<{ perSecond: number; micros: number }> {
   let done = 0;
@@ -101,7 +101,6 @@ async function round(variant: Variant): Promise<{ perSecond: number; micros: num
       topics: [topic],
       handler,
       mode: variant === 'batch' ? 'batch' : 'message',
-      countStartedAttempts: variant === 'message after-join' ? 'after-join' : 'every-batch',
       partitionConcurrency: PARTITIONS,
       fromBeginning: true,
     });
@@ -120,7 +119,7 @@ async function round(variant: Variant): Promise<{ perSecond: number; micros: num
 
 const variants: Variant[] = args.only
   ? (args.only.split(',') as Variant[])
-  : ['plain eachMessage', 'core alone', 'message', 'message after-join', 'batch'];
+  : ['plain eachMessage', 'core alone', 'message', 'batch'];
 for (let r = 0; r < Number(args.rounds); r++) {
   for (const v of variants) {
     const x = await round(v);

@@ -39,6 +39,23 @@ function isGroupError(error: unknown): boolean {
   );
 }
 
+/**
+ * Whether the outcome says the record's handler ran (or its attempts ran out): the record had not finished
+ * before. A duplicate had; a store outage, a lock wait or a rejection before the claim says nothing about it.
+ */
+function ranHandler(outcome: Outcome): boolean {
+  switch (outcome.status) {
+    case 'processed':
+      return true;
+    case 'retry':
+      return outcome.reason === 'handler-error';
+    case 'dead-letter':
+      return outcome.reason === 'max-attempts' || outcome.reason === 'permanent-error';
+    case 'duplicate':
+      return false;
+  }
+}
+
 function nextOffset(offset: string): string {
   return (BigInt(offset) + 1n).toString();
 }
@@ -99,8 +116,6 @@ export class BatchProcessor {
     const options = this.#options;
     const messages = records.map((r) => toInboundMessage(p.topic, p.partition, r, this.#resolution));
     const count = records.length;
-    const everyBatch = options.countStartedAttempts === 'every-batch';
-    let countedThrough = -1;
     let i = 0;
     while (i < count) {
       if (this.#mustYield(p)) return;
@@ -110,30 +125,23 @@ export class BatchProcessor {
         if (!(await this.#settleTombstone(p, record, message))) return;
         i += 1;
       } else if (ledger.isCareful(p.topic, p.partition)) {
-        // First batch since a join: count one record at a time until one was not finished before.
-        if (!(await this.#countAttempts(p, records, messages, i, i + 1))) return;
-        ledger.ran(p.topic, p.partition, record.offset);
+        // Just after a join: the records the previous holder may have had in flight run alone, each charged an
+        // attempt first (see AttemptLedger).
+        if (!(await this.#charge(p, record, message))) return;
         const outcome = await this.#handle(p, message);
-        if (outcome.status === 'processed' || outcome.status === 'retry') ledger.settle(p.topic, p.partition);
+        if (ranHandler(outcome)) ledger.suspectRan(p.topic, p.partition);
         if (!(await this.#settle(p, record, message, outcome))) return;
         i += 1;
       } else if (options.mode === 'batch') {
-        const end = this.#chunkEnd(records, i);
-        if (everyBatch && !(await this.#countAttempts(p, records, messages, i, end))) return;
-        for (let k = i; k < end; k += 1) ledger.ran(p.topic, p.partition, records[k]!.offset);
+        const end = this.#chunkEnd(records, i, ledger.chunkLimit(p.topic, p.partition, options.batchSize));
         const outcomes = await this.#handleBatch(p, messages.slice(i, end));
+        ledger.chunkRan(p.topic, p.partition, options.batchSize);
         if (!(await this.#settleChunk(p, records, messages, outcomes, i, end))) return;
         i = end;
+      } else if (options.keyConcurrency > 1) {
+        await this.#runKeyConcurrent(p, records, messages, i);
+        return;
       } else {
-        if (everyBatch && countedThrough < i) {
-          if (!(await this.#countAttempts(p, records, messages, i, count))) return;
-          countedThrough = count - 1;
-        }
-        if (options.keyConcurrency > 1) {
-          await this.#runKeyConcurrent(p, records, messages, i);
-          return;
-        }
-        ledger.ran(p.topic, p.partition, record.offset);
         const outcome = await this.#handle(p, message);
         if (!(await this.#settle(p, record, message, outcome))) return;
         i += 1;
@@ -142,7 +150,7 @@ export class BatchProcessor {
   }
 
   /**
-   * Message mode with `keyConcurrency` > 1, from `from` to the end of the batch (attempts already counted):
+   * Message mode with `keyConcurrency` > 1, from `from` to the end of the batch (past the careful records):
    * up to keyConcurrency records of the partition run at once, at most one per key, dispatched in offset
    * order (a record whose key is busy waits, and so does everything behind it). The committable offset only
    * follows the unbroken run of finished records; at the first record that needs a redelivery nothing more is
@@ -189,7 +197,6 @@ export class BatchProcessor {
         const index = next;
         next += 1;
         if (key !== undefined) busyKeys.add(key);
-        this.#deps.ledger.ran(p.topic, p.partition, record.offset);
         const run = (async () => {
           try {
             const outcome = await this.#handle(p, messages[index]!);
@@ -236,14 +243,14 @@ export class BatchProcessor {
   }
 
   /**
-   * End (exclusive) of the chunk starting at `from`: at most batchSize records, stopping before a tombstone
+   * End (exclusive) of the chunk starting at `from`: at most `limit` records, stopping before a tombstone
    * and before a second record of the same key. A chunk's records are applied together, each in its own
    * savepoint, so one that is retried would otherwise fall behind a later record of its key; with one record
    * per key per chunk, a retry seeks back before any later record of that key ran. (Records without a key
    * carry no order promise beyond the partition and are not limited.)
    */
-  #chunkEnd(records: readonly KafkaMessageLike[], from: number): number {
-    const limit = Math.min(records.length, from + this.#options.batchSize);
+  #chunkEnd(records: readonly KafkaMessageLike[], from: number, size: number): number {
+    const limit = Math.min(records.length, from + size);
     const keys = new Set<string>();
     let end = from;
     while (end < limit) {
@@ -260,37 +267,24 @@ export class BatchProcessor {
   }
 
   /**
-   * Records durably that an attempt of records[from..to) starts, except those already counted and not run
-   * since (see AttemptLedger). On failure the partition is redelivered from `from` later.
+   * Records durably that an attempt of the careful record starts, unless it was charged already in this
+   * assignment (a retry or an outage brought the partition back to it). On failure the partition is
+   * redelivered from the record later. A record without an id has no inbox row to charge.
    */
-  async #countAttempts(
-    p: Progress,
-    records: readonly KafkaMessageLike[],
-    messages: readonly InboundMessage[],
-    from: number,
-    to: number,
-  ): Promise<boolean> {
-    const indexes: number[] = [];
-    for (let k = from; k < to; k += 1) if (!this.#isSkippedTombstone(records[k]!)) indexes.push(k);
-    if (indexes.length === 0) return true;
-    const offsets = indexes.map((k) => records[k]!.offset);
-    const uncounted = new Set(this.#deps.ledger.uncounted(p.topic, p.partition, offsets));
-    const starting = indexes
-      .filter((k) => uncounted.has(records[k]!.offset) && messages[k]!.id !== undefined)
-      .map((k) => messages[k]!);
-    if (starting.length > 0) {
-      try {
-        await this.#options.handler.recordAttemptsStarted(starting);
-      } catch (error) {
-        this.#options.logger.error(
-          { err: error, topic: p.topic, partition: p.partition, offset: records[from]!.offset },
-          'inboxkit: could not record attempts; the partition is paused and retried',
-        );
-        this.#redeliver(p, records[from]!.offset, this.#options.pauseOnFailureMs);
-        return false;
-      }
+  async #charge(p: Progress, record: KafkaMessageLike, message: InboundMessage): Promise<boolean> {
+    const ledger = this.#deps.ledger;
+    if (message.id === undefined || !ledger.needsCharge(p.topic, p.partition, record.offset)) return true;
+    try {
+      await this.#options.handler.recordAttemptsStarted([message]);
+    } catch (error) {
+      this.#options.logger.error(
+        { err: error, topic: p.topic, partition: p.partition, offset: record.offset },
+        'inboxkit: could not record the attempt; the partition is paused and retried',
+      );
+      this.#redeliver(p, record.offset, this.#options.pauseOnFailureMs);
+      return false;
     }
-    this.#deps.ledger.counted(p.topic, p.partition, offsets[0]!, offsets[offsets.length - 1]!);
+    ledger.charged(p.topic, p.partition, record.offset);
     return true;
   }
 

@@ -90,12 +90,14 @@ export interface KafkaConsumerOptions<P = unknown, Tx = unknown> {
    */
   readonly heartbeatIntervalMs?: number;
   /**
-   * When attempts are recorded as started (Kafka keeps no delivery count; see docs "Attempts and crash loops").
-   * `every-batch`: once per fetched batch, before its records run: a record that kills the process on every
-   * attempt is dead-lettered after exactly `maxAttempts` deaths. `after-join`: only in the first batch of a
-   * partition after a group join (where a crash-looping record always is, once its process died): no extra
-   * statement in steady state, and such a record is dead-lettered after at most `maxAttempts + 1` deaths.
-   * Default is `every-batch`.
+   * @deprecated Ignored, and logged as a warning when set: attempts are counted on resume for every consumer
+   * (docs/kafka.md, "Attempts and crash loops"). After a group join the first unfinished records of each
+   * partition (as many as `keyConcurrency`) run one at a time with an attempt recorded first; nothing is
+   * recorded in steady state, so a crash or a rebalance costs an attempt only to a record that was running.
+   * A record that kills its process on every attempt is dead-lettered after `maxAttempts + 1` deaths
+   * (`'every-batch'` took `maxAttempts`, but charged every record of a fetched batch for each crash, healthy
+   * ones included). `'after-join'` was this rule already. Remove the option; to keep a crash loop at
+   * `maxAttempts` deaths, lower `maxAttempts` by one.
    */
   readonly countStartedAttempts?: 'every-batch' | 'after-join';
   /**
@@ -136,7 +138,6 @@ export interface ResolvedKafkaConsumerOptions {
   readonly publishTimeoutMs: number;
   readonly pauseOnFailureMs: number;
   readonly heartbeatIntervalMs: number;
-  readonly countStartedAttempts: 'every-batch' | 'after-join';
   readonly startTimeoutMs: number;
   readonly startRetryInitialDelayMs: number;
   readonly startRetryMaxDelayMs: number;
@@ -248,6 +249,19 @@ export function resolveKafkaConsumerOptions<P, Tx>(
   }
   const logger =
     options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
+  const counting = oneOf(
+    'kafkaConsumer countStartedAttempts',
+    options.countStartedAttempts,
+    ['every-batch', 'after-join'],
+    'after-join',
+  );
+  if (options.countStartedAttempts !== undefined) {
+    logger.warn(
+      { countStartedAttempts: counting },
+      'inboxkit: kafkaConsumer countStartedAttempts is deprecated and ignored: attempts are counted on resume ' +
+        '(a crash loop is dead-lettered after maxAttempts + 1 deaths); remove the option (docs/kafka.md, "Attempts and crash loops")',
+    );
+  }
   return Object.freeze({
     consumer: options.consumer,
     kafka: options.kafka,
@@ -283,12 +297,6 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       'kafkaConsumer heartbeatIntervalMs',
       options.heartbeatIntervalMs,
       3_000,
-    ),
-    countStartedAttempts: oneOf(
-      'kafkaConsumer countStartedAttempts',
-      options.countStartedAttempts,
-      ['every-batch', 'after-join'],
-      'every-batch',
     ),
     startTimeoutMs,
     startRetryInitialDelayMs,

@@ -50,7 +50,7 @@ type State = 'idle' | 'starting' | 'running' | 'stopped';
 
 class KafkaTransport implements KafkaTransportConsumer {
   readonly options: ResolvedKafkaConsumerOptions;
-  readonly #ledger = new AttemptLedger();
+  readonly #ledger: AttemptLedger;
   readonly #deadLetters: DeadLetterProducer;
   readonly #scheduler: RetryScheduler;
   readonly #processor: BatchProcessor;
@@ -67,6 +67,8 @@ class KafkaTransport implements KafkaTransportConsumer {
 
   constructor(options: ResolvedKafkaConsumerOptions) {
     this.options = options;
+    // The most records of one partition that can be in flight at a crash: its keyConcurrency, or one chunk.
+    this.#ledger = new AttemptLedger(options.mode === 'batch' ? 1 : options.keyConcurrency);
     this.#deadLetters = new DeadLetterProducer({
       consumerName: options.handler.name,
       topicFor: options.deadLetterTopic,

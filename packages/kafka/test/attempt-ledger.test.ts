@@ -1,66 +1,57 @@
-// The attempt ledger decides which records get a "started attempt" recorded: a record must be counted once
-// per real attempt, never for a fetch that did not run it.
+// The attempt ledger decides which records get a "started attempt" recorded: after a join, the records the
+// previous holder may have had in flight, each once per assignment; in steady state none.
 import { describe, expect, it } from 'vitest';
 
 import { AttemptLedger } from '../src/attempt-ledger.js';
 
 const T = 'orders';
 
-function offsets(from: number, to: number): string[] {
-  return Array.from({ length: to - from + 1 }, (_, i) => String(from + i));
-}
-
 describe('AttemptLedger', () => {
-  it('is careful in the first batch of a partition after a join, until settled', () => {
+  it('is careful after a join until one record ran that had not finished before', () => {
     const ledger = new AttemptLedger();
     expect(ledger.isCareful(T, 0)).toBe(true);
-    ledger.settle(T, 0);
+    ledger.suspectRan(T, 0);
     expect(ledger.isCareful(T, 0)).toBe(false);
     expect(ledger.isCareful(T, 1)).toBe(true);
+    expect(ledger.isCareful('other', 0)).toBe(true);
     ledger.reset();
     expect(ledger.isCareful(T, 0)).toBe(true);
   });
 
-  it('counts every record of a fresh batch', () => {
-    const ledger = new AttemptLedger();
-    expect(ledger.uncounted(T, 0, offsets(10, 14))).toEqual(offsets(10, 14));
+  it('stays careful for as many records as a partition can have in flight (keyConcurrency)', () => {
+    const ledger = new AttemptLedger(3);
+    ledger.suspectRan(T, 0);
+    ledger.suspectRan(T, 0);
+    expect(ledger.isCareful(T, 0)).toBe(true);
+    ledger.suspectRan(T, 0);
+    expect(ledger.isCareful(T, 0)).toBe(false);
+    ledger.suspectRan(T, 0);
+    expect(ledger.isCareful(T, 0)).toBe(false);
   });
 
-  it('does not count again the records behind a retried one when the partition is fetched again', () => {
+  it('charges an offset once per assignment, also when a retry or an outage brings the partition back to it', () => {
     const ledger = new AttemptLedger();
-    ledger.counted(T, 0, '10', '19');
-    ledger.ran(T, 0, '10');
-    ledger.ran(T, 0, '11'); // 11 is retried: seek back to 11
-    // The refetch starts at 11: 11 ran, so it is counted again; 12..19 were counted and never ran.
-    expect(ledger.uncounted(T, 0, offsets(11, 25))).toEqual(['11', ...offsets(20, 25)]);
-    ledger.counted(T, 0, '11', '25');
-    ledger.ran(T, 0, '11');
-    ledger.ran(T, 0, '12');
-    expect(ledger.uncounted(T, 0, offsets(12, 30))).toEqual(['12', ...offsets(26, 30)]);
-  });
-
-  it('forgets a range once every record in it ran', () => {
-    const ledger = new AttemptLedger();
-    ledger.counted(T, 0, '0', '4');
-    for (const o of offsets(0, 4)) ledger.ran(T, 0, o);
-    expect(ledger.uncounted(T, 0, offsets(0, 9))).toEqual(offsets(0, 9));
-  });
-
-  it('keeps partitions apart and forgets everything on reset', () => {
-    const ledger = new AttemptLedger();
-    ledger.counted(T, 0, '0', '9');
-    expect(ledger.uncounted(T, 1, offsets(0, 2))).toEqual(offsets(0, 2));
-    expect(ledger.uncounted('other', 0, offsets(0, 2))).toEqual(offsets(0, 2));
-    expect(ledger.uncounted(T, 0, offsets(0, 2))).toEqual([]);
+    expect(ledger.needsCharge(T, 0, '10')).toBe(true);
+    ledger.charged(T, 0, '10');
+    expect(ledger.needsCharge(T, 0, '10')).toBe(false);
+    expect(ledger.needsCharge(T, 0, '9')).toBe(false);
+    expect(ledger.needsCharge(T, 0, '11')).toBe(true);
+    expect(ledger.needsCharge(T, 1, '10')).toBe(true);
     ledger.reset();
-    expect(ledger.uncounted(T, 0, offsets(0, 2))).toEqual(offsets(0, 2));
+    expect(ledger.needsCharge(T, 0, '10')).toBe(true);
   });
 
-  it('replaces a range the next fetch does not touch', () => {
+  it('restarts batch chunks small after a join and doubles them up to batchSize', () => {
     const ledger = new AttemptLedger();
-    ledger.counted(T, 0, '0', '9');
-    ledger.counted(T, 0, '100', '109');
-    expect(ledger.uncounted(T, 0, offsets(5, 9))).toEqual(offsets(5, 9));
-    expect(ledger.uncounted(T, 0, offsets(100, 101))).toEqual([]);
+    const limits: number[] = [];
+    for (let k = 0; k < 6; k++) {
+      limits.push(ledger.chunkLimit(T, 0, 20));
+      ledger.chunkRan(T, 0, 20);
+    }
+    expect(limits).toEqual([2, 4, 8, 16, 20, 20]);
+    expect(ledger.chunkLimit(T, 1, 20)).toBe(2);
+    ledger.reset();
+    expect(ledger.chunkLimit(T, 0, 20)).toBe(2);
+    expect(ledger.chunkLimit(T, 0, 1)).toBe(1);
   });
 });

@@ -43,7 +43,6 @@ describe('kafkaConsumer options', () => {
       mode: 'message',
       partitionConcurrency: 1,
       keyConcurrency: 1,
-      countStartedAttempts: 'every-batch',
       batchSize: 500,
       useCoordinatesAsId: false,
       tombstones: 'dead-letter',
@@ -56,6 +55,25 @@ describe('kafkaConsumer options', () => {
     expect(options.deadLetterTopic('orders')).toBe('orders.dlq');
     expect(Object.isFrozen(options)).toBe(true);
   });
+
+  it.each(['every-batch', 'after-join'] as const)(
+    "accepts the deprecated countStartedAttempts '%s', warns that it is ignored, and keeps no trace of it",
+    (value) => {
+      const warnings: string[] = [];
+      const logger = {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (_: object, message?: string) => warnings.push(message ?? ''),
+        error: () => undefined,
+      };
+      const { options } = kafkaConsumer({ ...base, logger, countStartedAttempts: value });
+      expect(warnings).toEqual([expect.stringMatching(/countStartedAttempts is deprecated and ignored/)]);
+      expect(options).not.toHaveProperty('countStartedAttempts');
+      warnings.length = 0;
+      kafkaConsumer({ ...base, logger });
+      expect(warnings).toEqual([]);
+    },
+  );
 
   it('rejects what cannot work, saying what to change', () => {
     rejects({ topics: [] }, /topics/);

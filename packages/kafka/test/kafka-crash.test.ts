@@ -1,6 +1,8 @@
 // Crash tests with real processes: a consumer SIGKILLed mid-stream and restarted several times applies every
-// id exactly once with nothing missing; a message that kills its process on every attempt reaches the DLQ
-// after maxAttempts (core counts attempts started before the handler runs), and its neighbours do not.
+// id exactly once with nothing missing; a crash costs an attempt only to the record that was running, never
+// to the records of its batch that were fetched but not started; a message that kills its process on every
+// attempt reaches the DLQ (the transport counts an attempt for the first unfinished record on resume), and its
+// neighbours do not.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +13,7 @@ import type { Kafka, Producer } from 'kafkajs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import { connectedProducer, createTopics, readTopic, testKafka, topicSize } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 import { databaseUrl, kafkaBrokers } from './support/kafka-services.js';
 import { schemaName, testDatabase } from './support/postgres.js';
@@ -100,6 +102,14 @@ async function waitForEffects(
   }
 }
 
+/** Inbox rows of `consumer` that were dead-lettered. */
+async function deadLettered(consumer: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM ${sql.raw(`"${database.schema}".inbox`)}
+    WHERE consumer = ${consumer} AND status = 'dead_lettered'`.execute(database.db);
+  return rows[0]!.n;
+}
+
 async function produce(topic: string, ids: readonly string[]): Promise<void> {
   for (let i = 0; i < ids.length; i += 500) {
     await producer.send({
@@ -160,20 +170,96 @@ describe.concurrent('kafkaConsumer in a process that dies', () => {
   );
 
   it.each([
-    { counting: 'every-batch', maxAttempts: 3, deaths: 3 },
-    { counting: 'after-join', maxAttempts: 2, deaths: 3 },
+    // The handler's second call kills the process: its first record committed, the next one just started, and
+    // every record behind that was fetched and never started.
+    { mode: 'message', keyConcurrency: 1, killAt: 2 },
+    { mode: 'batch', keyConcurrency: 1, killAt: 2 },
+    // Four keys at once: the four careful records after the join run alone, then the sixth call kills the
+    // process with two records in flight.
+    { mode: 'message', keyConcurrency: 4, killAt: 6 },
   ] as const)(
-    'dead-letters a message that kills its process on every attempt after $deaths deaths (maxAttempts $maxAttempts, $counting), and only that one',
-    { timeout: 150_000 },
-    async ({ counting, maxAttempts, deaths: expectedDeaths }) => {
-      const topic = uniqueName('crashloop');
+    'applies every record of a fetched batch once, and dead-letters none, when the process dies after its first records five times ($mode mode, keyConcurrency $keyConcurrency)',
+    { timeout: 240_000 },
+    async ({ mode, keyConcurrency, killAt }) => {
+      const topic = uniqueName(`crash-after-first-${mode}`);
       const dlq = `${topic}.dlq`;
       const cleanup = await createTopics(kafka, [
         { topic, partitions: 1 },
         { topic: dlq, partitions: 1 },
       ]);
-      const ids = Array.from({ length: 8 }, (_, i) => `${topic}-${i}`);
-      const crasher = ids[2]!;
+      const ids = Array.from({ length: 50 }, (_, i) => `${topic}-${i}`);
+      await produce(topic, ids);
+      const maxAttempts = 5;
+      const settings = {
+        brokers: kafkaBrokers(),
+        databaseUrl: databaseUrl(),
+        schema: database.schema,
+        topic,
+        groupId: uniqueName('crash-after-first-group'),
+        consumerName: uniqueName('crash-after-first-consumer'),
+        mode,
+        keyConcurrency,
+        maxAttempts,
+      };
+      const batches: string[] = [];
+      for (let run = 1; run <= maxAttempts; run += 1) {
+        const child = startConsumer({ ...settings, killAtHandlerCall: killAt });
+        const exit = await child.exited;
+        expect(exit.signal, child.output()).toBe('SIGKILL');
+        batches.push(child.output().match(/^batch \d+$/m)?.[0] ?? 'no batch');
+      }
+      expect(batches[0], 'the first process fetched the 50 records in one batch').toBe('batch 50');
+      const before = await effectCount(topic);
+      expect(before.rows).toBe(before.distinct);
+      expect(before.distinct).toBeGreaterThanOrEqual(
+        maxAttempts * (killAt - 1 - (keyConcurrency > 1 ? 1 : 0)),
+      );
+      expect(before.distinct).toBeLessThan(ids.length);
+
+      const last = startConsumer(settings);
+      await last.ready;
+      // Settled = applied or dead-lettered: waiting for 50 effects alone would hide dead letters behind a timeout.
+      const deadline = Date.now() + 90_000;
+      for (;;) {
+        const settled = (await effectCount(topic)).distinct + (await deadLettered(settings.consumerName));
+        if (settled >= ids.length) break;
+        if (Date.now() > deadline)
+          throw new Error(`only ${settled} of ${ids.length} settled; consumer output:\n${last.output()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      last.process.kill('SIGTERM');
+      expect(await last.exited).toEqual({ code: 0, signal: null });
+
+      const counts = await database.effectCounts();
+      expect(
+        ids.filter((id) => counts.get(id) !== 1),
+        'ids not applied exactly once',
+      ).toEqual([]);
+      expect(await deadLettered(settings.consumerName), 'inbox rows dead-lettered').toBe(0);
+      expect(await topicSize(kafka, dlq), 'records in the DLQ').toBe(0);
+      await cleanup();
+    },
+  );
+
+  it.each([
+    // Message mode: the first death is in steady state, uncounted; from then on the record is the first
+    // unfinished one on every resume, charged before it runs: maxAttempts more deaths, then the DLQ.
+    { mode: 'message', records: 8, crasher: 2, maxAttempts: 3, fewest: 4, most: 4 },
+    // Batch mode: chunks restart small after each join, so the crashing record (31st of a fetched batch of
+    // 50) is isolated within a few resumes — not after one resume per record ahead of it in its chunk.
+    { mode: 'batch', records: 50, crasher: 30, maxAttempts: 3, fewest: 4, most: 7 },
+  ] as const)(
+    'dead-letters a message that kills its process on every attempt after $fewest to $most deaths (maxAttempts $maxAttempts, $mode mode), and only that one',
+    { timeout: 240_000 },
+    async ({ mode, records, crasher: at, maxAttempts, fewest, most }) => {
+      const topic = uniqueName(`crashloop-${mode}`);
+      const dlq = `${topic}.dlq`;
+      const cleanup = await createTopics(kafka, [
+        { topic, partitions: 1 },
+        { topic: dlq, partitions: 1 },
+      ]);
+      const ids = Array.from({ length: records }, (_, i) => `${topic}-${i}`);
+      const crasher = ids[at]!;
       await produce(topic, ids);
       const settings = {
         brokers: kafkaBrokers(),
@@ -182,10 +268,9 @@ describe.concurrent('kafkaConsumer in a process that dies', () => {
         topic,
         groupId: uniqueName('crashloop-group'),
         consumerName: uniqueName('crashloop-consumer'),
-        mode: 'message',
+        mode,
         maxAttempts,
         crashOnId: crasher,
-        countStartedAttempts: counting,
       };
       let deaths = 0;
       for (;;) {
@@ -201,9 +286,9 @@ describe.concurrent('kafkaConsumer in a process that dies', () => {
         }
         expect(outcome.signal, child.output()).toBe('SIGKILL');
         deaths += 1;
-        expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(expectedDeaths);
+        expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(most);
       }
-      expect(deaths).toBe(expectedDeaths);
+      expect(deaths).toBeGreaterThanOrEqual(fewest);
       const letters = await readTopic(kafka, dlq, 1, 10_000);
       expect(letters.map((l) => [l.id, l.headers[HEADERS.reason], l.headers[HEADERS.attempts]])).toEqual([
         [crasher, 'max-attempts', String(maxAttempts)],
