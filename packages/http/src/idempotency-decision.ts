@@ -44,9 +44,11 @@ export interface AnsweredDecision {
   /**
    * `replay`: the stored response, with `Idempotent-Replayed: true`. `conflict`: 409, the first request is in
    * flight (`Retry-After`). `mismatch`: 422, same key with another method, route or body. `missing`: 400, a
-   * key is required. `invalid`: 400, the key is not 1–255 printable characters.
+   * key is required. `invalid`: 400, the key is not 1–255 printable characters. `no-principal`: 400, the
+   * `principal` function gave an empty, blank or invisible string, `undefined` or `null` for a keyed request
+   * (one scope for all such callers would serve one the response of another); nothing was claimed.
    */
-  readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid';
+  readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid' | 'no-principal';
   readonly response: HttpResponse;
 }
 

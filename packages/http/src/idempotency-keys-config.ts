@@ -9,6 +9,9 @@ import {
 } from './idempotency-key-table-names.js';
 import type { InboxTableNames } from '@inboxkit/core/postgres';
 
+/** What `principal` returns: the owner's id, or `undefined`/`null` when the request has none (answered 400). */
+export type PrincipalResult = string | undefined | null;
+
 /** Options of `idempotencyKeys`. */
 export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTableOptions {
   /** The application's Kysely instance: the keys live in its database, next to the business tables. */
@@ -16,8 +19,12 @@ export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTa
   /**
    * Who is asking (the authenticated user, tenant or API key id). Keys are scoped by principal + method +
    * route, so one principal can never see another's stored response. Required: there is no safe default.
+   * A keyed request whose principal is empty, blank or invisible, `undefined` or `null` is answered 400 and
+   * not run (all such callers would otherwise share one scope); any other non-string is a `ConfigurationError`
+   * (the adapters answer 500 naming it). Do not build it with `String(x)` of a value that may be missing: every
+   * caller without one would become the principal `"undefined"`.
    */
-  readonly principal: (request: IdempotentRequest<N>) => string | Promise<string>;
+  readonly principal: (request: IdempotentRequest<N>) => PrincipalResult | Promise<PrincipalResult>;
   /**
    * How long a request holds its key while in flight. After it, a retry may take over: safe only for handlers
    * that can be driven again (their writes go through the transaction, or their external calls are keyed).
@@ -51,7 +58,7 @@ export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTa
 export interface ResolvedIdempotencyKeysConfig<DB, N> {
   readonly db: Kysely<DB>;
   readonly names: InboxTableNames;
-  readonly principal: (request: IdempotentRequest<N>) => string | Promise<string>;
+  readonly principal: (request: IdempotentRequest<N>) => PrincipalResult | Promise<PrincipalResult>;
   readonly leaseMs: number;
   readonly retentionMs: number;
   readonly maxResponseBytes: number;

@@ -3,7 +3,7 @@
 // answered from the row: replay, 409 while in flight, 422 for another payload.
 
 import { randomUUID } from 'node:crypto';
-import { LeaseLostError } from '@inboxkit/core';
+import { ConfigurationError, LeaseLostError } from '@inboxkit/core';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
 import { ResponseTooLargeError } from './idempotency-errors.js';
@@ -19,6 +19,7 @@ import {
   type HttpResponse,
   type IdempotentResponseInit,
 } from './http-response.js';
+import { canonicalQuery } from './canonical-query.js';
 import { requestFingerprint } from './request-fingerprint.js';
 
 /** The request header carrying the key. */
@@ -26,6 +27,8 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** 1–255 printable ASCII characters (the IETF draft's sf-string). */
 const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
+/** A principal must show something: not only whitespace, invisible (default-ignorable) or control characters. */
+const VISIBLE = /[^\s\p{Default_Ignorable_Code_Point}\p{Cc}]/u;
 
 /** The Idempotency-Key protocol for one table; adapters call `begin` per request. */
 export interface IdempotencyKeys<DB, N = unknown> {
@@ -91,11 +94,31 @@ export function idempotencyKeys<DB, N = unknown>(
         ),
       );
     }
-    const principal = await resolved.principal(request);
-    if (typeof principal !== 'string') throw new TypeError('principal(request) must return a string');
+    const principal: unknown = await resolved.principal(request);
+    if (
+      principal === undefined ||
+      principal === null ||
+      (typeof principal === 'string' && !VISIBLE.test(principal))
+    ) {
+      // An empty principal would put every such caller into one scope: one would be served another's response.
+      return answered(
+        'no-principal',
+        problemResponse(
+          400,
+          'No principal for the Idempotency-Key',
+          "The server could not tell who sent this request, so its Idempotency-Key cannot be kept apart from other callers' keys; the request was not run.",
+        ),
+      );
+    }
+    if (typeof principal !== 'string') {
+      throw new ConfigurationError(
+        `principal(request) must return a string, got ${typeof principal}: return the id of the user, tenant or API key that owns the key`,
+      );
+    }
     const method = request.method.toUpperCase();
     const id = { principal, method, route: request.route, key: header };
-    const fingerprint = requestFingerprint(method, request.route, request.body);
+    const query = canonicalQuery(`?${(request.query ?? '').replace(/^\?/, '')}`);
+    const fingerprint = requestFingerprint(method, request.route, request.body, query);
     const where = sql`principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`;
     // Three steps, so that only a request that runs the handler writes: (1) a new key is claimed by a plain
     // INSERT; (2) on a conflict the row is read, and a replay, a 422 or a 409 is answered from it without
@@ -169,7 +192,9 @@ export function idempotencyKeys<DB, N = unknown>(
         ),
       );
     }
-    throw new Error('the idempotency key kept changing between claim and read (pruned or taken over concurrently)');
+    throw new Error(
+      'the idempotency key kept changing between claim and read (pruned or taken over concurrently)',
+    );
   }
 
   function proceed(

@@ -4,8 +4,18 @@
 export interface IdempotentRequest<N = unknown> {
   /** The method, any case (stored upper-case). */
   readonly method: string;
-  /** The route the key is scoped to (the adapters use the path without the query string). */
+  /**
+   * The route the key is scoped to. The adapters use the route the framework matched (Express
+   * `req.baseUrl + req.route.path`, Fastify `routeOptions.url`) with its path parameters (`matchedRoute`), and
+   * node:http the canonical path (`requestPath`), so every spelling that reaches the same handler shares a key.
+   */
   readonly route: string;
+  /**
+   * The query string, with or without its leading `?` (adapters pass the request's). Part of the fingerprint in
+   * canonical form (`canonicalQuery`: order of names and `+`/`%20` do not matter), so the same key with other
+   * query values is answered 422. Default is no query.
+   */
+  readonly query?: string | undefined;
   /** Request headers, names lower-case (as node:http gives them). */
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
   /** The parsed body (a JSON value), raw bytes, or undefined: part of the fingerprint. */

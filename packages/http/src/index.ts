@@ -2,7 +2,11 @@
 // framework-neutral; adapters for node:http, Express and Fastify are sub-path exports.
 
 export { idempotencyKeys, IDEMPOTENCY_KEY_HEADER, type IdempotencyKeys } from './idempotency-keys.js';
-export type { IdempotencyKeysConfig, ResolvedIdempotencyKeysConfig } from './idempotency-keys-config.js';
+export type {
+  IdempotencyKeysConfig,
+  ResolvedIdempotencyKeysConfig,
+  PrincipalResult,
+} from './idempotency-keys-config.js';
 export type {
   IdempotencyDecision,
   ProceedDecision,
@@ -18,6 +22,9 @@ export {
 } from './http-response.js';
 export { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from './run-idempotent.js';
 export { requestFingerprint } from './request-fingerprint.js';
+export { requestPath } from './request-path.js';
+export { canonicalQuery } from './canonical-query.js';
+export { matchedRoute } from './matched-route.js';
 export { ResponseTooLargeError } from './idempotency-errors.js';
 export {
   idempotencyKeyMigrations,

@@ -4,12 +4,36 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
+import { matchedRoute } from '../matched-route.js';
+import { requestPath } from '../request-path.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
 
 /** Options of `idempotentExpressHandler`. */
 export interface ExpressHandlerOptions extends IdempotentRouteOptions {
-  /** The route keys are scoped to. Default is `req.baseUrl + req.path` (the path without the query string). */
+  /**
+   * The route keys are scoped to. Default is the route Express matched: `req.baseUrl` (the mount path, as the
+   * client spelled it, in `requestPath` form) + `req.route.path` (the pattern), with the path parameters
+   * (`matchedRoute`); without a matched route (mounted with `app.use`), `requestPath(req.baseUrl + req.path)`.
+   */
   readonly route?: (request: Request) => string;
+}
+
+/**
+ * The route Express matched, with its parameters: every spelling Express routes to one handler (a trailing
+ * slash, another case) gives the same string.
+ */
+function expressRoute(request: Request): string {
+  // A string, a RegExp or an array of them (one route for several patterns).
+  const pattern = (request.route as { path?: string | RegExp | (string | RegExp)[] } | undefined)?.path;
+  if (pattern === undefined) return requestPath(`${request.baseUrl}${request.path}`);
+  const path = Array.isArray(pattern) ? pattern.map(String).join(',') : String(pattern);
+  const base = request.baseUrl === '' ? '' : requestPath(request.baseUrl);
+  return matchedRoute(`${base === '/' ? '' : base}${path}`, request.params);
+}
+
+function queryOf(url: string): string {
+  const start = url.indexOf('?');
+  return start < 0 ? '' : url.slice(start + 1);
 }
 
 /** A handler: Express' request and the idempotency context; returns the response to send (and store). */
@@ -32,12 +56,13 @@ export function idempotentExpressHandler<DB>(
   options: ExpressHandlerOptions = {},
 ): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {
-    const route = options.route?.(request) ?? `${request.baseUrl}${request.path}`;
+    const route = options.route?.(request) ?? expressRoute(request);
     runIdempotent(
       keys,
       {
         method: request.method,
         route,
+        query: queryOf(request.originalUrl),
         headers: request.headers,
         body: request.body as unknown,
         native: request,

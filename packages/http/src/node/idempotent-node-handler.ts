@@ -4,13 +4,18 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isInboxkitError } from '@inboxkit/core';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import { problemResponse, type HttpResponse, type IdempotentResponseInit } from '../http-response.js';
+import { requestPath } from '../request-path.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
 
 /** Options of `idempotentNodeHandler`. */
 export interface NodeHandlerOptions extends IdempotentRouteOptions {
   /** Largest request body read; a larger one gets 413. Default is 1 MiB. */
   readonly maxBodyBytes?: number;
-  /** The route keys are scoped to. Default is the path without the query string. */
+  /**
+   * The route keys are scoped to. Default is `requestPath(request.url)`: the path without query, in one
+   * spelling (no empty or dot segments, unreserved escapes decoded), case kept. An application whose own dispatch
+   * ignores case passes `(req) => requestPath(req.url ?? '/').toLowerCase()`.
+   */
   readonly route?: (request: IncomingMessage) => string;
 }
 
@@ -49,6 +54,14 @@ async function readBody(request: IncomingMessage, maxBytes: number): Promise<unk
   }
 }
 
+/** The query of a request target, without fragment (`''` when none). */
+function queryOf(url: string): string {
+  const start = url.indexOf('?');
+  if (start < 0) return '';
+  const hash = url.indexOf('#', start);
+  return url.slice(start + 1, hash < 0 ? undefined : hash);
+}
+
 /** Writes a response (exported for tests and custom servers). */
 export function writeHttpResponse(response: ServerResponse, value: HttpResponse): void {
   response.writeHead(value.status, { ...value.headers, 'content-length': String(value.body.length) });
@@ -74,10 +87,18 @@ export function idempotentNodeHandler<DB>(
       let result: HttpResponse;
       try {
         const body = await readBody(request, maxBodyBytes);
-        const route = options.route?.(request) ?? (request.url ?? '/').split('?')[0] ?? '/';
+        const url = request.url ?? '/';
+        const route = options.route?.(request) ?? requestPath(url);
         result = await runIdempotent(
           keys,
-          { method: request.method ?? 'GET', route, headers: request.headers, body, native: request },
+          {
+            method: request.method ?? 'GET',
+            route,
+            query: queryOf(url),
+            headers: request.headers,
+            body,
+            native: request,
+          },
           (context) => handler(request, body, context),
           options,
         );
