@@ -27,6 +27,8 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** 1–255 printable ASCII characters (the IETF draft's sf-string). */
 const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
+/** A surrogate half without its other half: UTF-8 cannot carry it (Postgres would store U+FFFD). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 /** A principal must show something: not only whitespace, invisible (default-ignorable) or control characters. */
 const VISIBLE = /[^\s\p{Default_Ignorable_Code_Point}\p{Cc}]/u;
 
@@ -113,6 +115,12 @@ export function idempotencyKeys<DB, N = unknown>(
     if (typeof principal !== 'string') {
       throw new ConfigurationError(
         `principal(request) must return a string, got ${typeof principal}: return the id of the user, tenant or API key that owns the key`,
+      );
+    }
+    if (principal.includes('\u0000') || LONE_SURROGATE.test(principal)) {
+      // Postgres cannot store a NUL, and a lone surrogate is written as U+FFFD: two principals would share a scope.
+      throw new ConfigurationError(
+        'principal(request) returned a string with a NUL or a lone surrogate, which the key table cannot store faithfully: return a well-formed id',
       );
     }
     const method = request.method.toUpperCase();

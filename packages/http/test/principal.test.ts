@@ -133,6 +133,27 @@ describe('idempotencyKeys().begin', () => {
     },
   );
 
+  it.each([['a\u0000b'], ['\ud800'], ['x\udc00']])(
+    'refuses %j, which Postgres would not store as it is (two principals would share a scope)',
+    async (value) => {
+      const keys = idempotencyKeys({ db: t.db, schema: t.schema, principal: () => value });
+      const key = randomUUID();
+      await expect(
+        keys.begin({
+          method: 'POST',
+          route: '/pay',
+          headers: { 'idempotency-key': key },
+          body: {},
+          native: {},
+        }),
+      ).rejects.toMatchObject({
+        code: 'CONFIGURATION',
+        message: expect.stringMatching(/NUL or a lone surrogate/),
+      });
+      expect(await keyRows(key)).toBe(0);
+    },
+  );
+
   it('asks for no principal when the request carries no key and none is required', async () => {
     const keys = idempotencyKeys({ db: t.db, schema: t.schema, principal: () => '', required: false });
     const decision = await keys.begin({ method: 'POST', route: '/pay', headers: {}, body: {}, native: {} });
