@@ -1,11 +1,11 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,kafka,rabbitmq,sqs,outbox,http,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,fastpath,kafka,rabbitmq,sqs,outbox,http,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
 // delivery step by step (packages/core/bench/sql-floor.ts), Node CPU per delivery, the pgbench commit ceiling,
-// claim latency at 10k and 10M rows, the transports' own bench scripts (packages/<transport>/bench), and the
+// claim latency at 10k and 10M rows, the Redis fast path in a duplicate storm (packages/core/bench/fast-path-bench.ts), the transports' own bench scripts (packages/<transport>/bench), and the
 // consumer's memory over a long run. The full run writes docs/benchmarks.md; --quick writes
 // bench-results/benchmarks-quick.md unless --out says otherwise. Ratios measured in the same run are the
 // headline: this machine is shared and noisy, absolute figures are not comparable across runs.
@@ -26,7 +26,20 @@ import type { ChildRun } from './run-child.js';
 import { killCurrentScript, runScript } from './run-child.js';
 import { REPO_ROOT, setting } from './settings.js';
 
-const SECTIONS = ['core', 'floor', 'cpu', 'pgbench', 'claim', 'kafka', 'rabbitmq', 'sqs', 'outbox', 'http', 'memory'] as const;
+const SECTIONS = [
+  'core',
+  'floor',
+  'cpu',
+  'pgbench',
+  'claim',
+  'fastpath',
+  'kafka',
+  'rabbitmq',
+  'sqs',
+  'outbox',
+  'http',
+  'memory',
+] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -78,6 +91,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
       ? ['--small', '10000', '--large', '200000', '--samples', '300']
       : ['--small', '10000', '--large', '10000000', '--samples', '2000', '--fill-budget', '300'],
     timeout: quick ? 120 : 720,
+  },
+  fastpath: {
+    script: 'packages/core/bench/fast-path-bench.ts',
+    args: quick ? ['--deliveries', '1500', '--rounds', '2'] : ['--deliveries', '6000', '--rounds', '6'],
+    timeout: quick ? 180 : 600,
   },
   kafka: {
     script: 'packages/kafka/bench/kafka-bench.ts',
@@ -316,7 +334,8 @@ if (core !== undefined) {
       ok: batchVsSingle === undefined ? undefined : batchVsSingle >= 3,
     },
     {
-      figure: 'core: statementHandler path (claim and statements in one round trip) / same transaction without inbox',
+      figure:
+        'core: statementHandler path (claim and statements in one round trip) / same transaction without inbox',
       measured: x(statements && bare ? statements.perSecond / bare.perSecond : undefined),
       target: '(reported; the 0.90× target is the row above)',
       ok: undefined,
@@ -358,7 +377,10 @@ const floor = runs.floor?.result as
   | {
       deliveries: number;
       rounds: number;
-      variants: Record<string, { medianRatio: number; medianPerSecond: number; medianCpuUs?: number; ratios: number[] }>;
+      variants: Record<
+        string,
+        { medianRatio: number; medianPerSecond: number; medianCpuUs?: number; ratios: number[] }
+      >;
     }
   | undefined;
 const FLOOR_STEPS: Record<string, string> = {
@@ -367,7 +389,8 @@ const FLOOR_STEPS: Record<string, string> = {
   'minimal row': '+ the payload fingerprint and the expiry in that row: the least the issue’s features need',
   'inbox row': 'the inbox table’s own row instead (a literal insert)',
   'claim statement': 'the store’s own claim statement, sent by hand: all of the SQL, none of the JavaScript',
-  '+ Kysely effect': 'the same, the effect sent as the handler sends it (a Kysely `sql` template on that connection)',
+  '+ Kysely effect':
+    'the same, the effect sent as the handler sends it (a Kysely `sql` template on that connection)',
   'handle()': 'idempotentConsumer().handle() with an ordinary handler doing that insert',
 };
 if (runs.floor !== undefined) {
@@ -389,7 +412,8 @@ if (runs.floor !== undefined) {
     const handle = floor.variants['handle()']?.medianRatio;
     if (narrow !== undefined)
       targets.push({
-        figure: 'core: the design brief’s raw-SQL floor (a two-column claim row, no library code) / bare transaction',
+        figure:
+          'core: the design brief’s raw-SQL floor (a two-column claim row, no library code) / bare transaction',
         measured: x(narrow),
         target: '(reported; the 0.90× target needs it above 0.90×)',
         ok: undefined,
@@ -521,6 +545,62 @@ if (runs.claim !== undefined) {
         measured: x(l.duplicate.p99 / s.duplicate.p99),
         target: '≤ 1.5×',
         ok: l.duplicate.p99 / s.duplicate.p99 <= 1.5,
+      },
+    );
+  } else {
+    md.push('_No figures: see the raw output._', '');
+  }
+}
+
+// The Redis fast path.
+interface RatioSpread {
+  median: number;
+  min: number;
+  max: number;
+  ratios: number[];
+}
+const fastPath = runs.fastpath?.result as
+  | {
+      deliveries: number;
+      rounds: number;
+      concurrency: number;
+      duplicateShare: number;
+      rates: Record<string, number[]>;
+      storm: RatioSpread;
+      first: RatioSpread;
+      appliedTwice: number;
+    }
+  | undefined;
+if (runs.fastpath !== undefined) {
+  md.push('## Redis fast path in a duplicate storm', '');
+  if (fastPath) {
+    const spread = (r: RatioSpread): string => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
+    const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+    md.push(
+      `\`idempotentConsumer().handle()\` on the Postgres inbox with and without \`redisFastPath()\` on Redis (\`packages/core/bench/fast-path-bench.ts\`), concurrency ${fastPath.concurrency}, a one-row effect. ` +
+        `“storm”: ${fmt(fastPath.deliveries)} deliveries, ${fmt(fastPath.duplicateShare * 100)}% duplicates of completed ids; “first”: ${fmt(fastPath.deliveries / 2)} new ids. ` +
+        `${fmt(fastPath.rounds)} rounds, both variants in each, their order alternating; the figure is the median of the rounds’ ratios, with their min–max.`,
+      '',
+      '| workload | fast path / without (median, min–max) | deliveries/s with (median) | deliveries/s without (median) |',
+      '|---|---:|---:|---:|',
+      `| storm (90% duplicates) | ${spread(fastPath.storm)} | ${fmt(med(fastPath.rates['storm, fast path'] ?? []))} | ${fmt(med(fastPath.rates['storm, no fast path'] ?? []))} |`,
+      `| first deliveries only | ${spread(fastPath.first)} | ${fmt(med(fastPath.rates['first, fast path'] ?? []))} | ${fmt(med(fastPath.rates['first, no fast path'] ?? []))} |`,
+      '',
+      `Effects applied twice over the whole run: ${fmt(fastPath.appliedTwice)}.`,
+      '',
+    );
+    targets.push(
+      {
+        figure: 'fast path: duplicate storm (90% duplicates, c=16), with / without Redis',
+        measured: spread(fastPath.storm),
+        target: '≥ 3×',
+        ok: fastPath.storm.median >= 3,
+      },
+      {
+        figure: 'fast path: first deliveries only, with / without Redis (the lookup’s tax)',
+        measured: spread(fastPath.first),
+        target: '≥ 0.95×',
+        ok: fastPath.first.median >= 0.95,
       },
     );
   } else {

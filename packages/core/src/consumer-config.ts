@@ -134,6 +134,18 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
       'outbox must be a function (tx, origin) => outbox: pass transactionalOutbox() from @inboxkit/outbox',
     );
   }
+  const fastPath = config.fastPath as unknown as Record<string, unknown> | undefined;
+  if (fastPath !== undefined) {
+    if (typeof fastPath !== 'object' || fastPath === null || typeof fastPath['lookup'] !== 'function' || typeof fastPath['remember'] !== 'function') {
+      throw new ConfigurationError('fastPath must be a FastPath with lookup() and remember(): pass redisFastPath({ client }) from @inboxkit/core/redis');
+    }
+    const timeoutMs = fastPath['timeoutMs'];
+    if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
+      throw new ConfigurationError(
+        `fastPath.timeoutMs must be a positive number of milliseconds, got ${typeof timeoutMs === 'number' ? timeoutMs : typeof timeoutMs}`,
+      );
+    }
+  }
   if (config.hooks?.onOutcome !== undefined && typeof config.hooks.onOutcome !== 'function') {
     throw new ConfigurationError('hooks.onOutcome must be a function (event) => void');
   }

@@ -7,7 +7,10 @@ import { metrics, type Counter, type Histogram, type MeterProvider } from '@open
 export const METRIC_NAMES = {
   /** Counter of deliveries by `outcome` (processed, duplicate, retry, dead-letter). */
   messages: 'inboxkit.messages',
-  /** Counter of suppressed duplicates by `reason` (completed, replay-of-completed): healthy and rising. */
+  /**
+   * Counter of suppressed duplicates by `reason` (completed, replay-of-completed), with `source: 'fast-path'` on
+   * those the fast path answered: healthy and rising.
+   */
   duplicates: 'inboxkit.duplicates_suppressed',
   /** Histogram of handler run time in milliseconds, by `result` (ok, error). */
   handlerDuration: 'inboxkit.handler.duration',
@@ -19,6 +22,11 @@ export const METRIC_NAMES = {
   leaseTakeovers: 'inboxkit.lease_takeovers',
   /** Counter of messages older than the dedupe window with no inbox row, by `policy`. */
   lateMessages: 'inboxkit.late_messages',
+  /**
+   * Counter of fast-path lookups by `result`: hit (answered duplicate without Postgres), miss, mismatch,
+   * error, timeout, bypassed (the cache failed repeatedly or is stalled, and is left alone for a moment).
+   */
+  fastPath: 'inboxkit.fast_path',
   /** Counter of deliveries whose payload differs from the one first recorded under their id. */
   payloadMismatches: 'inboxkit.payload_mismatches',
 } as const;
@@ -34,6 +42,7 @@ export class ConsumerMetrics {
   readonly #leaseTakeovers: Counter;
   readonly #late: Counter;
   readonly #mismatches: Counter;
+  readonly #fastPath: Counter;
 
   constructor(consumer: string, provider: MeterProvider | undefined) {
     this.#consumer = consumer;
@@ -48,6 +57,7 @@ export class ConsumerMetrics {
     this.#deadLetters = meter.createCounter(METRIC_NAMES.deadLetters, { description: 'Dead letters by reason' });
     this.#leaseTakeovers = meter.createCounter(METRIC_NAMES.leaseTakeovers, { description: 'Expired leases taken over' });
     this.#late = meter.createCounter(METRIC_NAMES.lateMessages, { description: 'Messages older than the dedupe window' });
+    this.#fastPath = meter.createCounter(METRIC_NAMES.fastPath, { description: 'Fast-path lookups by result' });
     this.#mismatches = meter.createCounter(METRIC_NAMES.payloadMismatches, {
       description: 'Same id, different payload',
     });
@@ -56,8 +66,11 @@ export class ConsumerMetrics {
   outcome(status: string): void {
     this.#messages.add(1, { consumer: this.#consumer, outcome: status });
   }
-  duplicate(reason: string): void {
-    this.#duplicates.add(1, { consumer: this.#consumer, reason });
+  duplicate(reason: string, source?: 'fast-path'): void {
+    this.#duplicates.add(1, source === undefined ? { consumer: this.#consumer, reason } : { consumer: this.#consumer, reason, source });
+  }
+  fastPath(result: string): void {
+    this.#fastPath.add(1, { consumer: this.#consumer, result });
   }
   handlerDuration(ms: number, ok: boolean): void {
     this.#handlerDuration.record(ms, { consumer: this.#consumer, result: ok ? 'ok' : 'error' });

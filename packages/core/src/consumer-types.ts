@@ -2,6 +2,7 @@
 // object transports drive. The implementation lives in idempotent-consumer.ts.
 
 import type { MeterProvider } from '@opentelemetry/api';
+import type { FastPath } from './fast-path.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import type { DeadLetterReason, Outcome } from './outcome.js';
 import type { InboxStore } from './store.js';
@@ -148,6 +149,18 @@ export interface IdempotentConsumerConfig<P, Tx> {
    *   handler: async (m, { tx, outbox }) => { await insertOrder(tx, m.payload); await outbox.enqueue({ ... }); } });
    */
   readonly outbox?: OutboxBinder<Tx>;
+  /**
+   * A cache of completed deliveries in front of the inbox (`redisFastPath({ client })` from
+   * `@inboxkit/core/redis`). After a commit the consumer records (name, id, fingerprint) in it for
+   * `dedupeWindowMs`; before a claim, a record with this delivery's fingerprint answers `duplicate` (with
+   * `source: 'fast-path'`) without touching Postgres. A miss, an error, a timeout (`fastPath.timeoutMs`,
+   * default 20 ms), another fingerprint and every replay go to the inbox, which stays the authority: losing the
+   * cache costs speed, never correctness. Default: none.
+   *
+   * @example
+   * idempotentConsumer({ name: 'billing', store, handler, fastPath: redisFastPath({ client: redis }) });
+   */
+  readonly fastPath?: FastPath;
   /** Default is a silent logger. */
   readonly logger?: Logger;
   /** Where metrics go. Default is the global provider of `@opentelemetry/api` (no-op until an SDK registers). */
@@ -158,7 +171,7 @@ export interface IdempotentConsumerConfig<P, Tx> {
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'outbox'>>> &
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'outbox' | 'fastPath'>>> &
     IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;

@@ -19,6 +19,7 @@ import {
   LeaseLostError,
   StoreUnavailableError,
 } from './errors.js';
+import { FastPathGuard } from './fast-path.js';
 import { fingerprintPayload } from './fingerprint.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import { checkMessageId } from './message-id.js';
@@ -108,6 +109,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
    * is sent as a take-over (`ClaimRequest.expectsRow`). Forgotten when handled, bounded for ids never handled.
    */
   readonly #started = new Set<string>();
+  /** The cache of completed deliveries in front of the inbox (`fastPath`), if any. */
+  readonly #fastPath: FastPathGuard | undefined;
 
   constructor(config: ResolvedConsumerConfig<P, Tx>) {
     this.config = config;
@@ -124,6 +127,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#decode = config.decode ?? decodeJson;
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
     this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
+    this.#fastPath = config.fastPath === undefined ? undefined : new FastPathGuard(config.fastPath);
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
@@ -168,6 +172,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const checked = this.#prepare(message);
     const prepared = checked instanceof Promise ? await checked : checked;
     if (!('request' in prepared)) return this.#recordRejection(prepared);
+    if (await this.#fastPathHit(prepared)) return this.#fastPathDuplicate(prepared);
     if (this.#isLate(prepared)) {
       const late = await this.#lateOutcome(prepared);
       if (late !== undefined) return this.#recordRejection(late);
@@ -184,6 +189,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     );
     switch (run.kind) {
       case 'completed':
+        this.#remember(prepared);
         return { status: 'processed', messageId: prepared.id, attempt: run.claimed.attempt, durationMs: elapsed(started) };
       case 'failed':
         return this.#recordFailure(prepared, run.claimed, run.error);
@@ -200,6 +206,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const run = await this.#store.completeLease(this.#settings, claimed, (tx) => this.#runHandler(prepared, tx, claimed));
     switch (run.kind) {
       case 'completed':
+        this.#remember(prepared);
         return { status: 'processed', messageId: prepared.id, attempt: claimed.attempt, durationMs: elapsed(started) };
       case 'lease-lost':
         return this.#retry(prepared.id, 0, claimed.attempt, 'lease-lost', toErrorInfo(new LeaseLostError('the lease was taken over before completion')));
@@ -378,6 +385,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       case 'not-claimed':
         return this.#fromRowState(prepared, result.row);
       case 'duplicate':
+        this.#remember(prepared);
         return { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' };
     }
   }
@@ -393,6 +401,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
     switch (row.status) {
       case 'completed':
+        this.#remember(prepared);
         return { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' };
       case 'dead_lettered':
         return this.#deadLetterFromRow(prepared.id, row.deadLetterReason ?? 'max-attempts', row);
@@ -476,6 +485,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         batch.push({ index: i, prepared: result });
       }
     }
+    await Promise.all(
+      batch.map(async (item) => {
+        if (await this.#fastPathHit(item.prepared)) outcomes[item.index] = this.#fastPathDuplicate(item.prepared);
+      }),
+    );
     await this.#applyLatePolicy(batch, outcomes);
     const pending = batch.filter((item) => outcomes[item.index] === undefined);
     for (let from = 0; from < pending.length; from += MAX_BATCH_TRANSACTION_SIZE) {
@@ -536,6 +550,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       const prepared = chunk[k]!.prepared;
       switch (run.kind) {
         case 'completed':
+          this.#remember(prepared);
           return { status: 'processed', messageId: prepared.id, attempt: run.claimed.attempt, durationMs: elapsed(started) };
         case 'failed':
           return this.#failureOutcome(prepared, run.claimed, decisions.get(k)!, run.write);
@@ -543,6 +558,25 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
           return this.#unclaimed(prepared, run);
       }
     });
+  }
+
+  // ── the fast path (a cache of completed deliveries in front of the inbox) ─────────────────────────────
+
+  /** True when the cache knows this id completed with this payload. Replays always go to the inbox. */
+  async #fastPathHit(prepared: Prepared<P>): Promise<boolean> {
+    if (this.#fastPath === undefined || prepared.message.replay !== undefined) return false;
+    const result = await this.#fastPath.check(this.name, prepared.id, prepared.request.fingerprint);
+    this.#metrics.fastPath(result);
+    return result === 'hit';
+  }
+
+  #fastPathDuplicate(prepared: Prepared<P>): Outcome {
+    return { status: 'duplicate', messageId: prepared.id, reason: 'completed', source: 'fast-path' };
+  }
+
+  /** After the inbox says completed with this payload (committed now, or before): tell the cache, without waiting. */
+  #remember(prepared: Prepared<P>): void {
+    this.#fastPath?.remember(this.name, prepared.id, prepared.request.fingerprint, this.config.dedupeWindowMs);
   }
 
   // ── outcome builders and reporting ──────────────────────────────────────────────────────────────────────
@@ -603,7 +637,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         this.#logger.debug({ consumer: this.name, messageId: outcome.messageId, attempt: outcome.attempt }, 'inboxkit: processed');
         break;
       case 'duplicate':
-        m.duplicate(outcome.reason);
+        m.duplicate(outcome.reason, outcome.source);
         this.#logger.debug({ consumer: this.name, messageId: outcome.messageId, reason: outcome.reason }, 'inboxkit: duplicate suppressed');
         break;
       case 'retry':

@@ -9,6 +9,7 @@ export type * from './transport.js';
 export type * from './consumer-types.js';
 export * from './store.js';
 export { idempotentConsumer, MAX_BATCH_TRANSACTION_SIZE } from './idempotent-consumer.js';
+export { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from './fast-path.js';
 export {
   statementHandler,
   type EffectStatement,

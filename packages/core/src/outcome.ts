@@ -45,6 +45,11 @@ export interface DuplicateOutcome {
   readonly status: 'duplicate';
   readonly messageId: string;
   readonly reason: DuplicateReason;
+  /**
+   * `fast-path` when the consumer's `fastPath` (a Redis cache in front of the inbox) answered without touching
+   * Postgres; absent when the inbox did.
+   */
+  readonly source?: 'fast-path';
 }
 
 /** Not done yet: redeliver after `delayMs` (0 = as soon as possible). Never ack as done. */

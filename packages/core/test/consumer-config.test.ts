@@ -80,6 +80,13 @@ describe('idempotentConsumer configuration', () => {
     expect(() => idempotentConsumer({ ...base, leaseMs: 1_000, handlerTimeoutMs: 30_000 })).not.toThrow();
   });
 
+  it('refuses a fastPath without lookup and remember, or with a timeout that is not positive', () => {
+    expect(configError({ fastPath: { get: () => undefined } }).message).toMatch(/redisFastPath/);
+    const fastPath = { lookup: async () => undefined, remember: async () => {} };
+    expect(configError({ fastPath: { ...fastPath, timeoutMs: 0 } }).message).toMatch(/fastPath.timeoutMs/);
+    expect(() => idempotentConsumer({ ...base, fastPath: { ...fastPath, timeoutMs: 15 } })).not.toThrow();
+  });
+
   it('refuses a missing configuration object', () => {
     expect(() => idempotentConsumer(undefined as unknown as IdempotentConsumerConfig<unknown, unknown>)).toThrow(ConfigurationError);
   });
