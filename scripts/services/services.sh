@@ -7,8 +7,12 @@
 #   services.sh status  [NAME...]   print each service up/down with its address (exit 1 if any is down)
 #   services.sh env                 print the resolved connection settings (.services/env)
 #   services.sh deps    [NAME...]   install what the services need (apt packages, Maven jars) and exit
+#   services.sh check   [NAME...]   say what `up` would install or fetch first; exit 3, with the command to run,
+#                                   when system packages are missing and cannot be installed (not root)
+#   services.sh stop-after PID [NAME...]   wait until process PID is gone, then stop NAME (for `npm test`)
 #
 # NAME is one of: postgres rabbitmq kafka elasticmq redis (default: all). Everything listens on 127.0.0.1 only.
+# INBOXKIT_NO_INSTALL=1 never runs apt-get, even as root: missing packages are an error that names them.
 # State, logs and pids live in the repo's ignored .services/ folder (Postgres' data may live under
 # /var/tmp/inboxkit-<hash> when the repo path is not reachable by the `postgres` user). See README.md here.
 set -euo pipefail
@@ -141,10 +145,7 @@ APT_UPDATED=""
 apt_install() {
   local missing=("$@")
   ((${#missing[@]})) || return 0
-  if [[ $EUID -ne 0 ]]; then
-    die "missing system packages: ${missing[*]} (install them: sudo apt-get install -y ${missing[*]})"
-  fi
-  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
+  if ! can_install; then die "$(cannot_install_message "${missing[@]}")"; fi
   local t
   t=$(_now)
   if [[ -z "$APT_UPDATED" ]]; then
@@ -162,7 +163,21 @@ apt_install() {
   log "apt-get install done in $(_elapsed "$t")"
 }
 
-ensure_system_packages() { # ensure_system_packages SERVICE...
+# Whether this run may install system packages: as root, with apt-get, unless INBOXKIT_NO_INSTALL=1.
+can_install() {
+  [[ $EUID -eq 0 && "${INBOXKIT_NO_INSTALL:-}" != 1 ]] && command -v apt-get >/dev/null
+}
+
+cannot_install_message() { # cannot_install_message PACKAGE...
+  local why="not root"
+  if [[ $EUID -eq 0 ]]; then
+    if [[ "${INBOXKIT_NO_INSTALL:-}" == 1 ]]; then why="INBOXKIT_NO_INSTALL=1"; else why="no apt-get"; fi
+  fi
+  printf 'missing system packages: %s (%s). Install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends %s' \
+    "$*" "$why" "$*"
+}
+
+missing_system_packages() { # missing_system_packages SERVICE...: prints the Debian packages to install
   local svc pkgs=()
   for svc in "$@"; do
     case "$svc" in
@@ -183,9 +198,28 @@ ensure_system_packages() { # ensure_system_packages SERVICE...
   done
   command -v runuser >/dev/null || pkgs+=(util-linux)
   command -v curl >/dev/null || pkgs+=(curl)
-  # shellcheck disable=SC2207
-  pkgs=($(printf '%s\n' "${pkgs[@]}" | sort -u))
+  ((${#pkgs[@]} == 0)) || printf '%s\n' "${pkgs[@]}" | sort -u | paste -sd' ' -
+}
+
+ensure_system_packages() { # ensure_system_packages SERVICE...
+  local pkgs=()
+  read -ra pkgs <<<"$(missing_system_packages "$@")"
   apt_install "${pkgs[@]}"
+}
+
+# Maven jars a service needs that are not in place yet (a missing or stale lib folder): prints the services.
+missing_jars() { # missing_jars SERVICE...
+  local svc pom lib out=()
+  for svc in "$@"; do
+    case "$svc" in
+    kafka | elasticmq)
+      pom="$SCRIPT_DIR/$svc/pom.xml"
+      lib="$STATE/$svc/lib"
+      if [[ ! -f "$lib/.complete" || "$(cat "$lib/.complete")" != "$(sha1sum "$pom" | cut -c1-40)" ]]; then out+=("$svc"); fi
+      ;;
+    esac
+  done
+  ((${#out[@]} == 0)) || echo "${out[*]}"
 }
 
 # Maven: copy a pom's runtime dependencies into a lib folder, once (a marker records the pom's hash).
@@ -836,7 +870,7 @@ EOF
 
 # ================================================================================================== main
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -869,6 +903,11 @@ with_lock() {
 cmd="${1:-}"
 [[ -n "$cmd" ]] || usage
 shift
+if [[ "$cmd" == stop-after ]]; then
+  WATCH_PID="${1:-}"
+  [[ "$WATCH_PID" =~ ^[0-9]+$ ]] || die "stop-after needs a process id"
+  shift
+fi
 pick_services "$@"
 
 case "$cmd" in
@@ -907,6 +946,27 @@ status)
 env)
   [[ -f "$STATE/env" ]] || die "no $STATE/env yet: run 'npm run services:up'"
   grep -v '^#' "$STATE/env"
+  ;;
+check)
+  # Lines `install PACKAGE...` and `fetch SERVICE...` say what `up` would do before starting anything;
+  # exit 3 with one message when packages are missing and cannot be installed here.
+  pkgs="$(missing_system_packages "${SELECTED[@]}")"
+  jars="$(missing_jars "${SELECTED[@]}")"
+  if [[ -n "$pkgs" ]] && ! can_install; then
+    # shellcheck disable=SC2086
+    echo "$(cannot_install_message $pkgs)"
+    exit 3
+  fi
+  if [[ -n "$pkgs" ]]; then echo "install $pkgs"; fi
+  if [[ -n "$jars" ]]; then echo "fetch $jars"; fi
+  ;;
+stop-after)
+  # A watchdog for services that a test run started: stops them if the run dies without stopping them itself
+  # (SIGKILL, a closed terminal). The run kills this watchdog when it stops them on its own.
+  while kill -0 "$WATCH_PID" 2>/dev/null; do sleep 1; done
+  log "process $WATCH_PID is gone: stopping ${SELECTED[*]}"
+  with_lock
+  for ((i = ${#SELECTED[@]} - 1; i >= 0; i--)); do "${SELECTED[$i]}_down"; done
   ;;
 deps)
   with_lock

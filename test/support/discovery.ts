@@ -1,21 +1,29 @@
-// Service discovery shared by the vitest global setup and the test helpers. For each service, in order:
+// The catalog of test services, shared by the vitest global setup, the test helpers and the example runner:
+// for each service, the variable that names it, its name in scripts/services/services.sh, the endpoints that
+// must answer and its typed settings. Discovery (test/support/find-services.ts) walks the catalog in order:
 //   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL);
 //   2. a container started with testcontainers, when a Docker engine answers (skipped quickly without one);
-//   3. the project's own services (`npm run services:up`), read from .services/env.
+//   3. the project's own services (`npm run services:up`), read from .services/env;
+//   4. else the project's own services, started for the run and stopped at its end.
 // Each candidate must actually answer (a TCP connect) before it is used.
+//
+// Adding a service: its settings type in ServiceMap, its name in SERVICE_NAMES, one CATALOG entry, a container in
+// test-containers.ts and its section in scripts/services/services.sh.
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-export const SERVICES_ENV_FILE = resolve(REPO_ROOT, '.services/env');
+/** Where services.sh keeps its state (INBOXKIT_SERVICES_DIR, as for the script). */
+export const SERVICES_DIR = process.env['INBOXKIT_SERVICES_DIR'] || resolve(REPO_ROOT, '.services');
+export const SERVICES_ENV_FILE = resolve(SERVICES_DIR, 'env');
 export const SERVICES_SCRIPT = resolve(REPO_ROOT, 'scripts/services/services.sh');
 
-export type ServiceName = 'postgres' | 'kafka' | 'rabbitmq' | 'sqs' | 'redis';
-export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'];
-
-/** Where a service came from. Only `services` (the project's own) can be restarted by tests. */
+/**
+ * Where a service came from. Only `services` (the project's own, running before the run or started for it) can be
+ * restarted by tests.
+ */
 export type ServiceSource = 'env' | 'testcontainers' | 'services';
 
 export interface PostgresService {
@@ -66,18 +74,104 @@ export interface ServiceMap {
   redis: RedisService;
 }
 
+export type ServiceName = keyof ServiceMap;
+export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'];
+
+interface Endpoint {
+  host: string;
+  port: number;
+}
+
+interface CatalogEntry<N extends ServiceName> {
+  /** The variable that holds its connection string, in the environment and in .services/env. */
+  envVar: string;
+  /** Its name for scripts/services/services.sh (up, down, restart). */
+  script: string;
+  /** The endpoints its connection string names. */
+  endpoints: (value: string) => Endpoint[];
+  /** Whether one answering endpoint is enough (a Kafka bootstrap list) or all must answer. */
+  anyEndpoint?: boolean;
+  /** Its typed settings, from the connection string and the other variables of the same source. */
+  describe: (value: string, source: ServiceSource, extra: Record<string, string>) => ServiceMap[N];
+}
+
+export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
+  postgres: {
+    envVar: 'DATABASE_URL',
+    script: 'postgres',
+    endpoints: (value) => [hostPort(value, 5432)],
+    describe: (value, source) => {
+      const url = new URL(value);
+      return {
+        source,
+        url: value,
+        host: url.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
+        port: defaultPortOf(url, 5432),
+        database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
+        user: decodeURIComponent(url.username) || 'postgres',
+      };
+    },
+  },
+  kafka: {
+    envVar: 'KAFKA_BROKERS',
+    script: 'kafka',
+    endpoints: (value) => brokerList(value).map((b) => hostPort(b, 9092)),
+    anyEndpoint: true,
+    describe: (value, source) => ({ source, brokers: brokerList(value) }),
+  },
+  rabbitmq: {
+    envVar: 'AMQP_URL',
+    script: 'rabbitmq',
+    endpoints: (value) => [hostPort(value, value.startsWith('amqps:') ? 5671 : 5672)],
+    describe: (value, source, extra) => {
+      const url = new URL(value);
+      const service: RabbitMqService = {
+        source,
+        url: value,
+        host: url.hostname || '127.0.0.1',
+        port: defaultPortOf(url, 5672),
+      };
+      if (extra['RABBITMQ_CTL']) service.ctl = extra['RABBITMQ_CTL'];
+      return service;
+    },
+  },
+  sqs: {
+    envVar: 'SQS_ENDPOINT',
+    script: 'elasticmq',
+    endpoints: (value) => [hostPort(value, value.startsWith('https:') ? 443 : 80)],
+    describe: (value, source, extra) => ({
+      source,
+      endpoint: value.replace(/\/+$/, ''),
+      region: extra['SQS_REGION'] || extra['AWS_REGION'] || 'us-east-1',
+      credentials: {
+        accessKeyId: extra['AWS_ACCESS_KEY_ID'] || 'test',
+        secretAccessKey: extra['AWS_SECRET_ACCESS_KEY'] || 'test',
+      },
+    }),
+  },
+  redis: {
+    envVar: 'REDIS_URL',
+    script: 'redis',
+    endpoints: (value) => [hostPort(value, 6379)],
+    describe: (value, source) => {
+      const url = new URL(value);
+      return { source, url: value, host: url.hostname || '127.0.0.1', port: defaultPortOf(url, 6379) };
+    },
+  },
+};
+
+/** The connection-string variable of each service (DATABASE_URL, ...). */
+export const ENV_VAR = Object.fromEntries(
+  SERVICE_NAMES.map((name) => [name, CATALOG[name].envVar]),
+) as Record<ServiceName, string>;
+
 /** What the global setup provides to every test: the services found, and why the others are missing. */
-export interface DiscoveredServices {
-  postgres?: PostgresService;
-  kafka?: KafkaService;
-  rabbitmq?: RabbitMqService;
-  sqs?: SqsService;
-  redis?: RedisService;
+export type DiscoveredServices = { [N in ServiceName]?: ServiceMap[N] } & {
   /** Per missing service, what was tried. */
   missing: Partial<Record<ServiceName, string>>;
   /** scripts/services/services.sh of this checkout when the own services are in use (for restarts). */
   servicesScript?: string;
-}
+};
 
 // `inject('services')` is typed everywhere this module is compiled (test/support/services.ts imports it, so
 // any package whose tests use the helpers sees the augmentation).
@@ -86,14 +180,6 @@ declare module 'vitest' {
     services: DiscoveredServices;
   }
 }
-
-export const ENV_VAR: Record<ServiceName, string> = {
-  postgres: 'DATABASE_URL',
-  kafka: 'KAFKA_BROKERS',
-  rabbitmq: 'AMQP_URL',
-  sqs: 'SQS_ENDPOINT',
-  redis: 'REDIS_URL',
-};
 
 /** Parses .services/env (KEY=value lines, optional quotes, # comments). */
 export function readServicesEnv(file = SERVICES_ENV_FILE): Record<string, string> {
@@ -126,7 +212,14 @@ export function tcpAnswers(host: string, port: number, timeoutMs = 1500): Promis
   });
 }
 
-function hostPort(address: string, defaultPort: number): { host: string; port: number } {
+function brokerList(value: string): string[] {
+  return value
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+}
+
+function hostPort(address: string, defaultPort: number): Endpoint {
   const url = new URL(address.includes('://') ? address : `tcp://${address}`);
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
   return { host, port: url.port ? Number(url.port) : defaultPort };
@@ -147,92 +240,28 @@ export function describeService<N extends ServiceName>(
   source: ServiceSource,
   extra: Record<string, string> = {},
 ): ServiceMap[N] {
-  switch (name) {
-    case 'postgres': {
-      const url = new URL(value);
-      const service: PostgresService = {
-        source,
-        url: value,
-        host: url.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1',
-        port: defaultPortOf(url, 5432),
-        database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
-        user: decodeURIComponent(url.username) || 'postgres',
-      };
-      return service as ServiceMap[N];
-    }
-    case 'kafka': {
-      const service: KafkaService = {
-        source,
-        brokers: value
-          .split(',')
-          .map((b) => b.trim())
-          .filter(Boolean),
-      };
-      return service as ServiceMap[N];
-    }
-    case 'rabbitmq': {
-      const url = new URL(value);
-      const service: RabbitMqService = {
-        source,
-        url: value,
-        host: url.hostname || '127.0.0.1',
-        port: defaultPortOf(url, 5672),
-      };
-      if (extra['RABBITMQ_CTL']) service.ctl = extra['RABBITMQ_CTL'];
-      return service as ServiceMap[N];
-    }
-    case 'sqs': {
-      const service: SqsService = {
-        source,
-        endpoint: value.replace(/\/+$/, ''),
-        region: extra['SQS_REGION'] || extra['AWS_REGION'] || 'us-east-1',
-        credentials: {
-          accessKeyId: extra['AWS_ACCESS_KEY_ID'] || 'test',
-          secretAccessKey: extra['AWS_SECRET_ACCESS_KEY'] || 'test',
-        },
-      };
-      return service as ServiceMap[N];
-    }
-    case 'redis': {
-      const url = new URL(value);
-      const service: RedisService = {
-        source,
-        url: value,
-        host: url.hostname || '127.0.0.1',
-        port: defaultPortOf(url, 6379),
-      };
-      return service as ServiceMap[N];
-    }
-  }
-  throw new Error(`unknown service ${String(name)}`);
+  return CATALOG[name].describe(value, source, extra);
 }
 
 /** The host:port endpoints a service must answer on. */
-export function endpointsOf(name: ServiceName, value: string): { host: string; port: number }[] {
-  switch (name) {
-    case 'postgres':
-      return [hostPort(value, 5432)];
-    case 'kafka':
-      return value
-        .split(',')
-        .map((b) => b.trim())
-        .filter(Boolean)
-        .map((b) => hostPort(b, 9092));
-    case 'rabbitmq':
-      return [hostPort(value, value.startsWith('amqps:') ? 5671 : 5672)];
-    case 'sqs':
-      return [hostPort(value, value.startsWith('https:') ? 443 : 80)];
-    case 'redis':
-      return [hostPort(value, 6379)];
-  }
+export function endpointsOf(name: ServiceName, value: string): Endpoint[] {
+  return CATALOG[name].endpoints(value);
 }
 
 export async function answers(name: ServiceName, value: string): Promise<boolean> {
   const endpoints = endpointsOf(name, value);
   if (endpoints.length === 0) return false;
-  // Kafka: one live bootstrap broker is enough.
   const results = await Promise.all(endpoints.map((e) => tcpAnswers(e.host, e.port)));
-  return name === 'kafka' ? results.some(Boolean) : results.every(Boolean);
+  return CATALOG[name].anyEndpoint ? results.some(Boolean) : results.every(Boolean);
+}
+
+/** Records the settings of one service in a DiscoveredServices (typed by its name). */
+export function setService<N extends ServiceName>(
+  services: DiscoveredServices,
+  name: N,
+  service: ServiceMap[N],
+): void {
+  (services as { [K in ServiceName]?: ServiceMap[K] })[name] = service;
 }
 
 /** The message a test gets when it needs a service that was not found. */
@@ -240,7 +269,8 @@ export function howToStart(name: ServiceName, detail?: string): string {
   const variable = ENV_VAR[name];
   return (
     `The ${name} service is not available${detail ? ` (${detail})` : ''}. ` +
-    `Start the project's services with \`npm run services:up\` (scripts/services/services.sh), ` +
-    `or set ${variable} to a running server, or run a Docker engine for testcontainers.`
+    `\`npm test\` starts the project's own services when it finds none (unless INBOXKIT_START_SERVICES=0); ` +
+    `or start them with \`npm run services:up\`, set ${variable} to a running server, or run a Docker engine ` +
+    `for testcontainers.`
   );
 }

@@ -11,10 +11,13 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { inject } from 'vitest';
 import {
+  CATALOG,
   ENV_VAR,
+  SERVICE_NAMES,
   describeService,
   howToStart,
   readServicesEnv,
+  setService,
   type DiscoveredServices,
   type ServiceMap,
   type ServiceName,
@@ -41,7 +44,7 @@ export function discoveredServices(): DiscoveredServices {
     // Not inside a vitest worker (a script, a REPL): read the same sources directly, without probing.
     const own = readServicesEnv();
     const services: DiscoveredServices = { missing: {} };
-    for (const name of ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'] as const) {
+    for (const name of SERVICE_NAMES) {
       const fromEnv = process.env[ENV_VAR[name]];
       const value = fromEnv || own[ENV_VAR[name]];
       if (!value) {
@@ -50,11 +53,7 @@ export function discoveredServices(): DiscoveredServices {
       }
       const source = fromEnv ? 'env' : 'services';
       const extra = fromEnv ? (process.env as Record<string, string>) : own;
-      if (name === 'postgres') services.postgres = describeService(name, value, source, extra);
-      if (name === 'kafka') services.kafka = describeService(name, value, source, extra);
-      if (name === 'rabbitmq') services.rabbitmq = describeService(name, value, source, extra);
-      if (name === 'sqs') services.sqs = describeService(name, value, source, extra);
-      if (name === 'redis') services.redis = describeService(name, value, source, extra);
+      setService(services, name, describeService(name, value, source, extra));
     }
     if (own['INBOXKIT_SERVICES_SCRIPT']) services.servicesScript = own['INBOXKIT_SERVICES_SCRIPT'];
     return services;
@@ -77,14 +76,6 @@ export function hasService(name: ServiceName): boolean {
   return discoveredServices()[name] !== undefined;
 }
 
-const SCRIPT_NAME: Record<ServiceName, string> = {
-  postgres: 'postgres',
-  kafka: 'kafka',
-  rabbitmq: 'rabbitmq',
-  sqs: 'elasticmq',
-  redis: 'redis',
-};
-
 /**
  * Restarts a service (stop, start, wait until it is ready again) through scripts/services/services.sh. Only the
  * project's own services can be restarted; a test that needs this fails clearly elsewhere.
@@ -99,7 +90,7 @@ export async function restartService(name: ServiceName, options: { timeoutMs?: n
     );
   }
   try {
-    await execFileAsync('bash', [script, 'restart', SCRIPT_NAME[name]], {
+    await execFileAsync('bash', [script, 'restart', CATALOG[name].script], {
       timeout: options.timeoutMs ?? 180_000,
       maxBuffer: 4 * 1024 * 1024,
     });
@@ -116,7 +107,7 @@ export async function stopService(name: ServiceName): Promise<void> {
   if (service.source !== 'services' || !script) {
     throw new Error(`stopService('${name}') needs the project's own services (npm run services:up).`);
   }
-  await execFileAsync('bash', [script, 'down', SCRIPT_NAME[name]], { timeout: 120_000 });
+  await execFileAsync('bash', [script, 'down', CATALOG[name].script], { timeout: 120_000 });
 }
 
 /**

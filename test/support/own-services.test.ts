@@ -1,0 +1,178 @@
+// The promise of `npm test` (and of the examples' `npm run start`) on a machine where no service runs: it starts
+// the project's own services, stops only those it started (also when it is killed), and when it cannot start
+// them it fails at once with one message that says what to run. Each case runs in a state folder of its own
+// (INBOXKIT_SERVICES_DIR), with its own Postgres on a free port, so the run's shared services are never touched.
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ENV_VAR,
+  REPO_ROOT,
+  SERVICES_SCRIPT,
+  SERVICE_NAMES,
+  readServicesEnv,
+  tcpAnswers,
+} from './discovery.js';
+
+const execFileAsync = promisify(execFile);
+const WITH_SERVICES = join(REPO_ROOT, 'scripts/services/with-services.ts');
+const VITEST = join(REPO_ROOT, 'node_modules/vitest/vitest.mjs');
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) {
+    await execFileAsync('bash', [SERVICES_SCRIPT, 'down', 'postgres'], { env: cleanEnv(dir) }).catch(
+      () => {},
+    );
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** An empty state folder the `postgres` user can reach (services.sh runs Postgres as that user under root). */
+function stateDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'inboxkit-services-'));
+  chmodSync(dir, 0o755);
+  dirs.push(dir);
+  return dir;
+}
+
+/** The environment of a process that finds no service: none of the run's settings, its own state folder. */
+function cleanEnv(dir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of SERVICE_NAMES) delete env[ENV_VAR[name]];
+  for (const key of Object.keys(env)) {
+    if (/^(VITEST|INBOXKIT_|RABBITMQ_|SQS_|AWS_)/.test(key) || key === 'TEST' || key === 'NODE_ENV')
+      delete env[key];
+  }
+  return { ...env, INBOXKIT_SERVICES_DIR: dir, INBOXKIT_TESTCONTAINERS: '0', ...extra };
+}
+
+function run(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): { child: ReturnType<typeof spawn>; done: Promise<{ code: number | null; output: string }> } {
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const done = new Promise<{ code: number | null; output: string }>((resolvePromise) =>
+    child.once('close', (code) => resolvePromise({ code, output })),
+  );
+  return { child, done };
+}
+
+async function postgresAnswers(dir: string): Promise<boolean> {
+  const url = readServicesEnv(join(dir, 'env'))['DATABASE_URL'];
+  if (!url) return false;
+  return tcpAnswers('127.0.0.1', Number(new URL(url).port), 500);
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolvePromise) => setTimeout(resolvePromise, 200));
+  }
+}
+
+describe('npm test without running services', () => {
+  it('fails at once with the command to run when a system package is missing and cannot be installed', async () => {
+    const dir = stateDir();
+    const env = cleanEnv(dir, { INBOXKIT_NO_INSTALL: '1', INBOXKIT_PG_BIN: join(dir, 'no-postgres') });
+    const { code, output } = await run(
+      [VITEST, 'run', '--project', 'e2e', 'test/smoke/postgres.test.ts'],
+      env,
+    ).done;
+
+    expect(code).toBe(1);
+    expect(output).toContain(
+      'Install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends postgresql-15',
+    );
+    expect(output).toContain('Then run `npm test` again.');
+    // Nothing ran and nothing was started: no test result, no connection error, no service log.
+    expect(output).not.toMatch(/passed|failed|ECONNREFUSED/);
+    expect(readdirSync(join(dir, 'logs'))).toEqual([]);
+  });
+
+  it('fails at once when a service set in the environment does not answer', async () => {
+    const dir = stateDir();
+    const dead: Record<string, string> = {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/inboxkit',
+      KAFKA_BROKERS: '127.0.0.1:1',
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
+      SQS_ENDPOINT: 'http://127.0.0.1:1',
+      REDIS_URL: 'redis://127.0.0.1:1',
+    };
+    const { code, output } = await run(
+      [VITEST, 'run', '--project', 'e2e', 'test/smoke/postgres.test.ts'],
+      cleanEnv(dir, dead),
+    ).done;
+
+    expect(code).toBe(1);
+    expect(output).toContain(
+      'postgres: DATABASE_URL=postgres://postgres@127.0.0.1:1/inboxkit does not answer',
+    );
+    expect(output).toContain('unset DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL');
+    expect(output).not.toMatch(/passed|ECONNREFUSED/);
+  });
+});
+
+describe('with-services (the examples runner)', () => {
+  it('starts the own Postgres when none runs, hands its settings to the command, and stops it after', async () => {
+    const dir = stateDir();
+    const script = 'console.log("DATABASE_URL=" + process.env.DATABASE_URL); process.exit(3)';
+    const { code, output } = await run(
+      ['--import', 'tsx', WITH_SERVICES, 'postgres', '--', process.execPath, '-e', script],
+      cleanEnv(dir),
+    ).done;
+
+    expect(code).toBe(3); // the command's own exit code
+    const url = readServicesEnv(join(dir, 'env'))['DATABASE_URL'];
+    expect(output).toContain(`DATABASE_URL=${url}`);
+    expect(output).toContain('stopped postgres (started for this run)');
+    expect(await postgresAnswers(dir)).toBe(false);
+  });
+
+  it('leaves a service that was running before as it was', async () => {
+    const dir = stateDir();
+    await execFileAsync('bash', [SERVICES_SCRIPT, 'up', 'postgres'], { env: cleanEnv(dir) });
+    const { code, output } = await run(
+      ['--import', 'tsx', WITH_SERVICES, 'postgres', '--', process.execPath, '-e', 'process.exit(0)'],
+      cleanEnv(dir),
+    ).done;
+
+    expect(code).toBe(0);
+    expect(output).toMatch(/postgres \(services: postgres:\/\//);
+    expect(output).not.toContain('stopped');
+    expect(await postgresAnswers(dir)).toBe(true);
+  });
+
+  it('stops what it started when it is killed with SIGKILL', async () => {
+    const dir = stateDir();
+    const pidFile = join(dir, 'command.pid');
+    const { child } = run(
+      [
+        '--import',
+        'tsx',
+        WITH_SERVICES,
+        'postgres',
+        '--',
+        'bash',
+        '-c',
+        `echo $$ > ${pidFile}; exec sleep 120`,
+      ],
+      cleanEnv(dir),
+    );
+    await until('the command runs', async () => existsSync(pidFile) && (await postgresAnswers(dir)));
+    const exited = new Promise((resolvePromise) => child.once('exit', resolvePromise));
+    child.kill('SIGKILL');
+    await exited; // not `done`: the orphaned command keeps the output pipes open
+    process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGTERM'); // the orphaned `sleep`
+
+    await until('the watchdog stopped Postgres', async () => !(await postgresAnswers(dir)));
+    expect(readFileSync(join(dir, 'logs/stop-after.log'), 'utf8')).toMatch(/is gone: stopping postgres/);
+  });
+});
