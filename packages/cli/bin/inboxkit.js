@@ -1,12 +1,12 @@
 #!/usr/bin/env node
-// The `inboxkit` command. Runs the compiled `dist/` when it was built; on a fresh clone (no build yet) it runs
-// the TypeScript sources through tsx, resolving the other @inboxkit packages to their sources as well.
+// The `inboxkit` command. An installed package runs its compiled dist/ (plain JavaScript, no TypeScript loader).
+// In a checkout of the repository (recognised by its tsconfig.json, which is not published) it runs the
+// TypeScript sources through tsx instead, resolving the other @inboxkit packages to their sources too, so the
+// command never runs a stale build there and needs none.
 import { existsSync } from 'node:fs';
 import { register } from 'node:module';
-import { fileURLToPath } from 'node:url';
 
-const distEntry = new URL('../dist/index.js', import.meta.url);
-const sourceEntry = new URL('../src/index.ts', import.meta.url);
+const inCheckout = existsSync(new URL('../tsconfig.json', import.meta.url));
 
 async function loadFromSource() {
   const { register: registerTsx } = await import('tsx/esm/api');
@@ -21,18 +21,7 @@ async function loadFromSource() {
           ' return next(specifier, { ...context, conditions }); }',
       ),
   );
-  return import(sourceEntry.href);
-}
-
-async function load() {
-  if (!existsSync(fileURLToPath(distEntry))) return loadFromSource();
-  try {
-    return await import(distEntry.href);
-  } catch (error) {
-    // A built CLI whose sibling packages were not built: fall back to the sources.
-    if (error && error.code === 'ERR_MODULE_NOT_FOUND') return loadFromSource();
-    throw error;
-  }
+  return import(new URL('../src/index.ts', import.meta.url).href);
 }
 
 // The AWS SDK warns on every start about Node versions it will drop in the future; an operator's terminal is
@@ -43,5 +32,5 @@ process.on('warning', (warning) => {
   process.stderr.write(`${warning.name}: ${warning.message}\n`);
 });
 
-const { main } = await load();
+const { main } = inCheckout ? await loadFromSource() : await import('../dist/index.js');
 process.exitCode = await main(process.argv.slice(2));

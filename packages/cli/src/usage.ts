@@ -23,7 +23,8 @@ Commands:
   dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
   doctor        check connectivity and configuration invariants
-  help [cmd]    show help for a command
+  help [cmd]    show help for a command (also: <command> --help)
+  --version     print the version
 
 Exit codes: 0 ok, 1 something failed (see output), 2 usage error,
             3 could not run (connection or configuration), 130 interrupted.
