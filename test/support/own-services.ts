@@ -3,6 +3,8 @@
 // handler), and, when this process dies without running it (SIGKILL, a closed terminal), from a detached
 // watchdog (`services.sh stop-after PID`). Services that were running before the run are never touched.
 //
+// INBOXKIT_KEEP_SERVICES=1 leaves the services it started running (CI's torture and bench steps reuse them).
+//
 // Before starting anything it asks `services.sh check` what is missing: system packages it cannot install
 // (not root) fail the run at once with the command to run; packages it will install and jars it will fetch
 // are announced, since the first start takes minutes.
@@ -43,6 +45,8 @@ export async function startOwnServices(
   const { log } = options;
   const scripts = names.map((name) => CATALOG[name].script);
   await announce(scripts, options);
+
+  if (process.env['INBOXKIT_KEEP_SERVICES'] === '1') return keepRunning(scripts, log);
 
   // Armed before `up`: a run interrupted while the services start still stops what had started.
   const watchdog = startWatchdog(scripts);
@@ -85,6 +89,29 @@ export async function startOwnServices(
         throw new Error(`stopping ${scripts.join(', ')} failed: ${lastError(down.stderr)}`);
       log(`stopped ${scripts.join(', ')} (started for this run) in ${seconds(Date.now() - t0)}`);
     },
+  };
+}
+
+/** INBOXKIT_KEEP_SERVICES=1: starts them like `npm run services:up` would, and leaves them running. */
+async function keepRunning(
+  scripts: readonly string[],
+  log: (message: string) => void,
+): Promise<StartedServices> {
+  const started = Date.now();
+  log(
+    `starting ${scripts.join(', ')}: bash ${SCRIPT} up ${scripts.join(' ')} (INBOXKIT_KEEP_SERVICES=1: left running)`,
+  );
+  const up = await runScript(['up', ...scripts]);
+  if (up.code !== 0) {
+    throw new ServicesNotStartedError(`could not start ${scripts.join(', ')}: ${lastError(up.stderr)}`);
+  }
+  log(`${scripts.join(', ')} ready in ${seconds(Date.now() - started)}`);
+  return {
+    started: scripts,
+    stop: async () =>
+      log(
+        `${scripts.join(', ')} left running (INBOXKIT_KEEP_SERVICES=1); \`npm run services:down\` stops them`,
+      ),
   };
 }
 
