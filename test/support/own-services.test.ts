@@ -70,7 +70,7 @@ async function postgresAnswers(dir: string): Promise<boolean> {
   return tcpAnswers('127.0.0.1', Number(new URL(url).port), 500);
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 180_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
@@ -78,7 +78,11 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
   }
 }
 
-describe('npm test without running services', () => {
+// Each case starts processes (a vitest run, services.sh, Postgres): seconds on a quiet machine, a minute or more on
+// a busy one.
+const SLOW = { timeout: 240_000 };
+
+describe('npm test without running services', SLOW, () => {
   it('fails at once with the command to run when a system package is missing and cannot be installed', async () => {
     const dir = stateDir();
     const env = cleanEnv(dir, { INBOXKIT_NO_INSTALL: '1', INBOXKIT_PG_BIN: join(dir, 'no-postgres') });
@@ -120,7 +124,7 @@ describe('npm test without running services', () => {
   });
 });
 
-describe('with-services (the examples runner)', () => {
+describe('with-services (the examples runner)', SLOW, () => {
   it('starts the own Postgres when none runs, hands its settings to the command, and stops it after', async () => {
     const dir = stateDir();
     const script = 'console.log("DATABASE_URL=" + process.env.DATABASE_URL); process.exit(3)';

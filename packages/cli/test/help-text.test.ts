@@ -6,7 +6,7 @@ import { COMMANDS, commandOptions } from '../src/command-line.js';
 import { CLI_VERSION } from '../src/run-cli.js';
 import { usage } from '../src/usage.js';
 
-const flagsIn = (text: string) => new Set([...text.matchAll(/--([a-z][a-z-]*)/g)].map((m) => m[1]));
+const flagsIn = (text: string) => new Set([...text.matchAll(/--([a-z][a-z-]*)/g)].map((m) => m[1] ?? ''));
 
 describe('inboxkit help', () => {
   for (const command of COMMANDS) {
