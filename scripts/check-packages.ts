@@ -41,6 +41,7 @@ interface PackageJson {
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   optionalDependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
 }
 
 interface Packed {
@@ -85,25 +86,32 @@ async function must(file: string, args: string[], options: ExecFileOptions = {})
   return result.stdout;
 }
 
-/** The bare module names a compiled file imports (static, dynamic and re-exports). */
-function importedModules(code: string): string[] {
-  const names = new Set<string>();
-  const patterns = [
-    /\b(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g,
-    /\bimport\s*['"]([^'"]+)['"]/g,
-    /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
-  ];
-  for (const pattern of patterns) {
-    for (const match of code.matchAll(pattern)) {
-      const specifier = match[1]!;
-      if (specifier.startsWith('.') || specifier.startsWith('node:') || specifier.startsWith('/')) continue;
-      const parts = specifier.split('/');
-      const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
-      if (builtinModules.includes(name)) continue;
-      names.add(name);
+/**
+ * The bare module names a compiled file imports: `static` (import/export … from, bare import) and `dynamic`
+ * (`import('…')`). Comments are dropped first: doc comments hold example code.
+ */
+function importedModules(source: string): { static: string[]; dynamic: string[] } {
+  const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+  const collect = (patterns: RegExp[]) => {
+    const names = new Set<string>();
+    for (const pattern of patterns) {
+      for (const match of code.matchAll(pattern)) {
+        const specifier = match[1]!;
+        if (specifier.startsWith('.') || specifier.startsWith('node:') || specifier.startsWith('/')) continue;
+        const parts = specifier.split('/');
+        const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+        if (!builtinModules.includes(name)) names.add(name);
+      }
     }
-  }
-  return [...names];
+    return [...names];
+  };
+  return {
+    static: collect([
+      /\b(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g,
+      /\bimport\s*['"]([^'"]+)['"]/g,
+    ]),
+    dynamic: collect([/\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g]),
+  };
 }
 
 /** Every published entry point: `name` for '.', `name/sub` for './sub'. */
@@ -190,20 +198,28 @@ try {
       ...Object.keys(json.optionalDependencies ?? {}),
       json.name,
     ]);
+    // A dynamic import may load a devDependency: a guarded, optional load (the CLI's bin loads tsx only in a
+    // checkout of the repository). A static one may not: the module would fail to load where it is installed.
+    const devOnly = new Set(Object.keys(json.devDependencies ?? {}));
     const used = new Map<string, string>();
+    const undeclared: [string, string][] = [];
     const walk = (dir: string) => {
       for (const entry of readdirSync(dir, { withFileTypes: true })) {
         const path = join(dir, entry.name);
         if (entry.isDirectory()) walk(path);
         else if (/\.[cm]?js$/.test(entry.name)) {
-          for (const name of importedModules(readFileSync(path, 'utf8'))) {
-            if (!used.has(name)) used.set(name, path.slice(into.length + 1));
+          const file = path.slice(into.length + 1);
+          const imports = importedModules(readFileSync(path, 'utf8'));
+          for (const name of [...imports.static, ...imports.dynamic])
+            if (!used.has(name)) used.set(name, file);
+          for (const name of imports.static) if (!declared.has(name)) undeclared.push([name, file]);
+          for (const name of imports.dynamic) {
+            if (!declared.has(name) && !devOnly.has(name)) undeclared.push([name, file]);
           }
         }
       }
     };
     walk(join(into, 'package'));
-    const undeclared = [...used].filter(([name]) => !declared.has(name));
     for (const [name, file] of undeclared)
       problem(`${json.name}: ${file} imports ${name}, which it does not declare`);
     console.log(`  ${json.name}: imports ${[...used.keys()].sort().join(', ') || 'nothing'} — all declared`);
