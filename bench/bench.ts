@@ -569,6 +569,7 @@ const fastPath = runs.fastpath?.result as
       storm: RatioSpread;
       first: RatioSpread;
       appliedTwice: number;
+      lookups?: Record<string, number>;
     }
   | undefined;
 if (runs.fastpath !== undefined) {
@@ -586,7 +587,12 @@ if (runs.fastpath !== undefined) {
       `| storm (90% duplicates) | ${spread(fastPath.storm)} | ${fmt(med(fastPath.rates['storm, fast path'] ?? []))} | ${fmt(med(fastPath.rates['storm, no fast path'] ?? []))} |`,
       `| first deliveries only | ${spread(fastPath.first)} | ${fmt(med(fastPath.rates['first, fast path'] ?? []))} | ${fmt(med(fastPath.rates['first, no fast path'] ?? []))} |`,
       '',
-      `Effects applied twice over the whole run: ${fmt(fastPath.appliedTwice)}.`,
+      `Effects applied twice over the whole run: ${fmt(fastPath.appliedTwice)}.` +
+        (fastPath.lookups
+          ? ` Fast-path lookups by result: ${Object.entries(fastPath.lookups)
+              .map(([r, n]) => `${r} ${fmt(n)}`)
+              .join(', ')}.`
+          : ''),
       '',
     );
     targets.push(

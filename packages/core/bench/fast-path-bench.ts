@@ -5,8 +5,9 @@
 //   first: first deliveries only (every id new): what the fast path's lookup (a miss) costs a delivery it
 //          cannot help.
 //
-// Each round runs both variants of both workloads, the variant order alternating between rounds; the figure is
-// the median of the rounds' ratios (with fast path / without), with their min–max.
+// In each round the two variants take turns in small blocks (the order flipping every block), so load from
+// elsewhere on the machine falls on both; the figure is the median of the rounds' ratios (with fast path /
+// without), with their min–max.
 //
 //   node --conditions=@inboxkit/source --import tsx packages/core/bench/fast-path-bench.ts [--deliveries 6000] [--rounds 5]
 
@@ -14,6 +15,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { MeterProvider } from '@opentelemetry/api';
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -50,7 +52,8 @@ interface DB {
   fp_effects: { message_id: string };
 }
 
-const schema = `bench_fast_path_${randomUUID().slice(0, 8)}`;
+const runId = randomUUID().slice(0, 8);
+const schema = `bench_fast_path_${runId}`;
 const pool = new pg.Pool({ connectionString: databaseUrl(), max: CONCURRENCY + 4 });
 const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 const redis = createClient({ url: redisUrl(), disableOfflineQueue: true });
@@ -67,10 +70,27 @@ const delivery = (id: string): InboundMessage => ({
   source: { transport: 'bench' },
 });
 
+/** Fast-path lookups by result, over the whole run (from the consumers' `inboxkit.fast_path` counter). */
+const lookups = new Map<string, number>();
+const countingMeters = {
+  getMeter: () => ({
+    createCounter: (name: string) => ({
+      add: (value: number, attributes?: Record<string, unknown>) => {
+        if (name === 'inboxkit.fast_path') {
+          const result = String(attributes?.['result']);
+          lookups.set(result, (lookups.get(result) ?? 0) + value);
+        }
+      },
+    }),
+    createHistogram: () => ({ record: () => undefined }),
+  }),
+} as unknown as MeterProvider;
+
 function consumer(name: string, withFastPath: boolean) {
   return idempotentConsumer<unknown, Transaction<DB>>({
     name,
     store,
+    meterProvider: countingMeters,
     ...(withFastPath ? { fastPath: redisFastPath({ client: redis }) } : {}),
     handler: async (m, { tx }) => {
       await tx.withSchema(schema).insertInto('fp_effects').values({ message_id: m.id }).execute();
@@ -78,7 +98,7 @@ function consumer(name: string, withFastPath: boolean) {
   });
 }
 
-/** Runs `ids` through `handle` 16 at a time; deliveries per second. */
+/** Runs `ids` through `handle` 16 at a time; the seconds it took. */
 async function run(handle: (m: InboundMessage) => Promise<unknown>, ids: readonly string[]): Promise<number> {
   let next = 0;
   const started = performance.now();
@@ -87,18 +107,19 @@ async function run(handle: (m: InboundMessage) => Promise<unknown>, ids: readonl
       while (next < ids.length) await handle(delivery(ids[next++]!));
     }),
   );
-  return ids.length / ((performance.now() - started) / 1000);
+  return (performance.now() - started) / 1000;
 }
 
-/** A storm: N deliveries, 90% duplicates of `completed`, 10% new ids, shuffled. */
-function storm(completed: readonly string[], prefix: string): string[] {
+/** A storm block: `size` deliveries, 90% duplicates of `completed`, 10% new ids (added to `completed`). */
+function storm(completed: string[], prefix: string, size: number): string[] {
   const ids: string[] = [];
-  for (let i = 0; i < N; i++) {
-    ids.push(
-      Math.random() < DUPLICATE_SHARE
-        ? completed[Math.floor(Math.random() * completed.length)]!
-        : `${prefix}-new-${i}`,
-    );
+  for (let i = 0; i < size; i++) {
+    if (Math.random() < DUPLICATE_SHARE) ids.push(completed[Math.floor(Math.random() * completed.length)]!);
+    else {
+      const id = `${prefix}-new-${randomUUID()}`;
+      ids.push(id);
+      completed.push(id);
+    }
   }
   return ids;
 }
@@ -112,17 +133,40 @@ const rates: Record<Variant, number[]> = {
 };
 const stormRatios: number[] = [];
 const firstRatios: number[] = [];
+/** Blocks per round: the variants take turns block by block, so a burst of load elsewhere hits both. */
+const BLOCKS = 6;
 
-async function measure(round: number, withFastPath: boolean): Promise<void> {
-  const label = withFastPath ? 'fast path' : 'no fast path';
-  const name = `bench-${round}-${withFastPath ? 'fp' : 'plain'}`;
-  const c = consumer(name, withFastPath);
-  // First deliveries: every id new.
-  const first = Array.from({ length: Math.round(N / 2) }, (_, i) => `${name}-first-${i}`);
-  rates[`first, ${label}`].push(await run((m) => c.handle(m), first));
-  // The storm's duplicates are of those completed ids (and, with the fast path, already in Redis).
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  rates[`storm, ${label}`].push(await run((m) => c.handle(m), storm(first, name)));
+/**
+ * One round: two fresh consumers (without and with the fast path), each running BLOCKS blocks of first
+ * deliveries and BLOCKS storm blocks (duplicates of the ids it completed so far), the two variants taking turns
+ * block by block, the order flipping every block. Rates are deliveries over the summed time of a variant's blocks.
+ */
+async function measure(round: number): Promise<void> {
+  const variants = [false, true].map((withFastPath) => ({
+    withFastPath,
+    label: withFastPath ? 'fast path' : 'no fast path',
+    name: `bench-${runId}-${round}-${withFastPath ? 'fp' : 'plain'}`,
+    consumer: consumer(`bench-${runId}-${round}-${withFastPath ? 'fp' : 'plain'}`, withFastPath),
+    completed: [] as string[],
+    firstSeconds: 0,
+    stormSeconds: 0,
+  }));
+  const firstSize = Math.max(16, Math.round(N / 2 / BLOCKS));
+  const stormSize = Math.max(16, Math.round(N / BLOCKS));
+  for (let block = 0; block < BLOCKS; block++) {
+    const order = (block + round) % 2 === 0 ? variants : [...variants].reverse();
+    for (const v of order) {
+      const ids = Array.from({ length: firstSize }, (_, i) => `${v.name}-first-${block}-${i}`);
+      v.firstSeconds += await run((m) => v.consumer.handle(m), ids);
+      v.completed.push(...ids);
+    }
+    for (const v of order)
+      v.stormSeconds += await run((m) => v.consumer.handle(m), storm(v.completed, v.name, stormSize));
+  }
+  for (const v of variants) {
+    rates[`first, ${v.label}` as Variant].push((firstSize * BLOCKS) / v.firstSeconds);
+    rates[`storm, ${v.label}` as Variant].push((stormSize * BLOCKS) / v.stormSeconds);
+  }
 }
 
 const median = (xs: readonly number[]): number => {
@@ -132,13 +176,13 @@ const median = (xs: readonly number[]): number => {
 
 try {
   // Warm-up: connections, prepared claims, JIT.
+  const warm = consumer(`bench-${runId}-warm`, true);
   await run(
-    (m) => consumer('bench-warm', true).handle(m),
+    (m) => warm.handle(m),
     Array.from({ length: 500 }, (_, i) => `warm-${i % 250}`),
   );
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? [false, true] : [true, false];
-    for (const withFastPath of order) await measure(round, withFastPath);
+    await measure(round);
     stormRatios.push(rates['storm, fast path'][round]! / rates['storm, no fast path'][round]!);
     firstRatios.push(rates['first, fast path'][round]! / rates['first, no fast path'][round]!);
     process.stdout.write(
@@ -162,7 +206,8 @@ try {
       '\n\n' +
       `storm (90% duplicates, c=16) fast path / no fast path: ${median(stormRatios).toFixed(2)}× (min ${Math.min(...stormRatios).toFixed(2)}, max ${Math.max(...stormRatios).toFixed(2)}; target ≥ 3×)\n` +
       `first deliveries fast path / no fast path: ${median(firstRatios).toFixed(2)}× (min ${Math.min(...firstRatios).toFixed(2)}, max ${Math.max(...firstRatios).toFixed(2)}; target ≥ 0.95×)\n` +
-      `effects applied twice: ${duplicatesApplied.rows[0]!.n}\n`,
+      `effects applied twice: ${duplicatesApplied.rows[0]!.n}\n` +
+      `fast-path lookups: ${[...lookups].map(([result, n]) => `${result} ${n}`).join(', ')}\n`,
   );
   process.stdout.write(
     `BENCH_RESULT ${JSON.stringify({
@@ -184,6 +229,7 @@ try {
         ratios: firstRatios,
       },
       appliedTwice: duplicatesApplied.rows[0]!.n,
+      lookups: Object.fromEntries(lookups),
     })}\n`,
   );
 } finally {

@@ -26,18 +26,30 @@ export interface FastPath {
 /** Default of `FastPath.timeoutMs`. */
 export const DEFAULT_FAST_PATH_TIMEOUT_MS = 20;
 
-/** What a lookup said: `hit` answers `duplicate`; every other result goes to the inbox. */
-export type FastPathResult = 'hit' | 'miss' | 'mismatch' | 'error' | 'timeout' | 'bypassed';
+/**
+ * What a lookup said: `hit` answers `duplicate`; every other result goes to the inbox. `skipped`: not looked up,
+ * because almost nothing has hit lately (see `FastPathGuard`); `bypassed`: the cache failed repeatedly or is
+ * stalled, and is left alone for a moment.
+ */
+export type FastPathResult = 'hit' | 'miss' | 'mismatch' | 'error' | 'timeout' | 'bypassed' | 'skipped';
 
 /** Lookups or writes still waiting on the cache above which the consumer stops asking (a stalled cache). */
 const MAX_PENDING = 1_000;
 /** Failures (errors, timeouts) in a row after which the cache is left alone for `BYPASS_MS`. */
 const FAILURES_TO_BYPASS = 10;
 const BYPASS_MS = 1_000;
+/** Below this recent hit rate, only one delivery in `SAMPLE_EVERY` is looked up: a lookup that misses is a tax. */
+const LOW_HIT_RATE = 0.05;
+const SAMPLE_EVERY = 16;
+/** Weight of the newest lookup in the hit rate (an exponential moving average over about 20 lookups). */
+const HIT_RATE_WEIGHT = 0.05;
 
 /**
  * The consumer's side of a `FastPath`: bounded lookups, fire-and-forget writes, and a short bypass after
- * repeated failures, so a slow or dead cache costs each delivery at most `timeoutMs` and then nothing.
+ * repeated failures, so a slow or dead cache costs each delivery at most `timeoutMs` and then nothing. Lookups
+ * adapt to the traffic: while almost none hits (first deliveries only, no storm), one delivery in 16 is looked
+ * up, so the cache costs first deliveries next to nothing; a few hits (a storm starting) and every delivery is
+ * looked up again. Writes after commits always happen, so the cache is warm when a storm comes.
  */
 export class FastPathGuard {
   readonly #cache: FastPath;
@@ -45,6 +57,9 @@ export class FastPathGuard {
   #pending = 0;
   #failures = 0;
   #bypassUntil = 0;
+  /** Recent share of lookups that hit; starts optimistic. */
+  #hitRate = 1;
+  #sinceSample = 0;
 
   constructor(cache: FastPath) {
     this.#cache = cache;
@@ -54,9 +69,13 @@ export class FastPathGuard {
   /** Looks (consumer, messageId) up, at most `timeoutMs`; `hit` only for a completed delivery with `fingerprint`. */
   async check(consumer: string, messageId: string, fingerprint: string): Promise<FastPathResult> {
     if (this.#pending >= MAX_PENDING || performance.now() < this.#bypassUntil) return 'bypassed';
+    if (this.#hitRate < LOW_HIT_RATE && ++this.#sinceSample < SAMPLE_EVERY) return 'skipped';
+    this.#sinceSample = 0;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.#timeoutMs);
+      // Decided in the check phase, after the poll phase has read any answer that arrived: when the event loop
+      // was busy past the deadline, an answer already on the socket wins over the late timer.
+      timer = setTimeout(() => setImmediate(() => resolve('timeout')), this.#timeoutMs);
     });
     let found: Promise<string | undefined>;
     try {
@@ -75,7 +94,10 @@ export class FastPathGuard {
         this.#bypassUntil = performance.now() + BYPASS_MS;
         this.#failures = 0;
       }
-    } else this.#failures = 0;
+    } else {
+      this.#failures = 0;
+      this.#hitRate += HIT_RATE_WEIGHT * ((result === 'hit' ? 1 : 0) - this.#hitRate);
+    }
     return result;
   }
 

@@ -187,6 +187,24 @@ describe('the fast path', () => {
     expect(await consumer.handle(delivery('e'))).toMatchObject({ source: 'fast-path' });
   });
 
+  it('looks up one delivery in 16 while nothing hits, and every delivery again once duplicates come', async () => {
+    const name = `fp-adaptive-${randomUUID().slice(0, 8)}`;
+    const metrics = recordingMeterProvider();
+    const { consumer, claims } = consumerWith(name, redisFastPath({ client: redis }), metrics.provider);
+    const result = (r: string) => metrics.value('inboxkit.fast_path', { consumer: name, result: r });
+    for (let i = 0; i < 200; i++) await consumer.handle(delivery(`new-${i}`));
+    // First deliveries only: after the hit rate fell, most were not looked up at all.
+    expect(result('skipped')).toBeGreaterThan(100);
+    expect(result('miss')).toBeLessThan(100);
+    await eventually(async () => (await cached(name, 'new-199')) !== null);
+    // A storm of duplicates: the sampled lookups hit, and lookups resume for every delivery.
+    const claimsBefore = claims();
+    for (let i = 0; i < 200; i++) await consumer.handle(delivery(`new-${i}`));
+    expect(result('hit')).toBeGreaterThan(150);
+    expect(claims() - claimsBefore).toBeLessThan(50);
+    expect(await countEffects(t.db, t.schema, name)).toBe(200);
+  });
+
   it('works with an ioredis client too', async () => {
     const io = new IoRedis(requireService('redis').url, { enableOfflineQueue: false, lazyConnect: true });
     io.on('error', () => undefined);
