@@ -580,7 +580,7 @@ if (runs.fastpath !== undefined) {
     md.push(
       `\`idempotentConsumer().handle()\` on the Postgres inbox with and without \`redisFastPath()\` on Redis (\`packages/core/bench/fast-path-bench.ts\`), concurrency ${fastPath.concurrency}, a one-row effect. ` +
         `“storm”: ${fmt(fastPath.deliveries)} deliveries, ${fmt(fastPath.duplicateShare * 100)}% duplicates of completed ids; “first”: ${fmt(fastPath.deliveries / 2)} new ids. ` +
-        `${fmt(fastPath.rounds)} rounds, both variants in each, their order alternating; the figure is the median of the rounds’ ratios, with their min–max.`,
+        `${fmt(fastPath.rounds)} rounds, the two variants taking turns in blocks within each round; the figure is the median of the rounds’ ratios, with their min–max.`,
       '',
       '| workload | fast path / without (median, min–max) | deliveries/s with (median) | deliveries/s without (median) |',
       '|---|---:|---:|---:|',
