@@ -33,6 +33,8 @@ export interface VersionCommand {
 }
 export interface MigrateCommand extends Common {
   readonly command: 'migrate';
+  /** Also create the reconciliation sweeper's tables (`--reconciliation`), in the inbox's schema. */
+  readonly reconciliation: boolean;
 }
 export interface StatusCommand extends Common {
   readonly command: 'status';
@@ -138,7 +140,7 @@ export const DOCTOR_SETTING_FLAGS = {
 } as const;
 
 const OPTIONS: Readonly<Record<CommandName, Options>> = {
-  migrate: CONNECTION_OPTIONS,
+  migrate: { ...CONNECTION_OPTIONS, reconciliation: { type: 'boolean' } },
   status: {
     ...CONNECTION_OPTIONS,
     consumer: { type: 'string' },
@@ -326,7 +328,7 @@ export function parseCommandLine(
 
   switch (command) {
     case 'migrate':
-      return { command, ...common };
+      return { command, ...common, reconciliation: values.reconciliation === true };
     case 'status': {
       const window = str('dedupe-window');
       const expiring = str('expiring-within');

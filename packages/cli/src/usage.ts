@@ -33,10 +33,14 @@ ${CONNECTION}
 `;
 
 const COMMAND_USAGE: Readonly<Record<CommandName, string>> = {
-  migrate: `Usage: inboxkit migrate [connection flags] [--json]
+  migrate: `Usage: inboxkit migrate [--reconciliation] [connection flags] [--json]
 
 Creates or updates the inbox table (schema --schema, table --table) with the
-migrations of @inboxkit/core. Safe to run repeatedly and from several hosts.`,
+migrations of @inboxkit/core. Safe to run repeatedly and from several hosts.
+
+--reconciliation also creates the tables of the reconciliation sweeper
+(@inboxkit/core/patterns: reconciliation_watermarks, reconciliation_differences)
+in the same schema. Only applications that run a sweeper need them.`,
   status: `Usage: inboxkit status [--consumer NAME] [--expiring-within 1h]
                        [--dedupe-window 7d] [--json] [connection flags]
 

@@ -82,6 +82,40 @@ describe('inboxkit migrate', () => {
       await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(database.db);
     }
   });
+
+  it("creates the reconciliation sweeper's tables only with --reconciliation, in the inbox's schema", async () => {
+    const schema = uniqueName('cli_migrate_rec').replace(/-/g, '_').toLowerCase();
+    const tables = async (): Promise<string[]> =>
+      (
+        await sql<{ name: string }>`SELECT table_name AS name FROM information_schema.tables
+          WHERE table_schema = ${schema} AND table_name LIKE 'reconciliation%' ORDER BY 1`.execute(
+          database.db,
+        )
+      ).rows.map((r) => r.name);
+    const args = ['migrate', '--database-url', requireService('DATABASE_URL'), '--schema', schema];
+    try {
+      expect((await cli(args)).code).toBe(0);
+      expect(await tables()).toEqual([]);
+      const first = await cli([...args, '--reconciliation']);
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(
+        /Reconciliation tables in \S+: created reconciliation_watermarks, reconciliation_differences\./,
+      );
+      expect(await tables()).toEqual(['reconciliation_differences', 'reconciliation_watermarks']);
+      const second = await cli([...args, '--reconciliation', '--json']);
+      expect(JSON.parse(second.stdout)).toEqual({
+        table: `${schema}.inbox`,
+        applied: [],
+        reconciliation: { schema, created: [] },
+      });
+      // The sweeper's open-differences index came with them (the same statements as migrateReconciliation).
+      const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_indexes
+        WHERE schemaname = ${schema} AND indexname = 'reconciliation_differences_open'`.execute(database.db);
+      expect(rows[0]?.n).toBe(1);
+    } finally {
+      await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(database.db);
+    }
+  });
 });
 
 describe('inboxkit status', () => {
