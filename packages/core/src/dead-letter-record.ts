@@ -3,6 +3,7 @@
 
 import type { InboundMessage, ReplayMarker, SourceCoordinates } from './message.js';
 import type { DeadLetterOutcome, ErrorInfo } from './outcome.js';
+import { clipText, recordableDate, recordableText } from './recordable.js';
 
 /** Header names inboxkit writes and reads. All lower-case. */
 export const HEADERS = {
@@ -70,15 +71,23 @@ export function deadLetterRecord(
 
 const MAX_HEADER_VALUE = 4_000;
 
+/** An error field as a header value: at most 4,000 characters, recordable (no lone surrogate, no NUL). */
 function clip(value: string): string {
-  return value.length > MAX_HEADER_VALUE ? `${value.slice(0, MAX_HEADER_VALUE - 1)}…` : value;
+  return recordableText(clipText(value, MAX_HEADER_VALUE));
 }
 
 /**
  * The record as headers (string values, documented names). The message id header is set to the original id,
- * so a replay keeps it.
+ * so a replay keeps it. Every value is well-formed Unicode without NUL (lone surrogates and NUL become U+FFFD),
+ * so every broker's header encoding takes it.
  */
 export function deadLetterHeaders(record: DeadLetterRecord): Record<string, string> {
+  const h = rawDeadLetterHeaders(record);
+  for (const [name, value] of Object.entries(h)) h[name] = recordableText(value);
+  return h;
+}
+
+function rawDeadLetterHeaders(record: DeadLetterRecord): Record<string, string> {
   const h: Record<string, string> = {
     [HEADERS.consumer]: record.consumer,
     [HEADERS.reason]: record.reason,
@@ -171,6 +180,11 @@ export function parseReplayMarker(headers: Readonly<Record<string, string>>): Re
   const replayId = headers[HEADERS.replayId];
   if (replayId === undefined || replayId === '') return undefined;
   const by = headers[HEADERS.replayBy];
-  const at = date(headers[HEADERS.replayAt]);
-  return { replayId, ...(by !== undefined ? { requestedBy: by } : {}), ...(at ? { requestedAt: at } : {}) };
+  const at = recordableDate(date(headers[HEADERS.replayAt]));
+  // Recorded in the replay audit and the inbox row: made recordable like every other header value.
+  return {
+    replayId: recordableText(replayId),
+    ...(by !== undefined ? { requestedBy: recordableText(by) } : {}),
+    ...(at ? { requestedAt: at } : {}),
+  };
 }

@@ -4,7 +4,7 @@
 
 import { performance } from 'node:perf_hooks';
 import { backoffDelayMs } from './backoff.js';
-import { classifyError } from './classify-error.js';
+import { classifyError, contentRejection } from './classify-error.js';
 import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-config.js';
 import { ConsumerMetrics } from './consumer-metrics.js';
 import type { IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
@@ -21,14 +21,17 @@ import {
 } from './errors.js';
 import { FastPathGuard } from './fast-path.js';
 import { fingerprintPayload } from './fingerprint.js';
+import { guardedLogger } from './guarded-logger.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import { checkMessageId } from './message-id.js';
 import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcome.js';
+import { recordableDate } from './recordable.js';
 import { silentLogger } from './silent-logger.js';
 import { compileStatements, statementBuilderOf, type StatementBuilder } from './statement-handler.js';
 import type {
   BatchRun,
   ClaimedDelivery,
+  TransactionalRun,
   ClaimEffect,
   ClaimRequest,
   ClaimSettings,
@@ -45,6 +48,9 @@ import type {
  * only 64 subtransaction ids before every snapshot in the cluster slows down; larger batches are split.
  */
 export const MAX_BATCH_TRANSACTION_SIZE = 50;
+
+/** The longest retry delay recorded (about 24.8 days, the longest a Node timer waits); longer requests are cut. */
+export const MAX_RETRY_DELAY_MS = 2_147_483_647;
 
 /** A delivery that passed the id, decode and schema checks. */
 interface Prepared<P> {
@@ -99,7 +105,10 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #store: InboxStore<Tx>;
   readonly #settings: ClaimSettings;
   readonly #metrics: ConsumerMetrics;
+  /** The application's logger behind a guard: core's own log calls never throw (guarded-logger.ts). */
   readonly #logger: Logger;
+  /** The application's logger as given, for `context.logger`. */
+  readonly #handlerLogger: Logger;
   readonly #decode: (body: Uint8Array | string | null) => unknown;
   readonly #consumerBytes: number;
   /** The builder of a statement handler (`statementHandler`), whose statements may go with the claim. */
@@ -123,7 +132,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       lockTimeoutMs: config.lockTimeoutMs,
     });
     this.#metrics = new ConsumerMetrics(config.name, config.meterProvider);
-    this.#logger = config.logger ?? silentLogger;
+    this.#handlerLogger = config.logger ?? silentLogger;
+    this.#logger = guardedLogger(this.#handlerLogger);
     this.#decode = config.decode ?? decodeJson;
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
     this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
@@ -181,12 +191,25 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async #runTransactional(prepared: Prepared<P>, started: number): Promise<Outcome> {
-    const run = await this.#store.runTransactional(
-      this.#settings,
-      prepared.request,
-      (tx, claimed) => this.#runHandler(prepared, tx, claimed),
-      this.#effectOf(prepared),
-    );
+    let ran: ClaimedDelivery | undefined;
+    let run: TransactionalRun<void>;
+    try {
+      run = await this.#store.runTransactional(
+        this.#settings,
+        prepared.request,
+        (tx, claimed) => {
+          ran = claimed;
+          return this.#runHandler(prepared, tx, claimed);
+        },
+        this.#effectOf(prepared),
+      );
+    } catch (error) {
+      // The claim's transaction failed after the handler ran (its connection was lost: terminated, an idle
+      // timeout, a restart). Count the attempt if the store can record it; in an outage it cannot, so this
+      // rejects, the answer is retry (store-unavailable) and no attempt is burned.
+      if (ran === undefined) throw error;
+      return this.#recordFailure(prepared, ran, error, true);
+    }
     switch (run.kind) {
       case 'completed':
         this.#remember(prepared);
@@ -230,7 +253,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       consumer: this.name,
       messageId: prepared.id,
       isReplay: prepared.message.replay !== undefined,
-      logger: this.#logger,
+      logger: this.#handlerLogger,
       timeoutMs: this.config.handlerTimeoutMs,
       outbox: this.config.outbox,
     });
@@ -336,7 +359,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const outcome = rejection.rejected;
     if (rejection.id === undefined || outcome.status !== 'dead-letter') return outcome;
     try {
-      await this.#store.recordFailure(this.#settings, {
+      // A record refused even in its minimal form leaves the dead letter without a row (logged): rare, bounded.
+      await this.#writeFailure({
         messageId: rejection.id,
         fingerprint: rejection.fingerprint,
         messageTimestamp: rejection.timestamp,
@@ -416,8 +440,19 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
   }
 
-  #failureDecision(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown): FailureDecision {
-    const verdict = classifyError(error, this.config.isRetriable);
+  /**
+   * What to record for a failed attempt. `lost`: the attempt's transaction failed with its connection, not by
+   * the handler's throw; the built-in classification decides (`isRetriable` is for the handler's errors, and
+   * must not dead-letter a message because the database restarted under it).
+   */
+  #failureDecision(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown, lost = false): FailureDecision {
+    const verdict = classifyError(error, lost ? undefined : this.config.isRetriable);
+    if (verdict.classifierError !== undefined) {
+      this.#logger.error(
+        { consumer: this.name, messageId: prepared.id, err: verdict.classifierError },
+        'inboxkit: isRetriable threw; the built-in classification decided instead',
+      );
+    }
     const deadLetterReason: DeadLetterReason | undefined = !verdict.retriable
       ? 'permanent-error'
       : claimed.attempt >= this.config.maxAttempts
@@ -432,21 +467,55 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         attempt: claimed.attempt,
         error: toErrorInfo(error),
         deadLetterReason,
-        retryDelayMs: verdict.delayMs ?? backoffDelayMs(this.config.backoff, claimed.attempt),
+        retryDelayMs: Math.min(verdict.delayMs ?? backoffDelayMs(this.config.backoff, claimed.attempt), MAX_RETRY_DELAY_MS),
         leaseToken: claimed.leaseToken,
         reopenedBy: claimed.from === 'dead_lettered' && claimed.leaseToken === null ? prepared.request.replayId : undefined,
       },
     };
   }
 
-  async #recordFailure(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown): Promise<Outcome> {
-    const decision = this.#failureDecision(prepared, claimed, error);
+  async #recordFailure(prepared: Prepared<P>, claimed: ClaimedDelivery, error: unknown, lost = false): Promise<Outcome> {
+    const decision = this.#failureDecision(prepared, claimed, error, lost);
     this.#logger.info(
       { consumer: this.name, messageId: prepared.id, attempt: claimed.attempt, err: error },
-      'inboxkit: handler failed',
+      lost ? "inboxkit: the handler's transaction lost its connection" : 'inboxkit: handler failed',
     );
-    const write = await this.#store.recordFailure(this.#settings, decision.record);
+    const write = await this.#writeFailure(decision.record);
+    if (write === undefined) {
+      // Nothing about this message can be recorded: dead-letter it now rather than run it forever uncounted.
+      // Its effect rolled back with the attempt, so the DLQ copy is all there is: nothing is lost.
+      return this.#deadLetter(prepared.id, 'unrecordable', claimed.attempt, decision.record.error);
+    }
     return this.#failureOutcome(prepared, claimed, decision, write);
+  }
+
+  /**
+   * Writes a failure record. When the store refuses it for its content (`contentRejection`: Postgres class 22
+   * or 54), writes a minimal record instead — ASCII error text, no message timestamp — so the attempt still
+   * counts; `undefined` when even that is refused. Any other failure (an outage) rejects: the caller answers
+   * retry (store-unavailable) and no attempt is burned.
+   */
+  async #writeFailure(record: FailureRecord): Promise<FailureWrite | undefined> {
+    try {
+      return await this.#store.recordFailure(this.#settings, record);
+    } catch (error) {
+      const refused = contentRejection(error);
+      if (refused === undefined) throw error;
+      this.#logger.error(
+        { consumer: this.name, messageId: record.messageId, err: error },
+        'inboxkit: the inbox refused the failure record for its content; recording a minimal one',
+      );
+      try {
+        return await this.#store.recordFailure(this.#settings, minimalFailure(record, refused));
+      } catch (again) {
+        if (contentRejection(again) === undefined) throw again;
+        this.#logger.error(
+          { consumer: this.name, messageId: record.messageId, err: again },
+          'inboxkit: the inbox refused even a minimal failure record: dead-lettering without an inbox row',
+        );
+        return undefined;
+      }
+    }
   }
 
   #failureOutcome(prepared: Prepared<P>, claimed: ClaimedDelivery, decision: FailureDecision, write: FailureWrite): Outcome {
@@ -522,12 +591,16 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   async #runChunk(chunk: readonly { index: number; prepared: Prepared<P> }[], started: number): Promise<Outcome[]> {
     const decisions = new Map<number, FailureDecision>();
+    let ran = false;
     let runs: BatchRun[];
     try {
       runs = await this.#store.runTransactionalBatch(
         this.#settings,
         chunk.map((item) => item.prepared.request),
-        (tx, claimed, k) => this.#runHandler(chunk[k]!.prepared, tx, claimed),
+        (tx, claimed, k) => {
+          ran = true;
+          return this.#runHandler(chunk[k]!.prepared, tx, claimed);
+        },
         (claimed, error, k) => {
           const decision = this.#failureDecision(chunk[k]!.prepared, claimed, error);
           decisions.set(k, decision);
@@ -536,15 +609,18 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         this.#buildStatements === undefined ? undefined : chunk.map((item) => this.#effectOf(item.prepared)),
       );
     } catch (error) {
-      return chunk.map((item) => this.#storeUnavailable(item.prepared.id, error));
+      if (!ran && contentRejection(error) === undefined) return chunk.map((item) => this.#storeUnavailable(item.prepared.id, error));
+      // The batch's transaction failed after handlers ran (a lost connection, a refused failure record), or its
+      // claim was refused for the content of some message. Which message's fault it was cannot be told inside
+      // one transaction, and charging every message would dead-letter healthy ones: one transaction per message
+      // now charges only the message whose own transaction fails. Nothing of the batch committed (or all of it
+      // did: then each is a duplicate).
+      this.#logger.warn({ consumer: this.name, err: error }, "inboxkit: the batch's transaction failed; handling its messages one by one");
+      return this.#oneByOne(chunk);
     }
     if (runs.some((run) => run.kind === 'busy')) {
       // The batch claim met a concurrent delivery: fall back to one transaction per message.
-      const outcomes: Outcome[] = [];
-      for (const item of chunk) {
-        outcomes.push(await this.#guarded(item.prepared.message, () => this.#runTransactional(item.prepared, performance.now())));
-      }
-      return outcomes;
+      return this.#oneByOne(chunk);
     }
     return runs.map((run, k) => {
       const prepared = chunk[k]!.prepared;
@@ -579,13 +655,38 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#fastPath?.remember(this.name, prepared.id, prepared.request.fingerprint, this.config.dedupeWindowMs);
   }
 
+  /**
+   * The chunk's messages one transaction each. Once one meets an outage of the store, the rest are answered
+   * `retry` (store-unavailable) without trying: nothing more can be decided until the store is back.
+   */
+  async #oneByOne(chunk: readonly { index: number; prepared: Prepared<P> }[]): Promise<Outcome[]> {
+    const outcomes: Outcome[] = [];
+    for (const item of chunk) {
+      const last = outcomes[outcomes.length - 1];
+      if (last?.status === 'retry' && last.reason === 'store-unavailable') {
+        outcomes.push(this.#retry(item.prepared.id, last.delayMs, 0, 'store-unavailable', last.error));
+        continue;
+      }
+      outcomes.push(await this.#guarded(item.prepared.message, () => this.#runTransactional(item.prepared, performance.now())));
+    }
+    return outcomes;
+  }
+
   // ── outcome builders and reporting ──────────────────────────────────────────────────────────────────────
 
-  /** Runs `work`; a store failure (or any unexpected error) becomes `retry` with reason `store-unavailable`. */
+  /**
+   * Runs `work`; a store failure (or any unexpected error) becomes `retry` with reason `store-unavailable`. A
+   * store that refuses a claim for its content (`contentRejection`) would refuse it on every delivery, and the
+   * handler has not run: that delivery is dead-lettered (`unrecordable`) instead of retried forever.
+   */
   async #guarded<T>(message: InboundMessage, work: () => Promise<T | Outcome>): Promise<T | Outcome> {
     try {
       return await work();
     } catch (error) {
+      if (contentRejection(error) !== undefined) {
+        this.#logger.error({ consumer: this.name, messageId: message.id, err: error }, 'inboxkit: the inbox refused this message for its content');
+        return this.#deadLetter(message.id, 'unrecordable', 0, toErrorInfo(error));
+      }
       return this.#storeUnavailable(message.id ?? '', error);
     }
   }
@@ -695,6 +796,23 @@ function elapsed(started: number): number {
   return Math.round((performance.now() - started) * 1000) / 1000;
 }
 
+/** A usable producer timestamp: a valid Date, clamped to what stores record (years 1–9999, recordable.ts). */
 function validDate(value: unknown): Date | undefined {
-  return value instanceof Date && !Number.isNaN(value.getTime()) ? value : undefined;
+  return recordableDate(value);
+}
+
+/**
+ * The record written when the store refused `record` for its content (`code`, a SQLSTATE): the same attempt,
+ * reason and delay, with only ASCII error text and no message timestamp — the fields a sender controls.
+ */
+function minimalFailure(record: FailureRecord, code: string): FailureRecord {
+  const ascii = (text: string): string => text.replaceAll(/[^\x20-\x7e]/g, '?').slice(0, 200);
+  return {
+    ...record,
+    messageTimestamp: undefined,
+    error: {
+      name: 'UnrecordableFailure',
+      message: `the inbox refused to record this failure as it was (SQLSTATE ${ascii(code)}); the error was a ${ascii(record.error.name)}`,
+    },
+  };
 }

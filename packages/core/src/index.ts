@@ -8,7 +8,7 @@ export * from './dead-letter-record.js';
 export type * from './transport.js';
 export type * from './consumer-types.js';
 export * from './store.js';
-export { idempotentConsumer, MAX_BATCH_TRANSACTION_SIZE } from './idempotent-consumer.js';
+export { idempotentConsumer, MAX_BATCH_TRANSACTION_SIZE, MAX_RETRY_DELAY_MS } from './idempotent-consumer.js';
 export { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from './fast-path.js';
 export {
   statementHandler,
@@ -18,7 +18,14 @@ export {
   type StatementTransaction,
 } from './statement-handler.js';
 export { CONSUMER_DEFAULTS, MAX_MESSAGE_ID_LENGTH_LIMIT } from './consumer-config.js';
-export { classifyError, isTransientNetworkError, type ErrorClassification } from './classify-error.js';
+export {
+  classifyError,
+  contentRejection,
+  isPermanentDataError,
+  isTransientNetworkError,
+  type ErrorClassification,
+} from './classify-error.js';
+export { clipText, recordableDate, recordableText, REPLACEMENT_CHARACTER } from './recordable.js';
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 export { canonicalJson, fingerprintPayload } from './fingerprint.js';
 export { downstreamKey } from './downstream-key.js';

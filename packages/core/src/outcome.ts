@@ -20,6 +20,8 @@ export type DeadLetterReason =
   | 'missing-id'
   | 'invalid-id'
   | 'beyond-dedupe-window'
+  /** The inbox refused, for its content, to record the message (its claim, or even a minimal failure record). */
+  | 'unrecordable'
   | (string & {});
 
 /**

@@ -1,8 +1,10 @@
 // A Postgres backend terminated while the store holds its connection (pg_terminate_backend, a restart, 57P01)
 // must not crash the process: node-postgres emits 'error' on a checked-out client that has no listener of its
 // own (pg-pool removes its idle listener on checkout), and Node exits on an unhandled 'error' event. The store
-// guards the connection it holds; the delivery comes back as `retry` (store-unavailable) and its redelivery is
-// applied once. vitest reports an unhandled error as a failed run, so each case here would fail without it.
+// guards the connection it holds; the delivery comes back as `retry` and its redelivery is applied once. vitest
+// reports an unhandled error as a failed run, so each case here would fail without it. When the handler had run
+// and the store is reachable again at once (only that backend died), the attempt is counted (`handler-error`):
+// a handler that loses its connection on every attempt still reaches the DLQ (unrecordable-failure.test.ts).
 
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
@@ -47,7 +49,7 @@ describe('a backend terminated while the store holds its connection', () => {
   it.each([
     ['sleeps through it, then returns', false],
     ['sleeps through it, then writes again', true],
-  ] as const)('handle(): a handler that %s gets retry (store-unavailable); the redelivery applies once', async (_, writeAfter) => {
+  ] as const)('handle(): a handler that %s gets retry, its attempt counted; the redelivery applies once', async (_, writeAfter) => {
     const name = `terminated-${writeAfter ? 'write' : 'idle'}`;
     const db = bareDb();
     let terminated = false;
@@ -67,9 +69,9 @@ describe('a backend terminated while the store holds its connection', () => {
       });
       const first = await consumer.handle(message('m1'));
       expect(terminated).toBe(true);
-      expect(first).toMatchObject({ status: 'retry', reason: 'store-unavailable' });
+      expect(first).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1 });
       expect(await countEffects(t.db, t.schema, name)).toBe(0);
-      expect((await consumer.handle(message('m1'))).status).toBe('processed');
+      expect(await consumer.handle(message('m1'))).toMatchObject({ status: 'processed', attempt: 2 });
       expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
       expect(await countEffects(t.db, t.schema, name, 'm1')).toBe(1);
       expect(await countEffects(t.db, t.schema, name)).toBe(1);
@@ -78,7 +80,7 @@ describe('a backend terminated while the store holds its connection', () => {
     }
   });
 
-  it("handle(): a backend terminated during the handler's own statement is retry (store-unavailable), not a handler failure", async () => {
+  it("handle(): a backend terminated during the handler's own statement is retry with the attempt counted, whatever isRetriable says", async () => {
     const name = 'terminated-mid-statement';
     const db = bareDb();
     let terminated = false;
@@ -88,6 +90,8 @@ describe('a backend terminated while the store holds its connection', () => {
         name,
         store: new PostgresInboxStore({ db, schema: t.schema }),
         backoff: { initialDelayMs: 0, maxDelayMs: 0 },
+        // Classifies the handler's own errors only: a lost connection is never dead-lettered by it.
+        isRetriable: () => false,
         handler: async (m, { tx }) => {
           await insertEffect(tx, t.schema, name, m.id);
           if (terminated) return;
@@ -110,15 +114,15 @@ describe('a backend terminated while the store holds its connection', () => {
       const first = await consumer.handle(message('m1'));
       await killer;
       expect(terminated).toBe(true);
-      expect(first).toMatchObject({ status: 'retry', reason: 'store-unavailable' });
-      expect((await consumer.handle(message('m1')))).toMatchObject({ status: 'processed', attempt: 1 });
+      expect(first).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1 });
+      expect((await consumer.handle(message('m1')))).toMatchObject({ status: 'processed', attempt: 2 });
       expect(await countEffects(t.db, t.schema, name)).toBe(1);
     } finally {
       await db.destroy();
     }
   });
 
-  it('handleBatch(): the whole batch gets retry (store-unavailable); the redelivery applies each once', async () => {
+  it('handleBatch(): the batch is handled again one message per transaction; only the one that lost its connection is charged', async () => {
     const name = 'terminated-batch';
     const db = bareDb();
     let terminated = false;
@@ -138,13 +142,12 @@ describe('a backend terminated while the store holds its connection', () => {
       const batch = [message('a'), message('b'), message('c')];
       const first = await consumer.handleBatch(batch);
       expect(terminated).toBe(true);
-      expect(first.map((o) => [o.status, (o as { reason?: string }).reason])).toEqual([
-        ['retry', 'store-unavailable'],
-        ['retry', 'store-unavailable'],
-        ['retry', 'store-unavailable'],
+      // The batch's transaction died with 'b'; handled again one by one, 'b' no longer kills its backend.
+      expect(first).toMatchObject([
+        { status: 'processed', attempt: 1 },
+        { status: 'processed', attempt: 1 },
+        { status: 'processed', attempt: 1 },
       ]);
-      expect(await countEffects(t.db, t.schema, name)).toBe(0);
-      expect((await consumer.handleBatch(batch)).map((o) => o.status)).toEqual(['processed', 'processed', 'processed']);
       expect((await consumer.handleBatch(batch)).map((o) => o.status)).toEqual(['duplicate', 'duplicate', 'duplicate']);
       expect(await countEffects(t.db, t.schema, name)).toBe(3);
     } finally {
