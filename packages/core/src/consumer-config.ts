@@ -59,7 +59,7 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
   }
   if (!isValidConsumerName(config.name)) {
     throw new ConfigurationError(
-      `name must be 1-200 printable characters without surrounding spaces (it scopes dedupe), got ${JSON.stringify(config.name)}`,
+      `name must be 1-200 printable characters without surrounding spaces, not only invisible ones (it scopes dedupe), got ${JSON.stringify(config.name)}`,
     );
   }
   const store = config.store as unknown as Record<string, unknown> | undefined;

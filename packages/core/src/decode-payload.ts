@@ -11,6 +11,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * JSON throws a `DecodeError`.
  */
 export function decodeJson(body: Uint8Array | string | null): unknown {
+  return decodeJsonBody(body).value;
+}
+
+/** The default decoder's text (the body as UTF-8, BOM dropped) and its JSON value; throws a `DecodeError`. */
+export function decodeJsonBody(body: Uint8Array | string | null): { readonly text: string; readonly value: unknown } {
   if (body === null || body === undefined) throw new DecodeError('the message has no body');
   let text: string;
   if (typeof body === 'string') text = body.charCodeAt(0) === 0xfeff ? body.slice(1) : body;
@@ -23,7 +28,7 @@ export function decodeJson(body: Uint8Array | string | null): unknown {
   }
   if (text.trim() === '') throw new DecodeError('the body is empty');
   try {
-    return JSON.parse(text);
+    return { text, value: JSON.parse(text) };
   } catch (error) {
     throw new DecodeError(`the body is not JSON: ${(error as Error).message}`, { cause: error });
   }

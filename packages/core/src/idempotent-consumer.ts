@@ -9,7 +9,7 @@ import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-c
 import { ConsumerMetrics } from './consumer-metrics.js';
 import type { IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
 import { HandlerRun } from './handler-run.js';
-import { decodeJson, validatePayload } from './decode-payload.js';
+import { decodeJsonBody, validatePayload } from './decode-payload.js';
 import { toErrorInfo } from './error-info.js';
 import {
   DecodeError,
@@ -20,7 +20,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { FastPathGuard } from './fast-path.js';
-import { fingerprintPayload } from './fingerprint.js';
+import { fingerprintJson, fingerprintPayload } from './fingerprint.js';
 import { guardedLogger } from './guarded-logger.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import { checkMessageId } from './message-id.js';
@@ -96,6 +96,14 @@ export function idempotentConsumer<P = unknown, Tx = unknown>(
   return new InboxConsumer(resolveConsumerConfig(config));
 }
 
+/**
+ * The late rule decides on the store's clock (`InboxStore.now`), the one expiry and pruning use. Deliveries whose
+ * age on the application's clock, corrected by the last measured offset, is within this margin of the window
+ * (or beyond it) ask the store for its time; the offset is measured again at most this often.
+ */
+const LATE_CHECK_MARGIN_MS = 5 * 60_000;
+const CLOCK_OFFSET_REFRESH_MS = 10 * 60_000;
+
 /** How many ids recorded as started are remembered for their claim (`InboxConsumer#started`). */
 const STARTED_IDS_KEPT = 10_000;
 
@@ -109,7 +117,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #logger: Logger;
   /** The application's logger as given, for `context.logger`. */
   readonly #handlerLogger: Logger;
-  readonly #decode: (body: Uint8Array | string | null) => unknown;
+  /** The custom `decode`; `undefined` for the default JSON decoder, whose text is fingerprinted. */
+  readonly #decode: ((body: Uint8Array | string | null) => unknown) | undefined;
   readonly #consumerBytes: number;
   /** The builder of a statement handler (`statementHandler`), whose statements may go with the claim. */
   readonly #buildStatements: StatementBuilder<P> | undefined;
@@ -120,6 +129,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #started = new Set<string>();
   /** The cache of completed deliveries in front of the inbox (`fastPath`), if any. */
   readonly #fastPath: FastPathGuard | undefined;
+  /** The store's clock minus the application's, in ms, as last measured; when it was measured (0: never). */
+  #clockOffsetMs = 0;
+  #clockMeasuredAt = 0;
 
   constructor(config: ResolvedConsumerConfig<P, Tx>) {
     this.config = config;
@@ -134,7 +146,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#metrics = new ConsumerMetrics(config.name, config.meterProvider);
     this.#handlerLogger = config.logger ?? silentLogger;
     this.#logger = guardedLogger(this.#handlerLogger);
-    this.#decode = config.decode ?? decodeJson;
+    this.#decode = config.decode;
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
     this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
     this.#fastPath = config.fastPath === undefined ? undefined : new FastPathGuard(config.fastPath);
@@ -183,7 +195,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const prepared = checked instanceof Promise ? await checked : checked;
     if (!('request' in prepared)) return this.#recordRejection(prepared);
     if (await this.#fastPathHit(prepared)) return this.#fastPathDuplicate(prepared);
-    if (this.#isLate(prepared)) {
+    if (await this.#mayBeLate(prepared)) {
       const late = await this.#lateOutcome(prepared);
       if (late !== undefined) return this.#recordRejection(late);
     }
@@ -287,8 +299,10 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
     const id = message.id!;
     let raw: unknown;
+    let text: string | undefined;
     try {
-      raw = this.#decode(message.body);
+      if (this.#decode === undefined) ({ text, value: raw } = decodeJsonBody(message.body));
+      else raw = this.#decode(message.body);
     } catch (error) {
       const decodeError =
         error instanceof DecodeError
@@ -298,9 +312,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
     let fingerprint: string;
     try {
-      fingerprint = fingerprintPayload(raw);
+      fingerprint = text === undefined ? fingerprintPayload(raw) : fingerprintJson(text, raw);
     } catch (error) {
-      const info = toErrorInfo(new DecodeError('the payload cannot be fingerprinted', { cause: error }));
+      const info = toErrorInfo(new DecodeError(`the payload cannot be fingerprinted: ${toErrorInfo(error).message}`, { cause: error }));
       return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp };
     }
     if (this.config.schema === undefined) return this.#prepared(message, id, raw as P, fingerprint, timestamp);
@@ -342,7 +356,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   /** DESIGN §5: no row and older than the window → its id may have been pruned; apply `latePolicy`. */
   async #lateOutcome(prepared: Prepared<P>): Promise<Rejected | undefined> {
-    if (!this.#isLate(prepared)) return undefined;
+    if (!this.#isLate(prepared, await this.#storeNow())) return undefined;
     const rows = await this.#store.findRows(this.name, [prepared.id]);
     if (rows.length > 0) return undefined;
     return this.#lateVerdict(prepared);
@@ -377,9 +391,36 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     return outcome;
   }
 
-  #isLate(prepared: Prepared<P>): boolean {
+  /** True when the message is older than the window at `now`, on the store's clock. */
+  #isLate(prepared: Prepared<P>, now: number): boolean {
     const ts = prepared.request.messageTimestamp;
-    return ts !== undefined && Date.now() - ts.getTime() > this.config.dedupeWindowMs;
+    return ts !== undefined && now - ts.getTime() > this.config.dedupeWindowMs;
+  }
+
+  /**
+   * The cheap test before the exact one: older than the window less a margin, on the application's clock
+   * corrected by the store's measured offset (measured first, and again every 10 minutes, when the delivery has
+   * a timestamp). Only deliveries that pass ask the store for its time.
+   */
+  async #mayBeLate(prepared: Prepared<P>): Promise<boolean> {
+    const ts = prepared.request.messageTimestamp;
+    if (ts === undefined) return false;
+    if (this.#store.now !== undefined && Date.now() - this.#clockMeasuredAt > CLOCK_OFFSET_REFRESH_MS) {
+      // A store that cannot answer now will not take the claim either; keep the last offset meanwhile.
+      await this.#storeNow().catch(() => undefined);
+    }
+    return Date.now() + this.#clockOffsetMs - ts.getTime() > this.config.dedupeWindowMs - LATE_CHECK_MARGIN_MS;
+  }
+
+  /** The store's clock now (`InboxStore.now`), in epoch ms; the application's for a store without one. */
+  async #storeNow(): Promise<number> {
+    if (this.#store.now === undefined) return Date.now();
+    const before = Date.now();
+    const now = (await this.#store.now()).getTime();
+    const after = Date.now();
+    this.#clockOffsetMs = now - (before + after) / 2;
+    this.#clockMeasuredAt = after;
+    return now;
   }
 
   #lateVerdict(prepared: Prepared<P>): Rejected | undefined {
@@ -572,13 +613,18 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async #applyLatePolicy(batch: readonly { index: number; prepared: Prepared<P> }[], outcomes: (Outcome | undefined)[]): Promise<void> {
-    const late = batch.filter((item) => this.#isLate(item.prepared));
-    if (late.length === 0) return;
+    const maybe: { index: number; prepared: Prepared<P> }[] = [];
+    for (const item of batch) if (outcomes[item.index] === undefined && (await this.#mayBeLate(item.prepared))) maybe.push(item);
+    if (maybe.length === 0) return;
     let known: Set<string>;
+    let late: { index: number; prepared: Prepared<P> }[];
     try {
+      const now = await this.#storeNow();
+      late = maybe.filter((item) => this.#isLate(item.prepared, now));
+      if (late.length === 0) return;
       known = new Set((await this.#store.findRows(this.name, late.map((item) => item.prepared.id))).map((r) => r.messageId));
     } catch (error) {
-      for (const item of late) outcomes[item.index] = this.#storeUnavailable(item.prepared.id, error);
+      for (const item of maybe) outcomes[item.index] = this.#storeUnavailable(item.prepared.id, error);
       return;
     }
     for (const item of late) {

@@ -27,9 +27,9 @@ export {
 } from './classify-error.js';
 export { clipText, recordableDate, recordableText, REPLACEMENT_CHARACTER } from './recordable.js';
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
-export { canonicalJson, fingerprintPayload } from './fingerprint.js';
+export { canonicalJson, exactCanonicalJson, fingerprintJson, fingerprintPayload } from './fingerprint.js';
 export { downstreamKey } from './downstream-key.js';
-export { decodeJson } from './decode-payload.js';
+export { decodeJson, decodeJsonBody } from './decode-payload.js';
 export { toErrorInfo } from './error-info.js';
 export { METRIC_NAMES } from './consumer-metrics.js';
 export { silentLogger } from './silent-logger.js';

@@ -339,6 +339,14 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
   recordReplay(entry: ReplayAuditEntry): Promise<void>;
 
   /**
+   * The store's clock: the one expiry, leases, retry times and pruning are measured on (Postgres `now()`). The
+   * consumer's late-message rule asks it, so a skew between the application's clock and the database's does not
+   * move the rule's threshold; it asks only for deliveries near or beyond the window, and every 10 minutes to
+   * keep its estimate of the offset. Optional: without it the rule uses the application's clock.
+   */
+  now?(): Promise<Date>;
+
+  /**
    * Deletes `completed` rows whose `expiresAt` passed, in batches, one runner at a time (a second concurrent
    * run returns `locked`). Rows in other states are never deleted.
    */

@@ -53,12 +53,26 @@ describe('bad input', () => {
     ['an id with a control character', 'a\u0000b', /non-printable/],
     ['an id with a newline', 'a\nb', /non-printable/],
     ['an id with a lone surrogate', 'a\uD800', /non-printable/],
+    ['an id of one space', ' ', /only of characters that show nothing.*U\+0020/],
+    ['an id of spaces and no-break spaces', '  \u00A0\u3000', /only of characters that show nothing/],
+    ['an id of zero-width characters', '\u200B\u200C\u200D\u2060\uFEFF', /U\+200B U\+200C U\+200D U\+2060 U\+FEFF/],
+    ['an id of bidi controls', '\u202E\u2066\u2069\u200E\u200F\u061C', /only of characters that show nothing/],
+    ['an id of a line separator and a soft hyphen', '\u2028\u00AD', /only of characters that show nothing/],
+    ['an id of twenty zero-width spaces', '\u200B'.repeat(20), /U\+200B … \(20 in all\)/],
   ])('dead-letters %s as invalid-id', async (_label, id, detail) => {
     const { consumer, runs } = setup();
     const outcome = await consumer.handle(message(id));
     expect(outcome).toMatchObject({ status: 'dead-letter', reason: 'invalid-id', attempts: 0 });
-    expect((outcome as { error: { message: string } }).error.message).toMatch(detail);
+    expect((outcome as { error: { message: string; name: string } }).error.message).toMatch(detail);
+    expect((outcome as { error: { message: string; name: string } }).error.name).toBe('InvalidMessageIdError');
     expect(runs()).toBe(0);
+  });
+
+  it('accepts ids that hold invisible characters beside visible ones', async () => {
+    const { consumer } = setup();
+    for (const id of ['a\u200Bb', ' order-1', 'e\u0301', '\u202Eabc', 'x\u00A0y']) {
+      expect((await consumer.handle(message(id))).status, JSON.stringify(id)).toBe('processed');
+    }
   });
 
   it('accepts an id of exactly the limit, and honours a custom limit', async () => {

@@ -40,6 +40,8 @@ describe('idempotentConsumer configuration', () => {
     [{ name: '' }, /name must be 1-200 printable/],
     [{ name: 'x'.repeat(201) }, /name must be 1-200/],
     [{ name: 'a\nb' }, /name/],
+    [{ name: '\u200B\u200D' }, /name must be 1-200 printable/],
+    [{ name: '\u202E\u2066' }, /name must be 1-200 printable/],
     [{ store: undefined }, /store must be an InboxStore/],
     [{ store: {} }, /store must be an InboxStore/],
     [{ handler: 'nope' }, /handler must be a function/],

@@ -314,6 +314,12 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
     this.#replays.push(Object.freeze({ ...entry, at: new Date(this.#clock()) }));
   }
 
+  /** The store's clock (the `clock` option). */
+  async now(): Promise<Date> {
+    this.#check();
+    return new Date(this.#clock());
+  }
+
   async prune(options: PruneOptions = {}): Promise<PruneResult> {
     this.#check();
     if (this.#pruning) return { status: 'locked', deleted: 0, batches: 0 };

@@ -736,6 +736,12 @@ export class PostgresInboxStore<DB = unknown> implements InboxStore<Transaction<
     await this.#session((s) => s.query(this.#sql.recordReplay(entry)));
   }
 
+  /** The database's clock, which expiry, leases and retry times are measured on (for the late-message rule). */
+  async now(): Promise<Date> {
+    const rows = await this.#session((s) => s.query('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms'));
+    return new Date(Number(rows[0]?.['ms']));
+  }
+
   // ── pruning ─────────────────────────────────────────────────────────────────────────────────────────────
 
   async prune(options: PruneOptions = {}): Promise<PruneResult> {
