@@ -15,7 +15,15 @@ export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 /** Every command name, as typed. */
-export const COMMANDS = ['migrate', 'status', 'prune', 'dlq list', 'dlq replay', 'doctor'] as const;
+export const COMMANDS = [
+  'migrate',
+  'status',
+  'prune',
+  'dlq list',
+  'dlq replay',
+  'doctor',
+  'console',
+] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 interface Common {
@@ -89,6 +97,24 @@ export interface DoctorCommand extends Common {
   readonly dlq: string | undefined;
 }
 
+export interface ConsoleCommand extends Common {
+  readonly command: 'console';
+  /** The DLQs the page lists and replays from (`--dlq TRANSPORT:DLQ`, repeatable). */
+  readonly dlqs: readonly { readonly transport: TransportName; readonly name: string }[];
+  /** `--bind`; default 127.0.0.1. */
+  readonly host: string;
+  /** `--port`; default 7070, 0 = any free port. */
+  readonly port: number;
+  /** `--allow-remote`: a non-loopback `--bind` is meant. */
+  readonly allowRemote: boolean;
+  /** `--token-file`: where the credential is (else `INBOXKIT_CONSOLE_TOKEN`). */
+  readonly tokenFile: string | undefined;
+  /** Who replays are recorded as (`--by`, else $USER), unless the request names a basic-auth user. */
+  readonly requestedBy: string;
+  /** `--sample-interval`: how often the chart's state counts are read. Default 10 s. */
+  readonly sampleIntervalMs: number;
+}
+
 export type ParsedCommand =
   | HelpCommand
   | VersionCommand
@@ -97,7 +123,8 @@ export type ParsedCommand =
   | PruneCommand
   | DlqListCommand
   | DlqReplayCommand
-  | DoctorCommand;
+  | DoctorCommand
+  | ConsoleCommand;
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -172,6 +199,16 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     source: { type: 'string' },
     dlq: { type: 'string' },
     ...Object.fromEntries(Object.keys(DOCTOR_SETTING_FLAGS).map((k) => [k, { type: 'string' as const }])),
+  },
+  console: {
+    ...CONNECTION_OPTIONS,
+    dlq: { type: 'string', multiple: true },
+    bind: { type: 'string' },
+    port: { type: 'string' },
+    'allow-remote': { type: 'boolean' },
+    'token-file': { type: 'string' },
+    by: { type: 'string' },
+    'sample-interval': { type: 'string' },
   },
 };
 
@@ -408,6 +445,42 @@ export function parseCommandLine(
         ratePerSecond: rate === undefined ? undefined : parseRate(rate, '--rate', command),
         dryRun: values['dry-run'] === true,
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+      };
+    }
+    case 'console': {
+      const dlqs = ((values.dlq as string[] | undefined) ?? []).map((value) => {
+        const colon = value.indexOf(':');
+        const transport = colon < 0 ? '' : value.slice(0, colon);
+        const name = colon < 0 ? '' : value.slice(colon + 1).trim();
+        if (!(TRANSPORTS as readonly string[]).includes(transport) || name === '') {
+          throw new UsageError(
+            `--dlq takes TRANSPORT:DLQ with TRANSPORT one of ${TRANSPORTS.join(', ')} (rabbitmq:orders.dlq), got ${JSON.stringify(value)}`,
+            command,
+          );
+        }
+        return { transport: transport as TransportName, name };
+      });
+      const port = str('port');
+      const portNumber = port === undefined ? 7070 : /^\d+$/.test(port.trim()) ? Number(port) : Number.NaN;
+      if (!Number.isInteger(portNumber) || portNumber < 0 || portNumber > 65_535) {
+        throw new UsageError(
+          `--port expects a port number from 0 to 65535, got ${JSON.stringify(port)}`,
+          command,
+        );
+      }
+      const interval = str('sample-interval');
+      const by = str('by') ?? env.USER ?? env.USERNAME ?? env.LOGNAME;
+      return {
+        command,
+        ...common,
+        dlqs,
+        host: str('bind') ?? '127.0.0.1',
+        port: portNumber,
+        allowRemote: values['allow-remote'] === true,
+        tokenFile: str('token-file'),
+        requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+        sampleIntervalMs:
+          interval === undefined ? 10_000 : parseDuration(interval, '--sample-interval', command),
       };
     }
     case 'doctor': {

@@ -9,6 +9,7 @@ import { parseCommandLine } from './command-line.js';
 import type { ParsedCommand } from './command-line.js';
 import { EXIT } from './commands/command-context.js';
 import type { CommandContext } from './commands/command-context.js';
+import { runConsole } from './commands/console-command.js';
 import { runDlqList } from './commands/dlq-list-command.js';
 import { runDlqReplay } from './commands/dlq-replay-command.js';
 import { runDoctor } from './commands/doctor-command.js';
@@ -48,6 +49,8 @@ async function dispatch(
       return runDlqReplay(command, context);
     case 'doctor':
       return runDoctor(command, context);
+    case 'console':
+      return runConsole(command, context);
   }
 }
 

@@ -23,6 +23,7 @@ Commands:
   dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
   doctor        check connectivity and configuration invariants
+  console       a web page over the inbox and the DLQs: charts, filters, replay
   help [cmd]    show help for a command (also: <command> --help)
   --version     print the version
 
@@ -33,6 +34,28 @@ ${CONNECTION}
 `;
 
 const COMMAND_USAGE: Readonly<Record<CommandName, string>> = {
+  console: `Usage: inboxkit console [--dlq TRANSPORT:DLQ]… [--bind 127.0.0.1] [--port 7070]
+                        [--allow-remote] [--token-file FILE] [--by NAME]
+                        [--sample-interval 10s] [connection flags]
+
+Serves the operator console: per consumer, rows by state over time and dead
+letters per hour; the dead letters of each --dlq grouped by reason, with
+filters (consumer, reason, time, id or error text); one message's full record;
+dry-run and replay of a selection, at a rate, with live progress. Replays take
+the path of \`dlq replay\`: publish, confirm, then remove; the inbox decides.
+
+  --dlq T:DLQ        a DLQ to list and replay from (repeat for several):
+                     kafka:orders-dlq, rabbitmq:orders.dlq, sqs:orders-dlq
+  --bind HOST        listen here (default 127.0.0.1). Any other address needs
+                     --allow-remote and a credential
+  --port N           default 7070; 0 picks a free port
+  --token-file FILE  the credential (else INBOXKIT_CONSOLE_TOKEN), at least 16
+                     characters; every request must then carry it (basic auth:
+                     any user name, the credential as password; or Bearer).
+                     It is never printed
+  --by NAME          who replays are recorded as (default $USER); a basic-auth
+                     user name takes its place
+  --sample-interval  how often the chart's counts are read (default 10s)`,
   migrate: `Usage: inboxkit migrate [--reconciliation] [connection flags] [--json]
 
 Creates or updates the inbox table (schema --schema, table --table) with the

@@ -4,14 +4,14 @@
 import { randomUUID } from 'node:crypto';
 
 import type { DlqReplayCommand } from '../command-line.js';
-import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
+import type { OpenedDatabase } from '../cli-services.js';
 import { inboxStore } from '../inbox/inbox-store.js';
 import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { ReplayProgress } from '../output/replay-progress.js';
 import { writeJson } from '../output/write-json.js';
 import { describePrediction, REPLAY_PREDICTIONS } from '../replay/predict-replay.js';
-import { replayDeadLetters } from '../replay/replay-dead-letters.js';
+import { replayFromDlq } from '../replay/replay-from-dlq.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
@@ -22,7 +22,6 @@ import { displayName, displayText } from '../output/display-text.js';
 export async function runDlqReplay(command: DlqReplayCommand, context: CommandContext): Promise<number> {
   const { io, services, clock } = context;
   let database: OpenedDatabase | undefined;
-  let transport: OpenedTransport | undefined;
   try {
     if (command.connection.databaseUrl !== undefined) {
       database = await services.openDatabase(command.connection);
@@ -31,48 +30,50 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
         'note: no database configured (--database-url / DATABASE_URL): predictions are unknown\n',
       );
     }
-    transport = await services.openTransport(command.transport, command.connection, {
-      from: command.from,
-      group: command.group,
-      publish: !command.dryRun,
-    });
-    const to = command.to === undefined ? undefined : await transport.resolveDestination(command.to);
     const replayId = randomUUID();
-    io.stderr.write(
-      `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${displayName(command.requestedBy)}: ${command.transport} DLQ ${displayName(maskConnectionString(command.from))}${to === undefined ? '' : ` -> ${displayName(maskConnectionString(to))}`}\n`,
+    let progress: ReplayProgress | undefined;
+    const summary = await replayFromDlq(
+      {
+        transport: command.transport,
+        from: command.from,
+        group: command.group,
+        to: command.to,
+        filter: command.filter,
+        limit: command.limit,
+        ratePerSecond: command.ratePerSecond,
+        dryRun: command.dryRun,
+        replayId,
+        requestedBy: command.requestedBy,
+      },
+      {
+        services,
+        connection: command.connection,
+        inbox:
+          database === undefined
+            ? undefined
+            : inspectorInboxLookup(inboxStore(database.db, command.connection)),
+        clock,
+        signal: io.signal,
+        onOpened: (transport, to) => {
+          io.stderr.write(
+            `${command.dryRun ? 'dry run of replay' : 'replay'} ${replayId} by ${displayName(command.requestedBy)}: ${command.transport} DLQ ${displayName(maskConnectionString(command.from))}${to === undefined ? '' : ` -> ${displayName(maskConnectionString(to))}`}\n`,
+          );
+          if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
+            io.stderr.write(
+              `note: ${command.transport} cannot peek; the dry run receives and releases each message (receive counts rise, order may change)\n`,
+            );
+          }
+          progress = new ReplayProgress(io.stderr, clock, { total: command.limit, dryRun: command.dryRun });
+        },
+        onEntry: (entry) => progress?.onEntry(entry),
+      },
     );
-    if (command.dryRun && !transport.reader.nonDestructiveBrowse) {
-      io.stderr.write(
-        `note: ${command.transport} cannot peek; the dry run receives and releases each message (receive counts rise, order may change)\n`,
-      );
-    }
-    const progress = new ReplayProgress(io.stderr, clock, { total: command.limit, dryRun: command.dryRun });
-    const summary = await replayDeadLetters({
-      transport: command.transport,
-      reader: transport.reader,
-      publisher: transport.publisher,
-      inbox:
-        database === undefined
-          ? undefined
-          : inspectorInboxLookup(inboxStore(database.db, command.connection)),
-      to,
-      filter: command.filter,
-      limit: command.limit,
-      ratePerSecond: command.ratePerSecond,
-      dryRun: command.dryRun,
-      replayId,
-      requestedBy: command.requestedBy,
-      clock,
-      signal: io.signal,
-      onEntry: progress.onEntry,
-    });
-    progress.finish();
+    progress?.finish();
     if (command.json) writeJson(io.stdout, summary);
     else io.stdout.write(renderSummary(summary));
     if (summary.stoppedBecause === 'interrupted') return EXIT.interrupted;
     return summary.failed + summary.unreplayable > 0 ? EXIT.failed : EXIT.ok;
   } finally {
-    await transport?.close().catch(() => undefined);
     await database?.close().catch(() => undefined);
   }
 }

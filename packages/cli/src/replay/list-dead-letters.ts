@@ -3,7 +3,7 @@
 // running one.
 
 import { parseDeadLetterHeaders } from '@inboxkit/core';
-import type { DeadLetterQueueReader } from '@inboxkit/core';
+import type { DeadLetterEntry, DeadLetterQueueReader } from '@inboxkit/core';
 import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { matchesFilter } from './dead-letter-filter.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
@@ -22,6 +22,11 @@ export interface ListDeadLettersOptions {
   readonly filter?: DeadLetterFilter | undefined;
   /** Read at most this many entries. Default is 1,000. */
   readonly limit?: number | undefined;
+  /**
+   * Called with every entry the filter selects, as read (headers and body included): the console keeps them to
+   * show one message's full record without reading the DLQ again. Default is none.
+   */
+  readonly onSelected?: ((entry: DeadLetterEntry) => void) | undefined;
 }
 
 /** One dead letter as listed. */
@@ -118,6 +123,7 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     read += 1;
     const record = parseDeadLetterHeaders(entry.headers);
     if (!matchesFilter(entry.id, record, filter)) continue;
+    options.onSelected?.(entry);
     const error = record?.error === undefined ? undefined : `${record.error.name}: ${record.error.message}`;
     raw.push({
       fingerprint: replayFingerprint(entry, record),

@@ -9,7 +9,12 @@ import { connectionStringSecrets, isSecretParameter, MASK } from './mask-connect
  * Environment variables whose value is a secret as a whole. `DATABASE_URL` and `AMQP_URL` are connection
  * strings: only their secrets are scrubbed.
  */
-export const SECRET_ENVIRONMENT = ['PGPASSWORD', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN'] as const;
+export const SECRET_ENVIRONMENT = [
+  'PGPASSWORD',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'INBOXKIT_CONSOLE_TOKEN',
+] as const;
 
 /** Environment variables holding connection strings. */
 const CONNECTION_ENVIRONMENT = ['DATABASE_URL', 'AMQP_URL', 'SQS_ENDPOINT'] as const;

@@ -1,0 +1,779 @@
+// @ts-check
+// The console's page: no framework, no build. It reads the JSON API of `inboxkit console`, draws the charts
+// as SVG, and never puts data into HTML: every value from a message (ids, errors, payloads, headers) is set
+// as text, so a dead letter cannot run script in the operator's browser.
+
+const SVG = 'http://www.w3.org/2000/svg';
+const STATES = /** @type {const} */ (['completed', 'processing', 'failed', 'dead_lettered']);
+const STATE_LABEL = {
+  completed: 'completed',
+  processing: 'processing',
+  failed: 'failed (retrying)',
+  dead_lettered: 'dead-lettered',
+};
+
+/** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined }} */
+const state = { overview: undefined, listing: undefined, selected: new Set(), jobSource: undefined };
+
+/**
+ * An element with attributes and children; strings become text nodes.
+ * @param {string} tag
+ * @param {Record<string, string | number | boolean | undefined>} [attrs]
+ * @param {...(Node | string | number | undefined | null | false)} children
+ * @returns {HTMLElement}
+ */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === false) continue;
+    if (k === 'class') el.className = String(v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return el;
+}
+
+/**
+ * An SVG element.
+ * @param {string} tag
+ * @param {Record<string, string | number>} [attrs]
+ * @returns {SVGElement}
+ */
+function s(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+/** @param {string} selector @returns {HTMLElement} */
+function $(selector) {
+  const el = document.querySelector(selector);
+  if (!(el instanceof HTMLElement)) throw new Error(`missing ${selector}`);
+  return el;
+}
+
+/** @param {number} n */
+const fmt = (n) => n.toLocaleString('en-US');
+
+/** @param {string | undefined | null} iso */
+function when(iso) {
+  if (iso === undefined || iso === null) return '–';
+  const d = new Date(iso);
+  return `${d.toISOString().slice(0, 10)} ${d.toTimeString().slice(0, 8)}`;
+}
+
+/**
+ * Calls the API; a non-2xx answer becomes an Error with the server's message.
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<any>}
+ */
+async function api(path, body) {
+  const init =
+    body === undefined
+      ? {}
+      : {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-inboxkit-console': '1' },
+          body: JSON.stringify(body),
+        };
+  const response = await fetch(path, init);
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error ?? `${response.status} ${response.statusText}`);
+  return data;
+}
+
+/** @param {string} text @param {boolean} [error] */
+function status(text, error = false) {
+  const el = $('#status');
+  el.textContent = text;
+  el.classList.toggle('error', error);
+}
+
+// ---------------------------------------------------------------------------------------------- charts
+
+/**
+ * A sparkline of one state's count over the samples, with the latest value large.
+ * @param {string} label @param {string} cls @param {number[]} values @param {string[]} times
+ */
+function stateTile(label, cls, values, times) {
+  const w = 180;
+  const ht = 44;
+  const svg = s('svg', {
+    viewBox: `0 0 ${w} ${ht}`,
+    preserveAspectRatio: 'none',
+    class: 'spark',
+    role: 'img',
+    'aria-label': `${label} over time`,
+  });
+  const max = Math.max(1, ...values);
+  const min = Math.min(...values, max);
+  const span = Math.max(1, max - min);
+  if (values.length > 1) {
+    const line = values
+      .map(
+        (v, i) =>
+          `${((i / (values.length - 1)) * w).toFixed(1)},${(ht - 4 - ((v - min) / span) * (ht - 8)).toFixed(1)}`,
+      )
+      .join(' ');
+    svg.append(s('polygon', { points: `0,${ht} ${line} ${w},${ht}`, class: `area ${cls}` }));
+    svg.append(s('polyline', { points: line, class: `line ${cls}` }));
+  } else {
+    svg.append(s('line', { x1: 0, x2: w, y1: ht - 4, y2: ht - 4, class: `line ${cls}` }));
+  }
+  const first = times[0];
+  const last = values[values.length - 1] ?? 0;
+  const change = values.length > 1 ? last - (values[0] ?? 0) : 0;
+  return h(
+    'div',
+    { class: `tile ${cls}`, 'data-state': cls },
+    h('div', { class: 'tile-label' }, label),
+    h('div', { class: 'tile-value' }, fmt(last)),
+    h(
+      'div',
+      { class: 'tile-change' },
+      change === 0
+        ? 'no change'
+        : `${change > 0 ? '+' : ''}${fmt(change)} since ${first ? when(first).slice(11, 16) : ''}`,
+    ),
+    svg,
+  );
+}
+
+/**
+ * Bars per hour for the last 24 hours: dead-lettered (red) and replayed (blue) side by side.
+ * @param {string} hourStart @param {number[]} dead @param {number[]} replayed
+ */
+function hourlyChart(hourStart, dead, replayed) {
+  const w = 480;
+  const ht = 120;
+  const pad = { l: 28, r: 6, t: 8, b: 18 };
+  const max = Math.max(1, ...dead, ...replayed);
+  const svg = s('svg', {
+    viewBox: `0 0 ${w} ${ht}`,
+    class: 'hourly',
+    role: 'img',
+    'aria-label': 'dead-lettered and replayed per hour, last 24 hours',
+  });
+  const innerW = w - pad.l - pad.r;
+  const innerH = ht - pad.t - pad.b;
+  const slot = innerW / 24;
+  for (const frac of [0, 0.5, 1]) {
+    const y = pad.t + innerH - frac * innerH;
+    svg.append(s('line', { x1: pad.l, x2: w - pad.r, y1: y, y2: y, class: 'grid' }));
+    const t = s('text', { x: pad.l - 4, y: y + 3, class: 'axis', 'text-anchor': 'end' });
+    t.textContent = String(Math.round(frac * max));
+    svg.append(t);
+  }
+  const start = new Date(hourStart).getTime();
+  for (let i = 0; i < 24; i += 1) {
+    const x = pad.l + i * slot;
+    const d = dead[i] ?? 0;
+    const r = replayed[i] ?? 0;
+    const hd = (d / max) * innerH;
+    const hr = (r / max) * innerH;
+    const bar = s('rect', {
+      x: x + 1,
+      y: pad.t + innerH - hd,
+      width: slot / 2 - 1,
+      height: hd,
+      class: 'bar dead',
+    });
+    const title = s('title');
+    title.textContent = `${new Date(start + i * 3_600_000).toTimeString().slice(0, 5)}: ${d} dead-lettered, ${r} replayed`;
+    bar.append(title);
+    svg.append(bar);
+    svg.append(
+      s('rect', {
+        x: x + slot / 2,
+        y: pad.t + innerH - hr,
+        width: slot / 2 - 1,
+        height: hr,
+        class: 'bar replayed',
+      }),
+    );
+    if (i % 6 === 0) {
+      const t = s('text', { x, y: ht - 4, class: 'axis' });
+      t.textContent = new Date(start + i * 3_600_000).toTimeString().slice(0, 5);
+      svg.append(t);
+    }
+  }
+  return h(
+    'figure',
+    { class: 'hourly-figure' },
+    svg,
+    h(
+      'figcaption',
+      {},
+      h('span', { class: 'key dead' }),
+      'dead-lettered ',
+      h('span', { class: 'key replayed' }),
+      'replayed, per hour (last 24 h)',
+    ),
+  );
+}
+
+/** @param {any} overview */
+function renderConsumers(overview) {
+  const cards = $('#consumer-cards');
+  cards.replaceChildren();
+  if (overview.consumers.length === 0) {
+    cards.append(h('p', { class: 'note' }, 'The inbox has no rows yet.'));
+    return;
+  }
+  /** @type {any[]} */
+  const samples = overview.samples;
+  const times = samples.map((x) => x.at);
+  for (const c of overview.consumers) {
+    const tiles = h('div', { class: 'tiles' });
+    for (const st of STATES) {
+      const values = samples.map((x) => x.consumers[c.consumer]?.[st] ?? 0);
+      if (values.length === 0) values.push(c.rows[st]);
+      values[values.length - 1] = c.rows[st];
+      tiles.append(stateTile(STATE_LABEL[st], st, values, times));
+    }
+    const reasons = Object.entries(c.deadLettersByReason)
+      .sort((a, b) => Number(b[1]) - Number(a[1]))
+      .map(([reason, n]) => h('li', {}, h('strong', {}, fmt(Number(n))), ' ', reason));
+    const stuck = c.processing.filter((/** @type {any} */ p) => p.lease === 'expired').length;
+    cards.append(
+      h(
+        'article',
+        { class: 'card', 'data-consumer': c.consumer },
+        h('h3', {}, c.consumer),
+        tiles,
+        h(
+          'div',
+          { class: 'card-row' },
+          hourlyChart(c.hourStart, c.deadLetteredPerHour, c.replayedPerHour),
+          h(
+            'div',
+            { class: 'side' },
+            h('h4', {}, 'Dead-lettered rows by reason'),
+            reasons.length === 0
+              ? h('p', { class: 'note' }, 'none')
+              : h('ul', { class: 'reasons' }, ...reasons),
+            stuck > 0 ? h('p', { class: 'warn' }, `${stuck} processing row(s) with an expired lease`) : null,
+            c.replays.length > 0
+              ? h(
+                  'p',
+                  { class: 'note' },
+                  `last replay ${when(c.replays[0].at)} by ${c.replays[0].requestedBy ?? '?'}: ${c.replays[0].outcome}`,
+                )
+              : null,
+          ),
+        ),
+      ),
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------- dead letters
+
+/** @param {any} overview */
+function fillSelectors(overview) {
+  const dlq = /** @type {HTMLSelectElement} */ ($('#f-dlq'));
+  if (dlq.options.length !== overview.dlqs.length) {
+    dlq.replaceChildren(...overview.dlqs.map((/** @type {any} */ d) => h('option', { value: d.id }, d.id)));
+  }
+  const consumer = /** @type {HTMLSelectElement} */ ($('#f-consumer'));
+  const current = consumer.value;
+  consumer.replaceChildren(
+    h('option', { value: '' }, 'any'),
+    ...overview.consumers.map((/** @type {any} */ c) => h('option', { value: c.consumer }, c.consumer)),
+  );
+  consumer.value = current;
+  // Every reason the inbox knows, so the filter does not wait for a listing to offer it.
+  const reasons = new Set(
+    overview.consumers.flatMap((/** @type {any} */ c) => Object.keys(c.deadLettersByReason)),
+  );
+  addReasons(reasons);
+}
+
+/** @param {Iterable<string>} reasons */
+function addReasons(reasons) {
+  const select = /** @type {HTMLSelectElement} */ ($('#f-reason'));
+  const known = new Set([...select.options].map((o) => o.value));
+  for (const reason of reasons) if (!known.has(reason)) select.append(h('option', { value: reason }, reason));
+}
+
+/** @param {string} value */
+const isoOrEmpty = (value) => (value === '' ? '' : new Date(value).toISOString());
+
+async function listDeadLetters() {
+  const form = /** @type {HTMLFormElement} */ ($('#filters'));
+  const data = new FormData(form);
+  const params = new URLSearchParams();
+  for (const key of ['dlq', 'consumer', 'reason', 'search']) {
+    const v = String(data.get(key) ?? '');
+    if (v !== '') params.set(key, v);
+  }
+  for (const key of ['since', 'until']) {
+    const v = isoOrEmpty(String(data.get(key) ?? ''));
+    if (v !== '') params.set(key, v);
+  }
+  if (!params.has('dlq')) {
+    $('#dlq-note').hidden = false;
+    $('#dlq-note').textContent = 'This console was started without --dlq: there is no DLQ to list.';
+    return;
+  }
+  status('reading the DLQ…');
+  const listing = await api(`/api/dead-letters?${params}`);
+  state.listing = listing;
+  state.selected.clear();
+  renderListing(listing);
+  status(
+    `listed ${listing.entries.length} dead letter(s) of ${listing.dlq} at ${new Date().toTimeString().slice(0, 8)}`,
+  );
+}
+
+/** @param {any} listing */
+function renderListing(listing) {
+  const note = $('#dlq-note');
+  const notes = [];
+  if (!listing.nonDestructiveBrowse)
+    notes.push(
+      'This broker cannot peek: listing receives and releases each message (receive counts rise, order may change).',
+    );
+  if (listing.truncated) notes.push(`Only the first ${listing.read} messages were read.`);
+  note.hidden = notes.length === 0;
+  note.textContent = notes.join(' ');
+
+  // Groups by reason, largest first; a click filters by that reason.
+  /** @type {Map<string, { count: number, sample: string | undefined }>} */
+  const groups = new Map();
+  for (const e of listing.entries) {
+    const key = e.reason ?? '(no reason)';
+    const g = groups.get(key) ?? { count: 0, sample: e.error };
+    g.count += 1;
+    groups.set(key, g);
+  }
+  const reasonSelect = /** @type {HTMLSelectElement} */ ($('#f-reason'));
+  addReasons(groups.keys());
+  $('#groups').replaceChildren(
+    ...[...groups.entries()]
+      .sort((a, b) => b[1].count - a[1].count)
+      .map(([reason, g]) => {
+        const chip = h(
+          'button',
+          { type: 'button', class: 'group', 'data-reason': reason, title: g.sample ?? '' },
+          h('strong', {}, fmt(g.count)),
+          ` ${reason}`,
+          g.sample ? h('small', {}, g.sample) : null,
+        );
+        chip.addEventListener('click', () => {
+          reasonSelect.value = reason;
+          listDeadLetters().catch(showError);
+        });
+        return chip;
+      }),
+  );
+
+  const body = /** @type {HTMLTableSectionElement} */ ($('#dlq-table tbody'));
+  body.replaceChildren(
+    ...listing.entries.map((/** @type {any} */ e) => {
+      const box = /** @type {HTMLInputElement} */ (
+        h('input', {
+          type: 'checkbox',
+          'aria-label': `select ${e.id ?? e.position}`,
+          disabled: e.id === undefined,
+        })
+      );
+      box.checked = e.id !== undefined && state.selected.has(e.id);
+      box.addEventListener('change', () => {
+        if (box.checked) state.selected.add(e.id);
+        else state.selected.delete(e.id);
+        updateSelection();
+      });
+      const link = h('a', { href: '#', class: 'id' }, e.id ?? '(no id)');
+      link.addEventListener('click', (event) => {
+        event.preventDefault();
+        showMessage(e).catch(showError);
+      });
+      return h(
+        'tr',
+        { 'data-id': e.id ?? '' },
+        h('td', {}, box),
+        h('td', {}, link),
+        h('td', {}, e.consumer ?? '?'),
+        h('td', {}, h('span', { class: 'reason' }, e.reason ?? '?')),
+        h('td', { class: 'error', title: e.error ?? '' }, e.error ?? ''),
+        h('td', { class: 'num' }, e.attempts ?? ''),
+        h('td', {}, when(e.deadLetteredAt)),
+        h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
+        h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
+      );
+    }),
+  );
+  $('#dlq-empty').hidden = listing.entries.length > 0;
+  updateSelection();
+}
+
+function updateSelection() {
+  const n = state.selected.size;
+  $('#selected-count').textContent = `${n} selected`;
+  /** @type {HTMLButtonElement} */ ($('#dry-run')).disabled = n === 0;
+  /** @type {HTMLButtonElement} */ ($('#replay')).disabled = n === 0;
+}
+
+/** The selection as the API takes it. */
+function selectionBody() {
+  return { dlq: state.listing?.dlq, ids: [...state.selected] };
+}
+
+async function dryRun() {
+  status('dry run…');
+  const summary = await api('/api/dry-run', selectionBody());
+  const box = $('#dry-result');
+  box.hidden = false;
+  box.replaceChildren(
+    h('h3', {}, `Dry run: ${summary.wouldReplay} would be replayed — nothing was published or removed`),
+    h(
+      'table',
+      { class: 'grid' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['id', 'consumer', 'inbox', 'a replay would', 'to', 'note'].map((t) => h('th', {}, t)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        ...summary.entries.map((/** @type {any} */ e) =>
+          h(
+            'tr',
+            { 'data-id': e.id ?? '' },
+            h('td', {}, e.id ?? '(no id)'),
+            h('td', {}, e.consumer ?? '?'),
+            h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
+            h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
+            h('td', {}, e.destination ?? '–'),
+            h('td', {}, e.action === 'unreplayable' ? `not replayable: ${e.detail ?? ''}` : (e.detail ?? '')),
+          ),
+        ),
+      ),
+    ),
+  );
+  status(`dry run: ${summary.wouldReplay} would be replayed`);
+}
+
+async function replay() {
+  const rate = Number(/** @type {HTMLInputElement} */ ($('#rate')).value);
+  const body = { ...selectionBody(), ratePerSecond: rate > 0 ? rate : undefined };
+  const job = await api('/api/replays', body);
+  followJob(job);
+}
+
+/** @param {any} job */
+function followJob(job) {
+  const box = $('#job');
+  box.hidden = false;
+  const bar = h('progress', { max: job.total ?? 1, value: 0 });
+  const counts = h('span', { class: 'counts' }, 'starting…');
+  const log = h('ol', { class: 'job-log' });
+  box.replaceChildren(
+    h(
+      'h3',
+      {},
+      `Replay ${job.id.slice(0, 8)} by ${job.requestedBy}${job.ratePerSecond ? ` at ${job.ratePerSecond}/s` : ''}`,
+    ),
+    bar,
+    counts,
+    log,
+  );
+  box.dataset.state = 'running';
+  const tally = { replayed: 0, failed: 0, unreplayable: 0 };
+  state.jobSource?.close();
+  const source = new EventSource(`/api/replays/${job.id}/events`);
+  state.jobSource = source;
+  /** @param {any} e */
+  const onEntry = (e) => {
+    if (e.action === 'replayed') tally.replayed += 1;
+    else if (e.action === 'failed') tally.failed += 1;
+    else if (e.action === 'unreplayable') tally.unreplayable += 1;
+    bar.setAttribute('value', String(e.index));
+    counts.textContent = `${e.index}${job.total ? ` / ${job.total}` : ''} — replayed ${tally.replayed}, failed ${tally.failed}, unreplayable ${tally.unreplayable}`;
+    log.prepend(
+      h(
+        'li',
+        { class: e.action },
+        `${e.id ?? '(no id)'}: ${e.action}, ${e.prediction}${e.detail ? ` (${e.detail})` : ''}`,
+      ),
+    );
+  };
+  source.addEventListener('job', (event) => {
+    const view = JSON.parse(/** @type {MessageEvent} */ (event).data);
+    for (const e of view.entries) onEntry(e);
+  });
+  source.addEventListener('entry', (event) => onEntry(JSON.parse(/** @type {MessageEvent} */ (event).data)));
+  source.addEventListener('done', (event) => {
+    const view = JSON.parse(/** @type {MessageEvent} */ (event).data);
+    source.close();
+    box.dataset.state = view.state;
+    if (view.summary) {
+      const sm = view.summary;
+      counts.textContent = `done — replayed ${sm.replayed}, failed ${sm.failed}, unreplayable ${sm.unreplayable}; stopped because ${sm.stoppedBecause}`;
+      bar.setAttribute('max', String(Math.max(1, sm.entries.length)));
+      bar.setAttribute('value', String(sm.entries.length));
+    } else counts.textContent = `failed: ${view.error}`;
+    refresh().catch(showError);
+  });
+  source.onerror = () => {
+    if (box.dataset.state === 'running')
+      counts.textContent += ' (connection lost; the replay goes on on the server)';
+    source.close();
+  };
+}
+
+// ----------------------------------------------------------------------------------------- one message
+
+/** @param {string} text */
+function pretty(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * @param {string} title
+ * @param {[string, unknown][]} rows
+ */
+function facts(title, rows) {
+  return h(
+    'section',
+    {},
+    h('h3', {}, title),
+    h(
+      'dl',
+      { class: 'facts' },
+      ...rows.flatMap(([k, v]) => [
+        h('dt', {}, k),
+        h(
+          'dd',
+          {},
+          v === undefined || v === null || v === ''
+            ? '–'
+            : typeof v === 'object'
+              ? JSON.stringify(v)
+              : String(v),
+        ),
+      ]),
+    ),
+  );
+}
+
+/** @param {any} entry a listed dead letter */
+async function showMessage(entry) {
+  const params = new URLSearchParams({ dlq: entry.dlq, position: entry.position });
+  const m = await api(`/api/message?${params}`);
+  const panel = $('#detail');
+  panel.hidden = false;
+  $('#detail-title').textContent = m.id;
+  const record = m.deadLetter?.record;
+  const error = record?.error;
+  const row = m.row;
+  const body = $('#detail-body');
+  const replayOne = h('button', { type: 'button', class: 'primary' }, 'Replay this message');
+  replayOne.addEventListener('click', () => {
+    api('/api/replays', { dlq: m.dlq, ids: [m.id] })
+      .then(followJob)
+      .catch(showError);
+  });
+  body.replaceChildren(
+    h(
+      'p',
+      { class: 'prediction' },
+      h('span', { class: `pill p-${m.prediction}` }, m.prediction),
+      ' ',
+      m.predictionText,
+    ),
+    m.deadLetter ? h('div', { class: 'detail-actions' }, replayOne) : '',
+    facts('Dead letter', [
+      ['consumer', m.consumer],
+      ['reason', record?.reason],
+      ['attempts', record?.attempts],
+      ['first failure', when(record?.firstFailureAt)],
+      ['last failure', when(record?.lastFailureAt)],
+      ['dead-lettered', when(record?.deadLetteredAt)],
+      [
+        'source',
+        record?.source
+          ? [
+              ...new Set(
+                [
+                  record.source.transport,
+                  record.source.destination ?? record.source.exchange,
+                  record.source.routingKey,
+                ].filter(Boolean),
+              ),
+            ].join(' ')
+          : undefined,
+      ],
+      ['DLQ position', m.deadLetter?.position],
+    ]),
+    error
+      ? h(
+          'section',
+          {},
+          h('h3', {}, 'Last error'),
+          h(
+            'pre',
+            { class: 'error-text' },
+            error.stack && error.stack.startsWith(`${error.name}: `)
+              ? error.stack
+              : `${error.name}: ${error.message}${error.stack ? `\n${error.stack}` : ''}`,
+          ),
+        )
+      : '',
+    m.deadLetter
+      ? h('section', {}, h('h3', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(m.deadLetter.body)))
+      : '',
+    m.deadLetter
+      ? h(
+          'section',
+          {},
+          h('h3', {}, 'Headers'),
+          h(
+            'table',
+            { class: 'grid compact' },
+            h(
+              'tbody',
+              {},
+              ...Object.entries(m.deadLetter.headers)
+                .sort()
+                .map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, String(v)))),
+            ),
+          ),
+        )
+      : '',
+    row
+      ? facts('Inbox row', [
+          ['status', row.status],
+          ['attempts', row.attempts],
+          ['fingerprint', row.fingerprint],
+          ['received', when(row.receivedAt)],
+          ['completed', when(row.completedAt)],
+          ['dead-lettered', when(row.deadLetteredAt)],
+          ['reason', row.deadLetterReason],
+          ['last error', row.lastError ? `${row.lastError.name}: ${row.lastError.message}` : undefined],
+          ['replays', row.replayCount],
+          ['expires', when(row.expiresAt)],
+        ])
+      : h('p', { class: 'note' }, 'No inbox row for this id.'),
+    h(
+      'section',
+      {},
+      h('h3', {}, 'Replay history'),
+      m.replays.length === 0
+        ? h('p', { class: 'note' }, 'never replayed')
+        : h(
+            'table',
+            { class: 'grid compact' },
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                h('th', {}, 'at'),
+                h('th', {}, 'by'),
+                h('th', {}, 'outcome'),
+                h('th', {}, 'replay'),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              ...m.replays.map((/** @type {any} */ r) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, when(r.at)),
+                  h('td', {}, r.requestedBy ?? '?'),
+                  h('td', {}, r.outcome),
+                  h('td', {}, r.replayId.slice(0, 8)),
+                ),
+              ),
+            ),
+          ),
+    ),
+  );
+}
+
+// -------------------------------------------------------------------------------------------- the page
+
+/** @param {any} overview */
+function renderJobs(overview) {
+  const body = /** @type {HTMLTableSectionElement} */ ($('#jobs-table tbody'));
+  body.replaceChildren(
+    ...overview.jobs.map((/** @type {any} */ j) =>
+      h(
+        'tr',
+        {},
+        h('td', {}, j.id.slice(0, 8)),
+        h('td', {}, j.requestedBy),
+        h('td', {}, j.dlq),
+        h('td', {}, when(j.startedAt)),
+        h('td', {}, j.state),
+        h('td', { class: 'num' }, j.summary?.replayed ?? '…'),
+        h('td', { class: 'num' }, j.summary?.failed ?? '…'),
+      ),
+    ),
+  );
+}
+
+async function refresh() {
+  const overview = await api('/api/overview');
+  state.overview = overview;
+  renderConsumers(overview);
+  fillSelectors(overview);
+  renderJobs(overview);
+  if (overview.samplerError) status(`the inbox could not be read: ${overview.samplerError}`, true);
+  else
+    status(
+      `inbox read at ${new Date(overview.at).toTimeString().slice(0, 8)}; counts every ${overview.sampleIntervalMs / 1000} s`,
+    );
+}
+
+/** @param {unknown} error */
+function showError(error) {
+  status(error instanceof Error ? error.message : String(error), true);
+}
+
+function wire() {
+  $('#filters').addEventListener('submit', (event) => {
+    event.preventDefault();
+    listDeadLetters().catch(showError);
+  });
+  $('#select-all').addEventListener('click', () => {
+    for (const e of state.listing?.entries ?? []) if (e.id !== undefined) state.selected.add(e.id);
+    if (state.listing) renderListing(state.listing);
+  });
+  $('#select-none').addEventListener('click', () => {
+    state.selected.clear();
+    if (state.listing) renderListing(state.listing);
+  });
+  $('#dry-run').addEventListener('click', () => void dryRun().catch(showError));
+  $('#replay').addEventListener('click', () => void replay().catch(showError));
+  $('#detail-close').addEventListener('click', () => ($('#detail').hidden = true));
+  document.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape') $('#detail').hidden = true;
+  });
+}
+
+wire();
+refresh()
+  .then(() => (state.overview.dlqs.length > 0 ? listDeadLetters() : undefined))
+  .catch(showError);
+setInterval(() => void refresh().catch(showError), 5_000);
+
+export {};

@@ -1,0 +1,396 @@
+// What the console's page asks for, answered from the inbox (core's inspection API) and the DLQs (the CLI's
+// listing and replay engine). Every action that moves a message goes through `replayFromDlq`, the path of
+// `inboxkit dlq replay`: publish with the broker's confirmation, then remove; the inbox decides the rest.
+
+import { randomUUID } from 'node:crypto';
+
+import { parseDeadLetterHeaders } from '@inboxkit/core';
+import type { DeadLetterEntry, InboxInspector } from '@inboxkit/core';
+
+import type { CliServices } from '../cli-services.js';
+import type { InboxLookup } from '../inbox/inbox-lookup.js';
+import type { Clock } from '../replay/clock.js';
+import type { DeadLetterFilter } from '../replay/dead-letter-filter.js';
+import { listDeadLetters } from '../replay/list-dead-letters.js';
+import type { ListedDeadLetter } from '../replay/list-dead-letters.js';
+import { displayName } from '../output/display-text.js';
+import { describePrediction, predictReplay } from '../replay/predict-replay.js';
+import { recordedConsumer } from '../replay/recorded-consumer.js';
+import { replayFingerprint } from '../replay/replay-fingerprint.js';
+import { replayFromDlq } from '../replay/replay-from-dlq.js';
+import type { ReplaySummary } from '../replay/replay-dead-letters.js';
+import type { ConnectionSettings } from '../settings/connection-settings.js';
+import { dlqId } from './console-dlq.js';
+import type { ConsoleDlq } from './console-dlq.js';
+import { ReplayJobs } from './replay-jobs.js';
+import type { ReplayJobView } from './replay-jobs.js';
+import { StateSampler } from './state-sampler.js';
+
+/** An error the page is shown as it is, with its HTTP status. */
+export class HttpError extends Error {
+  override readonly name = 'HttpError';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What the API works with. */
+export interface ConsoleApiOptions {
+  readonly dlqs: readonly ConsoleDlq[];
+  readonly services: CliServices;
+  readonly connection: ConnectionSettings;
+  readonly inspector: InboxInspector;
+  readonly lookup: InboxLookup;
+  readonly clock: Clock;
+  readonly sampleIntervalMs: number;
+  readonly log: (line: string) => void;
+}
+
+/** The most dead letters one listing reads. */
+const MAX_LISTING = 10_000;
+/** Dead-lettered rows read for the per-hour chart. */
+const HOURLY_ROWS = 10_000;
+const HOUR = 3_600_000;
+
+/** A dead letter as the page lists it. */
+export interface ConsoleDeadLetter extends ListedDeadLetter {
+  /** The DLQ it was read from (`transport:name`). */
+  readonly dlq: string;
+}
+
+function text(body: DeadLetterEntry['body']): string {
+  if (body === null) return '';
+  return typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
+}
+
+function optionalString(value: unknown, field: string): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') throw new HttpError(400, `${field} must be a string`);
+  return value;
+}
+
+function stringList(value: unknown, field: string): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v === '')) {
+    throw new HttpError(400, `${field} must be a list of non-empty strings`);
+  }
+  return value.length === 0 ? undefined : (value as string[]);
+}
+
+function time(value: unknown, field: string): Date | undefined {
+  const raw = optionalString(value, field);
+  if (raw === undefined) return undefined;
+  const date = new Date(raw);
+  if (Number.isNaN(date.getTime()))
+    throw new HttpError(400, `${field} must be an ISO 8601 time, got ${JSON.stringify(raw)}`);
+  return date;
+}
+
+/** The page's selection of dead letters, as the replay engine's filter. */
+function selection(body: Record<string, unknown>): DeadLetterFilter {
+  return {
+    consumer: optionalString(body.consumer, 'consumer'),
+    reasons: stringList(body.reasons, 'reasons'),
+    since: time(body.since, 'since'),
+    ids: stringList(body.ids, 'ids'),
+  };
+}
+
+/** The console's API, independent of HTTP (the server maps routes onto these methods). */
+export class ConsoleApi {
+  readonly #options: ConsoleApiOptions;
+  readonly sampler: StateSampler;
+  readonly jobs = new ReplayJobs();
+  /** The last listing of each DLQ, by position: one message's record is shown from it without reading again. */
+  readonly #snapshots = new Map<string, Map<string, DeadLetterEntry>>();
+
+  constructor(options: ConsoleApiOptions) {
+    this.#options = options;
+    this.sampler = new StateSampler(options.inspector, options.clock, {
+      intervalMs: options.sampleIntervalMs,
+    });
+  }
+
+  /** Starts sampling the inbox. */
+  async start(): Promise<void> {
+    await this.sampler.start();
+  }
+
+  /** Stops sampling and every running replay (after the message in hand). */
+  async stop(): Promise<void> {
+    await this.jobs.stop();
+    await this.sampler.stop();
+  }
+
+  #dlq(id: unknown): ConsoleDlq {
+    const dlqs = this.#options.dlqs;
+    if (id === undefined || id === null || id === '') {
+      if (dlqs.length === 1) return dlqs[0]!;
+      throw new HttpError(
+        400,
+        dlqs.length === 0
+          ? 'the console was started without --dlq: no DLQ to read'
+          : 'dlq is required: one of ' + dlqs.map(dlqId).join(', '),
+      );
+    }
+    const found = dlqs.find((d) => dlqId(d) === id);
+    if (found === undefined)
+      throw new HttpError(
+        400,
+        `unknown dlq ${JSON.stringify(id)}: one of ${dlqs.map(dlqId).join(', ') || '(none)'}`,
+      );
+    return found;
+  }
+
+  /** Per consumer: rows by state, dead letters by reason, stuck work, recent replays, the charts' data. */
+  async overview(): Promise<unknown> {
+    const { inspector, clock } = this.#options;
+    const now = clock.now();
+    const [counts, reasons, processing, replays] = await Promise.all([
+      inspector.countByStatus(),
+      inspector.countDeadLettersByReason(),
+      inspector.listProcessing({ limit: 50 }),
+      inspector.listReplays({ limit: 200 }),
+    ]);
+    const names = [...new Set([...counts.map((c) => c.consumer), ...replays.map((r) => r.consumer)])].sort();
+    const hourStart = Math.floor(now / HOUR) * HOUR - 23 * HOUR;
+    const consumers = await Promise.all(
+      names.map(async (consumer) => {
+        const rows = { processing: 0, failed: 0, completed: 0, dead_lettered: 0 };
+        for (const c of counts) if (c.consumer === consumer) rows[c.status] = c.count;
+        const deadLetteredPerHour = new Array<number>(24).fill(0);
+        const replayedPerHour = new Array<number>(24).fill(0);
+        if (rows.dead_lettered > 0) {
+          for (const row of await inspector.listDeadLetters({
+            consumer,
+            since: new Date(hourStart),
+            limit: HOURLY_ROWS,
+          })) {
+            const at = row.deadLetteredAt?.getTime();
+            if (at !== undefined && at >= hourStart)
+              deadLetteredPerHour[Math.min(23, Math.floor((at - hourStart) / HOUR))]! += 1;
+          }
+        }
+        for (const r of replays) {
+          const at = r.at.getTime();
+          if (r.consumer === consumer && at >= hourStart)
+            replayedPerHour[Math.min(23, Math.floor((at - hourStart) / HOUR))]! += 1;
+        }
+        return {
+          consumer,
+          rows,
+          deadLettersByReason: Object.fromEntries(
+            reasons.filter((r) => r.consumer === consumer).map((r) => [r.reason, r.count]),
+          ),
+          processing: processing.filter((p) => p.consumer === consumer).slice(0, 5),
+          replays: replays.filter((r) => r.consumer === consumer).slice(0, 10),
+          hourStart: new Date(hourStart),
+          deadLetteredPerHour,
+          replayedPerHour,
+        };
+      }),
+    );
+    return {
+      at: new Date(now),
+      dlqs: this.#options.dlqs.map((d) => ({ id: dlqId(d), transport: d.transport, name: d.name })),
+      consumers,
+      samples: this.sampler.samples,
+      sampleIntervalMs: this.#options.sampleIntervalMs,
+      samplerError: this.sampler.error,
+      jobs: this.jobs.list().map((j) => ({ ...j, entries: undefined })),
+    };
+  }
+
+  /**
+   * The dead letters of one DLQ that match the page's filters: consumer, reasons, since/until (dead-lettered
+   * time), and `search` (a piece of the id, the error or the reason). Each with its inbox status and the
+   * replay prediction.
+   */
+  async deadLetters(query: URLSearchParams): Promise<unknown> {
+    const dlq = this.#dlq(query.get('dlq'));
+    const reasons = query
+      .getAll('reason')
+      .flatMap((r) => r.split(','))
+      .map((r) => r.trim())
+      .filter(Boolean);
+    const since = time(query.get('since'), 'since');
+    const until = time(query.get('until'), 'until');
+    const search = (query.get('search') ?? '').trim().toLowerCase();
+    const limitText = query.get('limit');
+    const limit = limitText === null || limitText === '' ? 1_000 : Number(limitText);
+    if (!Number.isInteger(limit) || limit <= 0 || limit > MAX_LISTING) {
+      throw new HttpError(400, `limit must be a whole number from 1 to ${MAX_LISTING}`);
+    }
+    const filter: DeadLetterFilter = {
+      consumer: query.get('consumer') || undefined,
+      reasons: reasons.length === 0 ? undefined : reasons,
+      since,
+    };
+    const snapshot = new Map<string, DeadLetterEntry>();
+    const transport = await this.#options.services.openTransport(dlq.transport, this.#options.connection, {
+      from: dlq.name,
+      group: dlq.group,
+      publish: false,
+    });
+    let listing;
+    try {
+      listing = await listDeadLetters({
+        reader: transport.reader,
+        inbox: this.#options.lookup,
+        filter,
+        limit,
+        onSelected: (entry) => snapshot.set(entry.position, entry),
+      });
+    } finally {
+      await transport.close().catch(() => undefined);
+    }
+    this.#snapshots.set(dlqId(dlq), snapshot);
+    const entries: ConsoleDeadLetter[] = listing.entries
+      .filter(
+        (e) =>
+          until === undefined ||
+          (e.deadLetteredAt !== undefined && e.deadLetteredAt.getTime() < until.getTime()),
+      )
+      .filter(
+        (e) =>
+          search === '' ||
+          [e.id, e.error, e.reason, e.consumer].some(
+            (v) => v !== undefined && v.toLowerCase().includes(search),
+          ),
+      )
+      .map((e) => ({ ...e, dlq: dlqId(dlq) }));
+    return {
+      dlq: dlqId(dlq),
+      nonDestructiveBrowse: listing.nonDestructiveBrowse,
+      read: listing.read,
+      truncated: listing.truncated,
+      entries,
+    };
+  }
+
+  /**
+   * One message's full record: the DLQ copy (headers, payload, the dead-letter facts) from the last listing,
+   * its inbox row, its replay history and what a replay would do now.
+   */
+  async message(query: URLSearchParams): Promise<unknown> {
+    const { inspector } = this.#options;
+    const dlqParam = query.get('dlq');
+    const position = query.get('position');
+    let entry: DeadLetterEntry | undefined;
+    let dlq: string | undefined;
+    if (position !== null && position !== '') {
+      dlq = dlqId(this.#dlq(dlqParam));
+      entry = this.#snapshots.get(dlq)?.get(position);
+      if (entry === undefined)
+        throw new HttpError(
+          404,
+          `no dead letter at ${JSON.stringify(position)} in the last listing of ${dlq}: list the DLQ again`,
+        );
+    }
+    const record = entry === undefined ? undefined : parseDeadLetterHeaders(entry.headers);
+    const consumer = recordedConsumer(record) ?? (query.get('consumer') || undefined);
+    const id = entry?.id ?? (query.get('id') || undefined);
+    if (id === undefined || consumer === undefined) {
+      throw new HttpError(
+        400,
+        'give dlq and position (a listed dead letter), or consumer and id (an inbox row)',
+      );
+    }
+    const [[row], replays] = await Promise.all([
+      inspector.findRows(consumer, [id]),
+      inspector.listReplays({ consumer, messageId: id, limit: 100 }),
+    ]);
+    const prediction = predictReplay(
+      row,
+      '\u0000next-replay',
+      entry === undefined ? undefined : replayFingerprint(entry, record),
+    );
+    return {
+      dlq,
+      consumer,
+      id,
+      deadLetter:
+        entry === undefined
+          ? undefined
+          : { position: entry.position, headers: entry.headers, body: text(entry.body), record },
+      row: row ?? null,
+      replays,
+      prediction,
+      predictionText: describePrediction(prediction),
+    };
+  }
+
+  /** A dry run of a replay of the selection: per message, what would happen. Publishes and removes nothing. */
+  async dryRun(body: Record<string, unknown>, requestedBy: string): Promise<ReplaySummary> {
+    const dlq = this.#dlq(body.dlq);
+    const { services, connection, lookup, clock } = this.#options;
+    return replayFromDlq(
+      {
+        transport: dlq.transport,
+        from: dlq.name,
+        group: dlq.group,
+        filter: selection(body),
+        dryRun: true,
+        replayId: randomUUID(),
+        requestedBy,
+      },
+      { services, connection, inbox: lookup, clock },
+    );
+  }
+
+  /**
+   * Starts a replay of the selection at `ratePerSecond` (optional) and returns its job at once; the page
+   * follows it through `jobs.watch`. A selection of nothing (no ids, reasons, consumer or since) needs
+   * `all: true`.
+   */
+  startReplay(body: Record<string, unknown>, requestedBy: string): ReplayJobView {
+    const dlq = this.#dlq(body.dlq);
+    const filter = selection(body);
+    const empty =
+      filter.consumer === undefined &&
+      filter.reasons === undefined &&
+      filter.since === undefined &&
+      filter.ids === undefined;
+    if (empty && body.all !== true) {
+      throw new HttpError(
+        400,
+        'select dead letters (ids, reasons, consumer or since), or send all: true to replay the whole DLQ',
+      );
+    }
+    const rate = body.ratePerSecond;
+    if (rate !== undefined && rate !== null && (typeof rate !== 'number' || !(rate > 0) || rate > 10_000)) {
+      throw new HttpError(400, 'ratePerSecond must be a number above 0 and at most 10000');
+    }
+    const ratePerSecond = typeof rate === 'number' ? rate : undefined;
+    const { services, connection, lookup, clock, log } = this.#options;
+    const id = randomUUID();
+    log(
+      `replay ${id} by ${displayName(requestedBy)} from ${displayName(dlqId(dlq))} started (${filter.ids?.length ?? 'all matching'} selected${ratePerSecond === undefined ? '' : `, ${ratePerSecond}/s`})`,
+    );
+    return this.jobs.start(
+      { id, dlq: dlqId(dlq), requestedBy, ratePerSecond, total: filter.ids?.length },
+      async (onEntry, signal) => {
+        const summary = await replayFromDlq(
+          {
+            transport: dlq.transport,
+            from: dlq.name,
+            group: dlq.group,
+            filter,
+            ratePerSecond,
+            dryRun: false,
+            replayId: id,
+            requestedBy,
+          },
+          { services, connection, inbox: lookup, clock, signal, onEntry },
+        );
+        log(
+          `replay ${id} by ${displayName(requestedBy)}: replayed ${summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, stopped because ${summary.stoppedBecause}`,
+        );
+        return summary;
+      },
+    );
+  }
+}

@@ -1,0 +1,203 @@
+// The operator console in a real browser (Debian's Chromium through playwright-core) over real Postgres and
+// RabbitMQ with a real consumer: the page loads with its charts, filters the dead letters, shows one message's
+// full record, dry-runs a selection (nothing changes), replays it at a rate with live progress, and two
+// operators replaying the same selection at once apply each message once. Set
+// INBOXKIT_CONSOLE_SCREENSHOTS=docs/console to refresh the screenshots of docs/console.md.
+
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { ConsoleServer } from '../../src/console/console-server.js';
+import { launchBrowser } from '../support/browser.js';
+import type { TestBrowser } from '../support/browser.js';
+import { consoleWorld } from '../support/console-fixture.js';
+import type { ConsoleWorld } from '../support/console-fixture.js';
+import { REPO_ROOT } from '../support/services.js';
+
+const shots = process.env.INBOXKIT_CONSOLE_SCREENSHOTS;
+async function screenshot(page: Page, name: string): Promise<void> {
+  if (shots === undefined || shots === '') return;
+  const dir = resolve(REPO_ROOT, shots);
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: false });
+}
+
+const refused = ['ord-1001', 'ord-1002', 'ord-1003', 'ord-1004', 'ord-1005', 'ord-1006'];
+const flaky = ['ord-2001', 'ord-2002', 'ord-2003', 'ord-2004'];
+const invalid = ['ord-3001', 'ord-3002'];
+const fine = Array.from({ length: 30 }, (_, i) => `ord-${4001 + i}`);
+
+describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer)', () => {
+  let world: ConsoleWorld;
+  let server: ConsoleServer;
+  let browser: TestBrowser;
+  let page: Page;
+
+  beforeAll(async () => {
+    world = await consoleWorld();
+    refused.forEach((id) => world.refused.add(id));
+    flaky.forEach((id) => world.flaky.add(id));
+    // Some history first, so the state tiles have a shape: orders that go through, then the failures.
+    await world.publish(
+      fine.slice(0, 15).map((id, i) => ({ id, amountCents: 1000 + i })),
+      0,
+    );
+    await world.recorder.waitForCount(15, { status: 'processed', timeoutMs: 30_000 });
+    server = await world.console();
+    await world.publish(
+      [
+        ...refused.map((id, i) => ({ id, amountCents: 2500 + i })),
+        ...flaky.map((id, i) => ({ id, amountCents: 990 + i })),
+        ...invalid.map((id) => ({ id, amountCents: -100 })),
+        ...fine.slice(15).map((id, i) => ({ id, amountCents: 700 + i })),
+      ],
+      refused.length + flaky.length + invalid.length,
+    );
+    browser = await launchBrowser();
+    page = await browser.context.newPage();
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await world?.dispose();
+  });
+
+  const rows = (p: Page) => p.locator('#dlq-table tbody tr');
+
+  it('loads the page: per consumer its state counts with their sparklines, the per-hour chart and the dead letters', async () => {
+    await page.goto(server.url);
+    const card = page.locator('article.card[data-consumer="orders"]');
+    await expect.poll(() => card.count(), { timeout: 20_000 }).toBe(1);
+    await expect.poll(() => card.locator('.tile.completed .tile-value').textContent()).toBe('30');
+    expect(await card.locator('.tile.dead_lettered .tile-value').textContent()).toBe('12');
+    expect(await card.locator('svg.spark').count()).toBe(4);
+    // The hour of the dead letters has its red bar.
+    const bars = await card
+      .locator('svg.hourly rect.bar.dead')
+      .evaluateAll((els) => els.map((e) => Number(e.getAttribute('height'))));
+    expect(bars.filter((hgt) => hgt > 0).length).toBeGreaterThanOrEqual(1);
+    await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(12);
+    const groups = await page.locator('#groups .group').allTextContents();
+    expect(groups.join(' | ')).toMatch(/6 permanent-error/);
+    expect(groups.join(' | ')).toMatch(/4 max-attempts/);
+    expect(groups.join(' | ')).toMatch(/2 schema-invalid/);
+    await screenshot(page, 'console-overview');
+  });
+
+  it('filters the dead letters by reason, by id or error text, and by time', async () => {
+    await page.selectOption('#f-reason', 'max-attempts');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count()).toBe(4);
+    expect((await page.locator('#dlq-table tbody tr td:nth-child(2)').allTextContents()).sort()).toEqual(
+      flaky,
+    );
+
+    await page.selectOption('#f-reason', '');
+    await page.fill('#f-search', 'card declined');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count()).toBe(6);
+
+    await page.fill('#f-search', 'ord-3002');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count()).toBe(1);
+
+    await page.fill('#f-search', '');
+    await page.fill('#f-until', '2000-01-01T00:00');
+    await page.click('#list');
+    await expect.poll(() => page.locator('#dlq-empty').isVisible()).toBe(true);
+    expect(await rows(page).count()).toBe(0);
+    await page.fill('#f-until', '');
+    await page.selectOption('#f-consumer', 'orders');
+    await page.selectOption('#f-reason', 'permanent-error');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count()).toBe(6);
+  });
+
+  it("shows one message's full record: payload, headers, error, inbox row, replay history", async () => {
+    await page.click('#dlq-table tbody tr[data-id="ord-1003"] a.id');
+    const detail = page.locator('#detail');
+    await expect.poll(() => detail.isVisible()).toBe(true);
+    await expect.poll(() => page.locator('#detail-title').textContent()).toBe('ord-1003');
+    const text = (await detail.textContent()) ?? '';
+    expect(text).toContain('"orderId": "ord-1003"');
+    expect(text).toContain('"amountCents": 2502');
+    expect(text).toContain('PermanentError: order ord-1003 refused: card declined');
+    expect(text).toContain('x-inboxkit-reason');
+    expect(text).toContain('dead_lettered');
+    expect(text).toContain('never replayed');
+    expect(await detail.locator('.prediction .pill').textContent()).toBe('reopen');
+    await screenshot(page, 'console-message');
+    await page.click('#detail-close');
+  });
+
+  it('dry-runs the selection: says per message what would happen and changes nothing', async () => {
+    const before = {
+      rows: await world.database.rows('orders'),
+      effects: await world.database.effects(),
+      depth: await world.broker.dlqDepth(),
+    };
+    await page.click('#select-all');
+    expect(await page.locator('#selected-count').textContent()).toBe('6 selected');
+    await page.click('#dry-run');
+    await expect.poll(() => page.locator('#dry-result tbody tr').count(), { timeout: 20_000 }).toBe(6);
+    const predictions = await page.locator('#dry-result tbody tr td:nth-child(4)').allTextContents();
+    expect(predictions).toEqual(Array(6).fill('reopen'));
+    expect(await world.database.rows('orders')).toEqual(before.rows);
+    expect(await world.database.effects()).toEqual(before.effects);
+    expect(await world.broker.dlqDepth()).toBe(before.depth);
+    await page.evaluate("document.querySelector('#dry-result')?.scrollIntoView()");
+    await screenshot(page, 'console-dry-run');
+  });
+
+  it('replays the selection at a rate with live progress; each message is applied once', async () => {
+    refused.forEach((id) => world.refused.delete(id));
+    const processed = world.recorder.events.filter((e) => e.outcome.status === 'processed').length;
+    await page.fill('#rate', '4');
+    await page.click('#replay');
+    // Live progress: the counter moves before the run is done (4/s: six take about 1.5 s).
+    await expect
+      .poll(() => page.locator('#job .counts').textContent(), { timeout: 20_000 })
+      .toMatch(/^[1-5] \/ 6/);
+    await page.evaluate("document.querySelector('#dead-letters')?.scrollIntoView()");
+    await screenshot(page, 'console-replay-progress');
+    await expect
+      .poll(() => page.locator('#job').getAttribute('data-state'), { timeout: 30_000 })
+      .toBe('done');
+    expect(await page.locator('#job .counts').textContent()).toMatch(/replayed 6, failed 0/);
+    await world.recorder.waitForCount(processed + 6, { status: 'processed', timeoutMs: 30_000 });
+    const effects = await world.database.effects();
+    for (const id of refused) expect(effects.get(id)).toBe(1);
+    expect(await world.broker.dlqDepth()).toBe(6);
+    // The replay audit shows in the message's history.
+    await page.selectOption('#f-reason', '');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count()).toBe(6);
+  });
+
+  it('two operators replaying the same selection at once apply each message once', async () => {
+    flaky.forEach((id) => world.flaky.delete(id));
+    const second = await browser.context.newPage();
+    await second.goto(server.url);
+    await expect.poll(() => rows(second).count(), { timeout: 20_000 }).toBe(6);
+    for (const p of [page, second]) {
+      await p.selectOption('#f-reason', 'max-attempts');
+      await p.click('#list');
+      await expect.poll(() => rows(p).count(), { timeout: 20_000 }).toBe(4);
+      await p.fill('#rate', '50');
+      await p.click('#select-all');
+    }
+    const processed = world.recorder.events.filter((e) => e.outcome.status === 'processed').length;
+    await Promise.all([page.click('#replay'), second.click('#replay')]);
+    for (const p of [page, second])
+      await expect.poll(() => p.locator('#job').getAttribute('data-state'), { timeout: 30_000 }).toBe('done');
+    await world.recorder.waitForCount(processed + 4, { status: 'processed', timeoutMs: 30_000 });
+    const effects = await world.database.effects();
+    for (const id of [...fine, ...refused, ...flaky]) expect(effects.get(id), id).toBe(1);
+    for (const id of invalid) expect(effects.get(id)).toBeUndefined();
+    expect(await world.broker.dlqDepth()).toBe(2);
+    await second.close();
+  });
+});

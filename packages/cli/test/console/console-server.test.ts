@@ -1,0 +1,243 @@
+// The console's server refuses what it must (real Postgres and RabbitMQ behind it): a request without the
+// credential gets 401 and changes nothing; a bind beyond loopback needs --allow-remote and a credential; the
+// credential is never logged; bad requests get a 4xx that says what is wrong and start nothing.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { runCli } from '../../src/run-cli.js';
+import type { ConsoleServer } from '../../src/console/console-server.js';
+import { launchBrowser } from '../support/browser.js';
+import { captureIo } from '../support/capture-io.js';
+import { consoleWorld } from '../support/console-fixture.js';
+import type { ConsoleWorld } from '../support/console-fixture.js';
+import { requireService } from '../support/services.js';
+
+const TOKEN = 'console-token-3f9a1c7e5b2d4f60';
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-inboxkit-console': '1', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+describe('the console server (real Postgres and RabbitMQ)', () => {
+  let world: ConsoleWorld;
+  let open: ConsoleServer;
+  let guarded: ConsoleServer;
+
+  beforeAll(async () => {
+    world = await consoleWorld();
+    world.refused.add('srv-1');
+    world.refused.add('srv-2');
+    await world.publish(
+      [
+        { id: 'srv-1', amountCents: 100 },
+        { id: 'srv-2', amountCents: 200 },
+      ],
+      2,
+    );
+    open = await world.console();
+    guarded = await world.console({ credential: TOKEN });
+  }, 120_000);
+
+  afterAll(async () => {
+    await world?.dispose();
+  });
+
+  it('answers 401 to a request without the credential, or with a wrong one, and changes nothing', async () => {
+    world.refused.clear();
+    const depth = await world.broker.dlqDepth();
+    const rows = await world.database.rows('orders');
+    const dlq = `rabbitmq:${world.broker.dlq}`;
+    for (const auth of [
+      undefined,
+      `Bearer ${TOKEN}x`,
+      `Basic ${Buffer.from(`alice:${TOKEN.slice(1)}`).toString('base64')}`,
+      'Token abc',
+    ]) {
+      const headers: Record<string, string> = auth === undefined ? {} : { authorization: auth };
+      const replay = await post(`${guarded.url}api/replays`, { dlq, ids: ['srv-1', 'srv-2'] }, headers);
+      expect(replay.status).toBe(401);
+      expect(replay.headers.get('www-authenticate')).toMatch(/^Basic realm="inboxkit console"/);
+      expect((await fetch(`${guarded.url}api/overview`, { headers })).status).toBe(401);
+      expect((await fetch(guarded.url, { headers })).status).toBe(401);
+    }
+    expect(await world.broker.dlqDepth()).toBe(depth);
+    expect(await world.database.rows('orders')).toEqual(rows);
+    expect((await world.database.effects()).size).toBe(0);
+    expect(await (await fetch(`${open.url}api/replays`)).json()).toEqual([]);
+
+    // With the credential (basic auth, any user name, or Bearer) it answers, and the user name is the operator.
+    const ok = await fetch(`${guarded.url}api/overview`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(ok.status).toBe(200);
+    const dry = await post(
+      `${guarded.url}api/dry-run`,
+      { dlq, ids: ['srv-1'] },
+      { authorization: `Basic ${Buffer.from(`alice:${TOKEN}`).toString('base64')}` },
+    );
+    expect(dry.status).toBe(200);
+    expect(await dry.json()).toMatchObject({ dryRun: true, requestedBy: 'alice', wouldReplay: 1 });
+    expect(world.log.join('\n')).not.toContain(TOKEN);
+    expect(world.log.join('\n')).toMatch(/refused POST \/api\/replays: no valid credential/);
+  });
+
+  it('serves the page in a browser that gives the credential through the basic-auth prompt', async () => {
+    const browser = await launchBrowser({ httpCredentials: { username: 'bob', password: TOKEN } });
+    try {
+      const page = await browser.context.newPage();
+      await page.goto(guarded.url);
+      await expect.poll(() => page.locator('#dlq-table tbody tr').count(), { timeout: 20_000 }).toBe(2);
+    } finally {
+      await browser.close();
+    }
+    const denied = await launchBrowser({
+      httpCredentials: { username: 'bob', password: 'not-the-token-at-all' },
+    });
+    try {
+      const page = await denied.context.newPage();
+      const response = await page.goto(guarded.url);
+      expect(response?.status()).toBe(401);
+    } finally {
+      await denied.close();
+    }
+  });
+
+  it('refuses bad requests with a 4xx saying what is wrong, and starts nothing', async () => {
+    const dlq = `rabbitmq:${world.broker.dlq}`;
+    const cases: [Response, number, RegExp][] = [
+      [await post(`${open.url}api/replays`, '{not json'), 400, /not valid JSON/],
+      [await post(`${open.url}api/replays`, [1, 2]), 400, /must be a JSON object/],
+      [
+        await post(`${open.url}api/replays`, { dlq: 'rabbitmq:nope', ids: ['srv-1'] }),
+        400,
+        /unknown dlq "rabbitmq:nope"/,
+      ],
+      [await post(`${open.url}api/replays`, { dlq }), 400, /select dead letters .* or send all: true/],
+      [
+        await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'], ratePerSecond: -3 }),
+        400,
+        /ratePerSecond must be a number above 0/,
+      ],
+      [await post(`${open.url}api/replays`, { dlq, ids: 'srv-1' }), 400, /ids must be a list/],
+      [
+        await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'], since: 'yesterday' }),
+        400,
+        /since must be an ISO 8601 time/,
+      ],
+      [
+        await fetch(`${open.url}api/replays`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ dlq, ids: ['srv-1'] }),
+        }),
+        403,
+        /x-inboxkit-console/,
+      ],
+      [
+        await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'] }, { 'content-type': 'text/plain' }),
+        415,
+        /application\/json/,
+      ],
+      [
+        await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'] }, { origin: 'http://evil.example' }),
+        403,
+        /evil\.example/,
+      ],
+      [
+        await fetch(`${open.url}api/dead-letters?dlq=${encodeURIComponent(dlq)}&limit=0`),
+        400,
+        /limit must be/,
+      ],
+      [
+        await fetch(`${open.url}api/message?dlq=${encodeURIComponent(dlq)}&position=nowhere`),
+        404,
+        /list the DLQ again/,
+      ],
+      [await fetch(`${open.url}api/nothing-here`), 404, /no such page/],
+    ];
+    for (const [response, status, message] of cases) {
+      expect(response.status).toBe(status);
+      expect(((await response.json()) as { error: string }).error).toMatch(message);
+    }
+    expect(await (await fetch(`${open.url}api/replays`)).json()).toEqual([]);
+    expect(await world.broker.dlqDepth()).toBe(2);
+  });
+
+  it('answers only to its own host names on loopback (no DNS rebinding)', async () => {
+    const { port } = new URL(open.url);
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) => {
+      request(
+        { host: '127.0.0.1', port, path: '/api/overview', headers: { host: `attacker.example:${port}` } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      )
+        .on('error', reject)
+        .end();
+    });
+    expect(status).toBe(421);
+  });
+
+  it('`inboxkit console` will not bind beyond loopback without --allow-remote and a credential, nor print the credential', async () => {
+    const base = [
+      'console',
+      '--database-url',
+      requireService('DATABASE_URL'),
+      '--schema',
+      world.database.schema,
+      '--port',
+      '0',
+    ];
+    const noFlag = captureIo({ env: {} });
+    expect(await runCli([...base, '--bind', '0.0.0.0'], noFlag.io)).toBe(3);
+    expect(noFlag.stderr()).toMatch(/binds 0\.0\.0\.0.*pass --allow-remote and set a credential/);
+
+    const noCredential = captureIo({ env: {} });
+    expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], noCredential.io)).toBe(3);
+    expect(noCredential.stderr()).toMatch(
+      /without a credential: set INBOXKIT_CONSOLE_TOKEN or pass --token-file/,
+    );
+
+    const short = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: 'short-secret' } });
+    expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], short.io)).toBe(3);
+    expect(short.stderr()).toMatch(/shorter than 16 characters/);
+    expect(short.stderr() + short.stdout()).not.toContain('short-secret');
+
+    // Bound, serving, stopped by the signal: the credential appears nowhere in the output.
+    const controller = new AbortController();
+    const served = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: TOKEN }, signal: controller.signal });
+    const run = runCli(
+      [
+        ...base,
+        '--bind',
+        '0.0.0.0',
+        '--allow-remote',
+        '--dlq',
+        `rabbitmq:${world.broker.dlq}`,
+        '--amqp-url',
+        requireService('AMQP_URL'),
+      ],
+      served.io,
+    );
+    let url: string | undefined;
+    for (let i = 0; i < 200 && url === undefined; i += 1) {
+      url = /inboxkit console: (\S+)/.exec(served.stdout())?.[1];
+      if (url === undefined) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(url).toMatch(/^http:\/\/0\.0\.0\.0:\d+\/$/);
+    const local = url!.replace('0.0.0.0', '127.0.0.1');
+    expect((await fetch(`${local}api/overview`)).status).toBe(401);
+    expect(
+      (await fetch(`${local}api/overview`, { headers: { authorization: `Bearer ${TOKEN}` } })).status,
+    ).toBe(200);
+    controller.abort();
+    expect(await run).toBe(0);
+    expect(served.stdout() + served.stderr()).not.toContain(TOKEN);
+
+    const badDlq = captureIo({ env: {} });
+    expect(await runCli(['console', '--dlq', 'rabbit:orders.dlq'], badDlq.io)).toBe(2);
+    expect(badDlq.stderr()).toMatch(/--dlq takes TRANSPORT:DLQ/);
+  });
+});

@@ -1,0 +1,122 @@
+// The console's test world on the real services: a fresh inbox schema with an effects table, a RabbitMQ
+// queue with its DLQ, a real consumer (zod schema; some ids refused on purpose, some failing until they run
+// out of attempts) and `inboxkit console` serving over them on a free port.
+
+import { idempotentConsumer, PermanentError } from '@inboxkit/core';
+import type { IdempotentConsumer } from '@inboxkit/core';
+import { OutcomeRecorder } from '@inboxkit/testing';
+import { sql } from 'kysely';
+import type { Transaction } from 'kysely';
+import { z } from 'zod';
+
+import { startConsoleServer } from '../../src/console/console-server.js';
+import type { ConsoleServer, ConsoleServerOptions } from '../../src/console/console-server.js';
+import { resolveConnectionSettings } from '../../src/settings/connection-settings.js';
+import { defaultCliServices } from '../../src/transports/default-cli-services.js';
+import { eventually } from './eventually.js';
+import { inboxDatabase } from './inbox-database.js';
+import type { InboxDatabase } from './inbox-database.js';
+import { rabbitmqFixture } from './rabbitmq-fixture.js';
+import type { ReplayFixture } from './replay-fixture.js';
+import { requireService } from './services.js';
+
+/** What an order message carries; a negative amount fails the schema. */
+export const Order = z.object({ orderId: z.string(), amountCents: z.number().int().nonnegative() });
+
+/** The world one console test file works in. */
+export interface ConsoleWorld {
+  readonly database: InboxDatabase;
+  readonly broker: ReplayFixture;
+  readonly consumerName: string;
+  readonly recorder: OutcomeRecorder;
+  /** Ids whose handler throws a PermanentError (dead-lettered at once as `permanent-error`). */
+  readonly refused: Set<string>;
+  /** Ids whose handler throws a plain Error (retried, then dead-lettered as `max-attempts`). */
+  readonly flaky: Set<string>;
+  /** Lines the console logged. */
+  readonly log: string[];
+  /** Starts a console over this world (port 0); closed by `dispose`. */
+  console(options?: Partial<ConsoleServerOptions>): Promise<ConsoleServer>;
+  /** Publishes orders and waits until `deadLetters` of them sit in the DLQ. */
+  publish(orders: readonly { id: string; amountCents: number }[], deadLetters: number): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/** Builds the world: schema, queue, consumer (started). */
+export async function consoleWorld(): Promise<ConsoleWorld> {
+  const database = await inboxDatabase();
+  const broker = await rabbitmqFixture();
+  const consumerName = 'orders';
+  const recorder = new OutcomeRecorder();
+  const refused = new Set<string>();
+  const flaky = new Set<string>();
+  const log: string[] = [];
+  const consumer = idempotentConsumer<z.infer<typeof Order>, Transaction<unknown>>({
+    name: consumerName,
+    store: database.store,
+    schema: Order,
+    maxAttempts: 3,
+    backoff: { initialDelayMs: 20, maxDelayMs: 50 },
+    handler: async (message, { tx }) => {
+      if (refused.has(message.id)) throw new PermanentError(`order ${message.id} refused: card declined`);
+      if (flaky.has(message.id)) throw new Error(`warehouse timeout for ${message.id} after 3000 ms`);
+      await sql`insert into ${sql.table(`${database.schema}.effects`)} (message_id) values (${message.id})`.execute(
+        tx,
+      );
+    },
+    hooks: { onOutcome: recorder.hook },
+  });
+  await broker.start(consumer as IdempotentConsumer<unknown, unknown>);
+  const servers: ConsoleServer[] = [];
+  const connection = resolveConnectionSettings(
+    {
+      'database-url': requireService('DATABASE_URL'),
+      schema: database.schema,
+      'amqp-url': requireService('AMQP_URL'),
+    },
+    {},
+  );
+  return {
+    database,
+    broker,
+    consumerName,
+    recorder,
+    refused,
+    flaky,
+    log,
+    async console(options = {}) {
+      const server = await startConsoleServer({
+        port: 0,
+        dlqs: [{ transport: 'rabbitmq', name: broker.dlq }],
+        services: defaultCliServices({}, consumerName),
+        connection,
+        db: database.db,
+        operator: 'console-test',
+        sampleIntervalMs: 500,
+        log: (line) => log.push(line),
+        ...options,
+      });
+      servers.push(server);
+      return server;
+    },
+    async publish(orders, deadLetters) {
+      const before = await broker.dlqDepth();
+      await broker.publish(
+        orders.map((o) => ({
+          id: o.id,
+          body: JSON.stringify({ orderId: o.id, amountCents: o.amountCents }),
+        })),
+      );
+      await eventually(
+        async () => (await broker.dlqDepth()) === before + deadLetters,
+        async () => `DLQ depth ${await broker.dlqDepth()}, expected ${before + deadLetters}`,
+        60_000,
+      );
+    },
+    async dispose() {
+      for (const s of servers) await s.close().catch(() => undefined);
+      await broker.dispose().catch(() => undefined);
+      await database.dispose();
+    },
+  };
+}
