@@ -200,8 +200,9 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     dlq: { type: 'string' },
     ...Object.fromEntries(Object.keys(DOCTOR_SETTING_FLAGS).map((k) => [k, { type: 'string' as const }])),
   },
+  // No --json: the console prints one line (its URL) and serves.
   console: {
-    ...CONNECTION_OPTIONS,
+    ...Object.fromEntries(Object.entries(CONNECTION_OPTIONS).filter(([name]) => name !== 'json')),
     dlq: { type: 'string', multiple: true },
     bind: { type: 'string' },
     port: { type: 'string' },

@@ -1,4 +1,4 @@
-// @inboxkit/cli: the `inboxkit` command (migrate, status, prune, dlq list|replay, doctor) and the same
+// @inboxkit/cli: the `inboxkit` command (migrate, status, prune, dlq list|replay, doctor, console) and the same
 // operations as a library: `runCli` for the whole command line, `replayDeadLetters` / `listDeadLetters` /
 // `inboxStatus` / `diagnose` for programs that embed them.
 
@@ -15,6 +15,11 @@ export { UsageError } from './usage-error.js';
 export { usage } from './usage.js';
 
 export { replayDeadLetters } from './replay/replay-dead-letters.js';
+export { replayFromDlq } from './replay/replay-from-dlq.js';
+export type { DlqReplayRequest, ReplayFromDlqContext } from './replay/replay-from-dlq.js';
+export { startConsoleServer } from './console/console-server.js';
+export type { ConsoleServer, ConsoleServerOptions } from './console/console-server.js';
+export type { ConsoleDlq } from './console/console-dlq.js';
 export type {
   ReplayDeadLettersOptions,
   ReplayEntryResult,
