@@ -20,6 +20,6 @@ command -v apt-get >/dev/null || {
 t0=$(date +%s)
 echo "[browser] apt-get install chromium"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends chromium >/dev/null
+apt-get -o DPkg::Lock::Timeout=300 update -qq
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends chromium >/dev/null
 echo "[browser] $("$CHROMIUM" --version 2>/dev/null | head -1) installed in $(($(date +%s) - t0))s"

@@ -58,7 +58,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     );
     browser = await launchBrowser();
     page = await browser.context.newPage();
-  }, 180_000);
+  }, 600_000);
 
   afterAll(async () => {
     await browser?.close();

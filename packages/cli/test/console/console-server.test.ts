@@ -81,26 +81,30 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
     expect(world.log.join('\n')).toMatch(/refused POST \/api\/replays: no valid credential/);
   });
 
-  it('serves the page in a browser that gives the credential through the basic-auth prompt', async () => {
-    const browser = await launchBrowser({ httpCredentials: { username: 'bob', password: TOKEN } });
-    try {
-      const page = await browser.context.newPage();
-      await page.goto(guarded.url);
-      await expect.poll(() => page.locator('#dlq-table tbody tr').count(), { timeout: 20_000 }).toBe(2);
-    } finally {
-      await browser.close();
-    }
-    const denied = await launchBrowser({
-      httpCredentials: { username: 'bob', password: 'not-the-token-at-all' },
-    });
-    try {
-      const page = await denied.context.newPage();
-      const response = await page.goto(guarded.url);
-      expect(response?.status()).toBe(401);
-    } finally {
-      await denied.close();
-    }
-  });
+  it(
+    'serves the page in a browser that gives the credential through the basic-auth prompt',
+    { timeout: 600_000 },
+    async () => {
+      const browser = await launchBrowser({ httpCredentials: { username: 'bob', password: TOKEN } });
+      try {
+        const page = await browser.context.newPage();
+        await page.goto(guarded.url);
+        await expect.poll(() => page.locator('#dlq-table tbody tr').count(), { timeout: 20_000 }).toBe(2);
+      } finally {
+        await browser.close();
+      }
+      const denied = await launchBrowser({
+        httpCredentials: { username: 'bob', password: 'not-the-token-at-all' },
+      });
+      try {
+        const page = await denied.context.newPage();
+        const response = await page.goto(guarded.url);
+        expect(response?.status()).toBe(401);
+      } finally {
+        await denied.close();
+      }
+    },
+  );
 
   it('refuses bad requests with a 4xx saying what is wrong, and starts nothing', async () => {
     const dlq = `rabbitmq:${world.broker.dlq}`;

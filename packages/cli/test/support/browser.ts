@@ -1,13 +1,17 @@
 // A real browser for the console's tests: Debian's Chromium (/usr/bin/chromium, `apt-get install chromium`)
 // driven by playwright-core, which downloads nothing. Each launch gets a fresh profile directory, removed at
-// close. A missing Chromium fails the test with how to install it; it never skips.
+// close. A missing Chromium is installed when the tests run as root (as `npm test` installs the services'
+// packages); otherwise the test fails with how to install it. It never skips.
 
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { chromium } from 'playwright-core';
 import type { BrowserContext } from 'playwright-core';
+
+import { REPO_ROOT } from './services.js';
 
 /** Where Debian's `chromium` package puts the browser. `CHROMIUM_PATH` overrides it. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -37,6 +41,13 @@ export interface TestBrowser {
 export async function launchBrowser(
   options: { httpCredentials?: { username: string; password: string } } = {},
 ): Promise<TestBrowser> {
+  if (!existsSync(CHROMIUM) && process.getuid?.() === 0 && process.env.CHROMIUM_PATH === undefined) {
+    // Debian's package, through the same script CI runs (apt waits for a lock another install holds).
+    execFileSync('bash', [join(REPO_ROOT, 'scripts/browser/install-chromium.sh')], {
+      stdio: 'inherit',
+      timeout: 600_000,
+    });
+  }
   if (!existsSync(CHROMIUM)) {
     throw new Error(
       `no Chromium at ${CHROMIUM}: install Debian's package (bash scripts/browser/install-chromium.sh, or apt-get install chromium), or set CHROMIUM_PATH`,
