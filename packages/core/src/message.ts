@@ -39,8 +39,11 @@ export interface InboundMessage {
   /** The producer's timestamp of the message, used by the late-message rule. */
   readonly timestamp?: Date;
   /**
-   * The broker's own count of deliveries of this message, this one included (SQS ApproximateReceiveCount,
-   * RabbitMQ x-delivery-count + 1). Core counts attempts as the larger of this and its durable count.
+   * The attempt this delivery is by what the message itself carries, this one included (RabbitMQ: the attempts
+   * a retry copy carries, + 1). Core counts attempts as the larger of this and its durable count, so it must
+   * count attempts only: never a broker's count of deliveries (SQS ApproximateReceiveCount, a quorum queue's
+   * x-delivery-count), which also rises for messages received but never run — a transport that must catch crash
+   * loops records a started attempt before a redelivery runs instead (`recordAttemptsStarted`).
    */
   readonly deliveryCount?: number;
   readonly replay?: ReplayMarker;

@@ -75,6 +75,11 @@ export class BatchProcessor {
   readonly #deps: BatchProcessorDeps;
   readonly #options: ResolvedKafkaConsumerOptions;
   readonly #resolution: MessageIdResolution;
+  /**
+   * Ids of careful records being charged and run right now, across partitions: a producer's duplicate in
+   * another partition (another key) must not be charged a second time while the first charge is not consumed.
+   */
+  readonly #charging = new Set<string>();
 
   constructor(deps: BatchProcessorDeps) {
     this.#deps = deps;
@@ -127,8 +132,16 @@ export class BatchProcessor {
       } else if (ledger.isCareful(p.topic, p.partition)) {
         // Just after a join: the records the previous holder may have had in flight run alone, each charged an
         // attempt first (see AttemptLedger).
-        if (!(await this.#charge(p, record, message))) return;
-        const outcome = await this.#handle(p, message);
+        const id = message.id;
+        const mine = id !== undefined && !this.#charging.has(id);
+        if (mine) this.#charging.add(id);
+        let outcome: Outcome;
+        try {
+          if (!(await this.#charge(p, record, message, mine))) return;
+          outcome = await this.#handle(p, message);
+        } finally {
+          if (mine) this.#charging.delete(id);
+        }
         if (ranHandler(outcome)) ledger.suspectRan(p.topic, p.partition);
         if (!(await this.#settle(p, record, message, outcome))) return;
         i += 1;
@@ -268,12 +281,20 @@ export class BatchProcessor {
 
   /**
    * Records durably that an attempt of the careful record starts, unless it was charged already in this
-   * assignment (a retry or an outage brought the partition back to it). On failure the partition is
-   * redelivered from the record later. A record without an id has no inbox row to charge.
+   * assignment (a retry or an outage brought the partition back to it) or its id is being charged and run in
+   * another partition (`alone` false). On failure the partition is redelivered from the record later. A record
+   * without an id has no inbox row to charge.
    */
-  async #charge(p: Progress, record: KafkaMessageLike, message: InboundMessage): Promise<boolean> {
+  async #charge(
+    p: Progress,
+    record: KafkaMessageLike,
+    message: InboundMessage,
+    alone: boolean,
+  ): Promise<boolean> {
     const ledger = this.#deps.ledger;
     if (message.id === undefined || !ledger.needsCharge(p.topic, p.partition, record.offset)) return true;
+    // The same id is charged and running in another partition right now: that charge covers this attempt.
+    if (!alone) return true;
     try {
       await this.#options.handler.recordAttemptsStarted([message]);
     } catch (error) {

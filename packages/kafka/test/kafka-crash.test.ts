@@ -127,7 +127,7 @@ async function produce(topic: string, ids: readonly string[]): Promise<void> {
 describe.concurrent('kafkaConsumer in a process that dies', () => {
   it(
     'applies every id exactly once with nothing missing when SIGKILLed mid-stream three times',
-    { timeout: 150_000 },
+    { timeout: 240_000 },
     async () => {
       const topic = uniqueName('crash');
       const cleanup = await createTopics(kafka, [

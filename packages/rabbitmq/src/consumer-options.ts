@@ -50,14 +50,16 @@ export interface RabbitmqConsumerOptions {
   /**
    * Most messages handled together in one inbox transaction (`handleBatch`: one commit for the batch, each
    * message isolated by a savepoint). A batch forms only from messages already waiting, so it adds no delay;
-   * redelivered messages are always handled alone, so a message that crashes the process does not take its
-   * batch's delivery counts up with it. Default is 1 (no batching).
+   * redelivered messages are always handled alone, so a message that crashes the process takes no batch down
+   * with it, again and again. Default is 1 (no batching).
    */
   readonly maxBatchSize?: number;
   /**
    * Unacked messages the broker may push (basic.qos). Default is `concurrency × maxBatchSize`: every unacked
-   * message is being handled (or batched), so a quorum queue's delivery count after a crash counts attempts.
-   * A larger prefetch buffers messages, and a crash then also counts a delivery for the buffered ones.
+   * message is being handled (or batched). A larger prefetch buffers messages; a crash then returns the
+   * buffered ones too, and a quorum queue counts a delivery for each (`x-delivery-count`). That costs them no
+   * attempt (inboxkit counts attempts in the inbox, not from the broker's count), but it brings them closer to
+   * the queue's `x-delivery-limit` backstop.
    */
   readonly prefetch?: number;
   /** Finds the id when no `messageId` property or `message-id` / `ce-id` header is set. Default: none. */

@@ -46,9 +46,9 @@ export interface TopologyOptions {
   /** The work queue's name. */
   readonly queue: string;
   /**
-   * `quorum`: replicated, keeps `x-delivery-count`, enforces `x-delivery-limit` and dead-letters at least once.
-   * `classic`: no delivery count and no delivery limit (crash loops then rely on the inbox's durable count),
-   * and dead-lettering from the delay queues is at most once. Default is `quorum`.
+   * `quorum`: replicated, enforces `x-delivery-limit` (a backstop above maxAttempts) and dead-letters at least
+   * once. `classic`: no delivery limit, and dead-lettering from the delay queues is at most once. Crash loops
+   * rely on the inbox's durable count on both. Default is `quorum`.
    */
   readonly queueType?: 'quorum' | 'classic';
   /** The consumer's `maxAttempts`; the default delivery limit sits above it. Default is 5. */

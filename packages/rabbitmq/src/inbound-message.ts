@@ -1,5 +1,6 @@
 // Turns an amqplib delivery into core's InboundMessage: lower-cased string headers, the message id by the
-// documented precedence, the delivery count, the producer's timestamp and the source coordinates.
+// documented precedence, the attempts carried by a retry copy, the producer's timestamp and the source
+// coordinates.
 
 import { createHash } from 'node:crypto';
 import { HEADERS, parseReplayMarker } from '@inboxkit/core';
@@ -85,11 +86,14 @@ function nonNegativeInt(value: string | undefined): number {
 }
 
 /**
- * The broker's count of deliveries, this one included: attempts carried on a delay-queue copy
- * (`x-inboxkit-attempt`) plus the quorum queue's `x-delivery-count` of this copy plus one.
+ * The attempt this delivery would be by what the message carries: the attempts made before it, recorded on a
+ * delay-queue copy (`x-inboxkit-attempt`), plus one. Not a quorum queue's `x-delivery-count`: the broker raises
+ * it for every unacked message a closed channel returns — prefetched ones that never ran, every message in
+ * flight at a broker restart — so it counts deliveries, not attempts. (A message that kills its process is
+ * counted by the started attempt recorded before each redelivery runs; see `rabbitmqConsumer`.)
  */
 export function deliveryCountOf(headers: Readonly<Record<string, string>>): number {
-  return nonNegativeInt(headers[HEADERS.attempt]) + nonNegativeInt(headers['x-delivery-count']) + 1;
+  return nonNegativeInt(headers[HEADERS.attempt]) + 1;
 }
 
 /**

@@ -127,6 +127,8 @@ class RabbitmqConsumer implements TransportConsumer {
 
   readonly #pending: Delivery[] = [];
   readonly #running = new Set<Promise<void>>();
+  /** Copies of each message id being handled in this process right now (see `#recordAttemptStarted`). */
+  readonly #inFlight = new Map<string, number>();
 
   constructor(options: ResolvedConsumerOptions) {
     this.#o = options;
@@ -360,7 +362,7 @@ class RabbitmqConsumer implements TransportConsumer {
       if (!first.session.alive) continue;
       const batch = [first];
       // Only fresh deliveries already waiting join a batch: a redelivery may be the one that crashed its
-      // process, and alone it cannot drag other messages' delivery counts up with it.
+      // process, and alone it cannot take other messages down with it again.
       if (!first.message.fields.redelivered) {
         while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
           const next = this.#pending[0]!;
@@ -395,11 +397,15 @@ class RabbitmqConsumer implements TransportConsumer {
   async #process({ session, message }: Delivery): Promise<void> {
     const o = this.#o;
     let inbound: InboundMessage | undefined;
+    let release: (() => void) | undefined;
     try {
       inbound = toInboundMessage(message, o.topology.queue, o);
       let outcome = this.#oversize(message, inbound);
       if (outcome === undefined) {
-        if (message.fields.redelivered) await this.#recordAttemptStarted(inbound);
+        const copiesBefore = inbound.id === undefined ? 0 : (this.#inFlight.get(inbound.id) ?? 0);
+        release = this.#hold([inbound.id]);
+        // Another copy of the id already in hand here covers the attempt: one charge per id, not per copy.
+        if (message.fields.redelivered && copiesBefore === 0) await this.#recordAttemptStarted(inbound);
         outcome = await o.handler.handle(inbound);
       }
       await this.#settle(session, message, inbound, outcome);
@@ -410,7 +416,22 @@ class RabbitmqConsumer implements TransportConsumer {
         'rabbitmq consumer: unexpected failure; requeueing',
       );
       this.#nack(session, message);
+    } finally {
+      release?.();
     }
+  }
+
+  /** Marks `ids` in hand until the returned function is called. */
+  #hold(ids: readonly (string | undefined)[]): () => void {
+    const held = ids.filter((id): id is string => id !== undefined);
+    for (const id of held) this.#inFlight.set(id, (this.#inFlight.get(id) ?? 0) + 1);
+    return () => {
+      for (const id of held) {
+        const n = (this.#inFlight.get(id) ?? 1) - 1;
+        if (n <= 0) this.#inFlight.delete(id);
+        else this.#inFlight.set(id, n);
+      }
+    };
   }
 
   /** Fresh deliveries of one channel, claimed and applied in one inbox transaction, then settled one by one. */
@@ -433,6 +454,7 @@ class RabbitmqConsumer implements TransportConsumer {
       if (oversize) outcomes.set(item, oversize);
       return oversize === undefined;
     });
+    const release = this.#hold(toHandle.map((item) => item.inbound.id));
     try {
       const handled = await o.handler.handleBatch(toHandle.map((item) => item.inbound));
       toHandle.forEach((item, k) => outcomes.set(item, handled[k]!));
@@ -442,6 +464,8 @@ class RabbitmqConsumer implements TransportConsumer {
         'rabbitmq consumer: unexpected batch failure; requeueing',
       );
       for (const item of toHandle) this.#nack(item.session, item.message);
+    } finally {
+      release();
     }
     await Promise.all(
       [...outcomes].map(async ([item, outcome]) => {
@@ -460,8 +484,12 @@ class RabbitmqConsumer implements TransportConsumer {
 
   /**
    * A redelivered message may have killed the process that held it. Counting the attempt durably first lets
-   * crash loops reach the DLQ after maxAttempts even where the broker keeps no delivery count (classic
-   * queues). Redeliveries are rare, so this costs nothing in the steady state.
+   * crash loops reach the DLQ (after maxAttempts + 1 deaths: the first left no trace). The broker's own count
+   * (a quorum queue's x-delivery-count) is no attempt count: it also rises for messages a closed channel
+   * returns unstarted. The record is the attempt about to run (the claim counts max(attempts + 1, started)),
+   * so a redelivery that then runs loses nothing. Recorded once per id in hand, not per copy: a closed channel
+   * returns every copy of an id it held (producer duplicates), and each copy's record would count one more
+   * attempt before any claim consumed the first. Redeliveries are rare: no cost in the steady state.
    */
   async #recordAttemptStarted(inbound: InboundMessage): Promise<void> {
     if (inbound.id === undefined) return;

@@ -1,6 +1,8 @@
 // Process crashes against real RabbitMQ and Postgres: a consumer process SIGKILLed mid-stream and started
-// again applies every message exactly once; a message that kills its process every time reaches the DLQ
-// after maxAttempts, through the broker's delivery count (quorum) or the inbox's own count (classic).
+// again applies every message exactly once; the messages a killed process had received but not started cost
+// no attempt, though a quorum queue counts a delivery for each; a message that kills its process every time
+// reaches the DLQ after maxAttempts + 1 deaths, counted by the inbox (a started attempt recorded before every
+// redelivery runs), on quorum and classic queues alike.
 
 import { HEADERS } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
@@ -83,8 +85,44 @@ describe('consumer process crashes', () => {
     await last.kill('SIGTERM');
   });
 
+  it('a process killed three times holding messages it had not started costs them no attempt (quorum queue, prefetch 10, three copies of each id)', async () => {
+    const { h, pg, start } = await setup('buffered');
+    const ids = Array.from({ length: 10 }, (_, n) => `buffered-${n}`);
+    // Three copies of each id (a producer's duplicates): redelivered together, they must not count three
+    // attempts of their id between them.
+    await h.publish(ids.flatMap((id, n) => [0, 1, 2].map(() => ({ id, body: JSON.stringify({ n }) }))));
+    const applied = async () => (await pg.effectCounts()).size;
+    for (let round = 1; round <= 3; round += 1) {
+      // One handler, slow; the broker pushes all ten at once: a kill finds one running and the rest waiting,
+      // and returns them all with x-delivery-count + 1.
+      const p = await start({ concurrency: 1, prefetch: 10, maxAttempts: 2, handlerDelayMs: 300 });
+      const before = await applied();
+      // (Or a dead letter: were the waiting messages charged for the kills, they would be dead-lettered
+      // instead of run.)
+      await until(
+        async () => (await applied()) > before || (await h.messageCount(`${h.queue}.dlq`)) > 0,
+        `round ${round}: one more effect`,
+      );
+      expect(await p.kill('SIGKILL')).toBe('SIGKILL');
+    }
+    expect(await applied()).toBeLessThan(ids.length);
+    const last = await start({ concurrency: 6, maxAttempts: 2 });
+    await until(async () => (await h.messageCount(h.queue)) === 0, 'an empty queue');
+    await until(
+      async () => (await applied()) + (await h.messageCount(`${h.queue}.dlq`)) >= ids.length,
+      'every id settled',
+    );
+    const counts = await pg.effectCounts();
+    expect(
+      ids.filter((id) => counts.get(id) !== 1),
+      'ids not applied exactly once',
+    ).toEqual([]);
+    expect(await h.readDeadLetters(0, 0)).toEqual([]);
+    await last.kill('SIGTERM');
+  });
+
   for (const queueType of ['quorum', 'classic'] as const) {
-    it(`a message that kills its process every time reaches the DLQ after maxAttempts (${queueType} queue)`, async () => {
+    it(`a message that kills its process every time reaches the DLQ after maxAttempts + 1 deaths (${queueType} queue)`, async () => {
       const topology = {
         ...TEST_TOPOLOGY,
         queueType,
@@ -121,9 +159,10 @@ describe('consumer process crashes', () => {
       expect(letter?.headers[HEADERS.reason]).toBe('max-attempts');
       expect(letter?.headers[HEADERS.consumer]).toBe(`crashloop_${queueType}`);
       expect(letter?.headers[HEADERS.sourceDestination]).toBe(h.queue);
-      // Quorum: three deliveries counted by the broker. Classic: the first crash is not counted anywhere,
-      // so one more.
-      expect(crashes).toBe(queueType === 'quorum' ? 3 : 4);
+      // The first crash, on the first delivery, is counted nowhere (x-delivery-count is not an attempt count:
+      // it also counts messages returned unstarted); every redelivery records a started attempt before it
+      // runs. So maxAttempts + 1 deaths, then the claim dead-letters it without running it.
+      expect(crashes).toBe(4);
       const counts = await pg.effectCounts();
       expect(others.map((id) => counts.get(id))).toEqual([1, 1, 1]);
       expect(counts.has(poison)).toBe(false);

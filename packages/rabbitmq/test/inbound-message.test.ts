@@ -59,13 +59,13 @@ describe('toInboundMessage', () => {
     });
   });
 
-  it('counts deliveries from the carried attempts and x-delivery-count, and reads the timestamp', () => {
+  it('counts deliveries from the carried attempts only (x-delivery-count counts returns, not attempts), and reads the timestamp', () => {
     expect(toInboundMessage(delivery({}), 'q', {}).deliveryCount).toBe(1);
-    expect(toInboundMessage(delivery({ headers: { 'x-delivery-count': 2 } }), 'q', {}).deliveryCount).toBe(3);
+    expect(toInboundMessage(delivery({ headers: { 'x-delivery-count': 2 } }), 'q', {}).deliveryCount).toBe(1);
     expect(
       toInboundMessage(delivery({ headers: { [HEADERS.attempt]: '2', 'x-delivery-count': 1 } }), 'q', {})
         .deliveryCount,
-    ).toBe(4);
+    ).toBe(3);
     expect(toInboundMessage(delivery({ timestamp: 1_700_000_000 }), 'q', {}).timestamp?.toISOString()).toBe(
       '2023-11-14T22:13:20.000Z',
     );

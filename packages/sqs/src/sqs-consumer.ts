@@ -28,6 +28,8 @@ import type { HeldMessage } from './visibility-heartbeat.js';
 interface Held extends HeldMessage {
   readonly raw: Message;
   readonly inbound: InboundMessage;
+  /** SQS's `ApproximateReceiveCount` of this receive (1 on the first). */
+  readonly receiveCount: number;
 }
 
 /** What happened to a held message: settled for good, or still in the queue (retry, failed DLQ publish). */
@@ -40,6 +42,14 @@ interface Group {
 
 const FIRST_POLL_BACKOFF_MS = 100;
 const MAX_POLL_BACKOFF_MS = 5_000;
+/** Longest pause between two tries of a held message while the inbox store is unavailable. */
+const MAX_STORE_PAUSE_MS = 5_000;
+/** How many ids returned to the queue without running this process remembers (see `#returnedUnrun`). */
+const RETURNED_UNRUN_KEPT = 10_000;
+
+function storeUnavailable(outcome: Outcome): boolean {
+  return outcome.status === 'retry' && outcome.reason === 'store-unavailable';
+}
 
 /** True for an error SQS blames on the request (the AWS SDK's `$fault: 'client'`). */
 function isClientFault(error: unknown): boolean {
@@ -100,6 +110,13 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   #pollers: Promise<void>[] = [];
   readonly #tasks = new Set<Promise<unknown>>();
   readonly #groups = new Map<string, Group>();
+  /**
+   * Ids this process returned to the queue without their handler running (a lock wait, a stop, a FIFO group
+   * returned behind a retry): their next receive here is no crash suspect and records no started attempt.
+   */
+  readonly #returnedUnrun = new Set<string>();
+  /** Copies of each message id being handled in this process right now (see `#startHandling`). */
+  readonly #inFlight = new Map<string, number>();
 
   constructor(options: SqsConsumerOptions<P, Tx>, config: SqsConsumerConfig) {
     this.#options = options;
@@ -265,7 +282,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       this.#buffer.release(want - messages.length);
       if (!this.#running) {
         // Received while stopping: give them straight back.
-        const held = messages.flatMap((m) => this.#hold(config, m, receivedAt, false) ?? []);
+        const held = messages.flatMap((m) => this.#hold(config, m, receivedAt) ?? []);
         this.#buffer.release(messages.length - held.length);
         await this.#returnAndFree(config, held);
         break;
@@ -289,24 +306,21 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   }
 
   /** Starts holding a received message (heartbeat on); `undefined` for a message SQS sent without a handle. */
-  #hold(
-    config: SqsConsumerConfig,
-    raw: Message,
-    receivedAt: number,
-    withDeliveryCount: boolean,
-  ): Held | undefined {
+  #hold(config: SqsConsumerConfig, raw: Message, receivedAt: number): Held | undefined {
     if (raw.ReceiptHandle === undefined) return undefined;
     let inbound: InboundMessage;
     try {
-      inbound = toInboundMessage(raw, { ...config, withDeliveryCount });
+      inbound = toInboundMessage(raw, config);
     } catch (error) {
       // Only a user's resolveMessageId can throw here: treat it as "no id" so the message is dead-lettered.
       config.logger.error({ error, sqsMessageId: raw.MessageId }, 'sqsConsumer: resolveMessageId threw');
-      inbound = toInboundMessage(raw, { ...config, withDeliveryCount, resolveMessageId: () => undefined });
+      inbound = toInboundMessage(raw, { ...config, resolveMessageId: () => undefined });
     }
+    const receiveCount = Number(raw.Attributes?.ApproximateReceiveCount);
     const held: Held = {
       raw,
       inbound,
+      receiveCount: Number.isInteger(receiveCount) && receiveCount > 0 ? receiveCount : 1,
       receiptHandle: raw.ReceiptHandle,
       messageId: raw.MessageId,
       extendedAt: receivedAt,
@@ -320,7 +334,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     if (config.mode === 'batch' && !config.fifo) {
       const held: Held[] = [];
       for (const raw of messages) {
-        const h = this.#hold(config, raw, receivedAt, true);
+        const h = this.#hold(config, raw, receivedAt);
         if (h === undefined) this.#buffer.release();
         else held.push(h);
       }
@@ -330,14 +344,9 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       }
       return;
     }
-    const headsSeen = new Set<string>();
     for (const raw of messages) {
       const groupId = config.fifo ? raw.Attributes?.MessageGroupId : undefined;
-      // In a FIFO group only the first message of a receive has had receives of its own: the ones behind it
-      // may have been returned behind a retried message, and SQS counted those returns as receives.
-      const head = groupId === undefined || (!headsSeen.has(groupId) && !this.#groups.has(groupId));
-      if (groupId !== undefined) headsSeen.add(groupId);
-      const held = this.#hold(config, raw, receivedAt, head);
+      const held = this.#hold(config, raw, receivedAt);
       if (held === undefined) {
         this.#buffer.release();
         continue;
@@ -391,9 +400,20 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   /** Hands `held` to the idempotent consumer and applies the outcome. Never rejects. */
   async #settle(config: SqsConsumerConfig, held: Held): Promise<Settlement> {
+    const release = await this.#startHandling(config, [held]);
     let outcome: Outcome;
     try {
       outcome = await this.#options.handler.handle(held.inbound);
+      let pauseMs = outcome.status === 'retry' ? Math.max(outcome.delayMs, FIRST_POLL_BACKOFF_MS) : 0;
+      // The inbox store is down: keep the message (the heartbeat keeps it hidden) and try again here, rather
+      // than hand it back to SQS, where every receive during the outage would raise its receive count towards
+      // the redrive policy's limit. Nothing ran, nothing is counted; receives stop while the buffer is full.
+      while (storeUnavailable(outcome) && this.#running) {
+        await this.#sleep(pauseMs);
+        pauseMs = Math.min(MAX_STORE_PAUSE_MS, pauseMs * 2);
+        if (!this.#running) break;
+        outcome = await this.#options.handler.handle(held.inbound);
+      }
     } catch (error) {
       // handle() never rejects by contract; if it does, leave the message to its visibility timeout.
       config.logger.error(
@@ -402,8 +422,60 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       );
       await this.#heartbeat.untrack(held);
       return 'returned';
+    } finally {
+      release();
     }
     return this.#apply(config, held, outcome);
+  }
+
+  /**
+   * SQS's receive count is no attempt count: it also rises for messages received while the inbox store was
+   * down, buffered when a process died, returned at a stop or behind a FIFO retry. So it is not passed to core.
+   * A message that kills its process must still reach the DLQ, though: on a redelivery (receive count above
+   * 1) a started attempt is recorded in the inbox just before the message runs (one statement for the lot).
+   * That is the attempt about to run — the claim counts `max(attempts + 1, started)` — so it costs a message
+   * that then runs nothing, and a crash-looping one is charged on each receive after its first death. Marks
+   * the ids of `held` in hand until the returned function is called.
+   */
+  async #startHandling(config: SqsConsumerConfig, held: readonly Held[]): Promise<() => void> {
+    const starting: InboundMessage[] = [];
+    const ids: string[] = [];
+    for (const h of held) {
+      const id = h.inbound.id;
+      if (id === undefined) continue;
+      const unrun = this.#returnedUnrun.delete(id);
+      // One record per id in hand, not per copy: a process that died holding several copies of an id (producer
+      // duplicates) returns them all, and each copy's record would count one more attempt before any claim.
+      if (h.receiveCount > 1 && !unrun && !this.#inFlight.has(id)) starting.push(h.inbound);
+      // In hand from now on (before the record's round trip, so a copy received meanwhile sees it).
+      this.#inFlight.set(id, (this.#inFlight.get(id) ?? 0) + 1);
+      ids.push(id);
+    }
+    const release = (): void => {
+      for (const id of ids) {
+        const n = (this.#inFlight.get(id) ?? 1) - 1;
+        if (n <= 0) this.#inFlight.delete(id);
+        else this.#inFlight.set(id, n);
+      }
+    };
+    if (starting.length === 0) return release;
+    try {
+      await this.#options.handler.recordAttemptsStarted(starting);
+    } catch (error) {
+      // The store is down: the claim meets it too and the message waits (see #settle).
+      config.logger.warn({ error, count: starting.length }, 'sqsConsumer: could not record started attempts');
+    }
+    return release;
+  }
+
+  /** Remembers that `ids` go back to the queue without having run here (bounded, oldest forgotten first). */
+  #rememberUnrun(ids: readonly (string | undefined)[]): void {
+    for (const id of ids) {
+      if (id === undefined) continue;
+      if (this.#returnedUnrun.size >= RETURNED_UNRUN_KEPT)
+        this.#returnedUnrun.delete(this.#returnedUnrun.values().next().value!);
+      this.#returnedUnrun.add(id);
+    }
   }
 
   /**
@@ -418,8 +490,22 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     }
     try {
       let outcomes: Outcome[];
+      const release = await this.#startHandling(config, chunk);
       try {
         outcomes = await this.#options.handler.handleBatch(chunk.map((h) => h.inbound));
+        // The inbox store is down: keep those messages and try them again here (see #settle).
+        let pauseMs = FIRST_POLL_BACKOFF_MS;
+        for (;;) {
+          const waiting = chunk.flatMap((_, i) => (storeUnavailable(outcomes[i]!) ? [i] : []));
+          if (waiting.length === 0 || !this.#running) break;
+          await this.#sleep(
+            Math.max(pauseMs, ...waiting.map((i) => (outcomes[i] as { delayMs: number }).delayMs)),
+          );
+          pauseMs = Math.min(MAX_STORE_PAUSE_MS, pauseMs * 2);
+          if (!this.#running) break;
+          const again = await this.#options.handler.handleBatch(waiting.map((i) => chunk[i]!.inbound));
+          waiting.forEach((i, k) => (outcomes[i] = again[k]!));
+        }
       } catch (error) {
         config.logger.error(
           { error, count: chunk.length },
@@ -427,6 +513,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         );
         for (const h of chunk) await this.#heartbeat.untrack(h);
         return;
+      } finally {
+        release();
       }
       await Promise.all(chunk.map((h, i) => this.#apply(config, h, outcomes[i]!)));
     } finally {
@@ -448,6 +536,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         this.#deleter.enqueue(held);
         return 'settled';
       case 'retry':
+        if (outcome.reason !== 'handler-error') this.#rememberUnrun([held.inbound.id]);
         await this.#heartbeat.untrack(held);
         await this.#changeVisibility(
           config,
@@ -520,6 +609,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   /** Makes messages visible again at once (they were not handled). Never rejects. */
   async #returnToQueue(config: SqsConsumerConfig, held: readonly Held[]): Promise<void> {
+    this.#rememberUnrun(held.map((h) => h.inbound.id));
     for (const h of held) await this.#heartbeat.untrack(h);
     if (this.#closed) return;
     for (let i = 0; i < held.length; i += 10) {

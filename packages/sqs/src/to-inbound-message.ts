@@ -1,5 +1,5 @@
-// One received SQS message as core's InboundMessage: headers from message attributes, the producer's id, the
-// broker's receive count and send time.
+// One received SQS message as core's InboundMessage: headers from message attributes, the producer's id and
+// the send time. Not the receive count: it counts receives, not attempts (see sqsConsumer's started attempts).
 
 import type { Message } from '@aws-sdk/client-sqs';
 import { parseReplayMarker } from '@inboxkit/core';
@@ -11,8 +11,6 @@ import type { MessageIdResolution } from './message-id.js';
 /** How a received message is turned into an InboundMessage. */
 export interface InboundMessageOptions extends MessageIdResolution {
   readonly queueUrl: string;
-  /** Pass `ApproximateReceiveCount` as `deliveryCount`. */
-  readonly withDeliveryCount: boolean;
   /** Replaces the built-in id resolution when given. */
   readonly resolveMessageId: ((message: Message) => string | undefined) | undefined;
 }
@@ -31,15 +29,11 @@ export function toInboundMessage(message: Message, options: InboundMessageOption
       ? options.resolveMessageId(message)
       : resolveMessageId(headers, message.Body, message.MessageId, options);
   const sent = positiveInteger(message.Attributes?.SentTimestamp);
-  const deliveryCount = options.withDeliveryCount
-    ? positiveInteger(message.Attributes?.ApproximateReceiveCount)
-    : undefined;
   return {
     id,
     body: message.Body ?? null,
     headers,
     timestamp: sent === undefined ? undefined : new Date(sent),
-    deliveryCount,
     replay: parseReplayMarker(headers),
     source: { transport: 'sqs', destination: options.queueUrl, brokerMessageId: message.MessageId },
   };

@@ -1,6 +1,8 @@
 // A consumer process SIGKILLed mid-stream, twice, and restarted: every message is applied exactly once and
 // none is missing. The kills land while messages are received, running, or committed but not yet deleted;
 // SQS brings back what was not deleted after the visibility timeout and the inbox absorbs what had committed.
+// And a message that kills its process on every attempt reaches the DLQ — counted by the started attempt
+// recorded before each redelivery runs, not by ApproximateReceiveCount — while its neighbours are applied once.
 
 import { spawn } from 'node:child_process';
 import type { ChildProcessByStdio } from 'node:child_process';
@@ -13,7 +15,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { uniqueName } from '@inboxkit/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { sqsPublisher } from '../src/index.js';
+import { sqsDeadLetterQueue, sqsPublisher } from '../src/index.js';
 import type { CreatedQueues } from '../src/index.js';
 import { effectCounts, openTestDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
@@ -41,15 +43,20 @@ afterAll(async () => {
 type Child = ChildProcessByStdio<null, Readable, Readable>;
 
 /** Starts a consumer process; resolves once it polls. */
-async function startProcess(consumer: string): Promise<{ child: Child; output: () => string }> {
+async function startProcess(
+  consumer: string,
+  extra: { queues?: CreatedQueues; concurrency?: number; maxAttempts?: number; crashOnId?: string } = {},
+): Promise<{ child: Child; output: () => string }> {
+  const { queues = q, concurrency = 10, ...rest } = extra;
   const settings = {
     sqsEndpoint: sqsEndpoint(),
     databaseUrl: t.url,
     schema: t.schema,
-    queueUrl: q.queueUrl,
-    deadLetterQueueUrl: q.deadLetterQueueUrl,
+    queueUrl: queues.queueUrl,
+    deadLetterQueueUrl: queues.deadLetterQueueUrl,
     consumer,
-    concurrency: 10,
+    concurrency,
+    ...rest,
   };
   const child = spawn(
     process.execPath,
@@ -156,6 +163,64 @@ describe('a consumer process killed mid-batch', () => {
         outcomes.filter((l) => l.startsWith('OUTCOME dead-letter')),
         'dead letters',
       ).toEqual([]);
+    },
+  );
+
+  it(
+    'dead-letters a message that kills its process on every attempt after maxAttempts + 1 deaths, and only that one',
+    { timeout: 120_000 },
+    async () => {
+      const maxAttempts = 2;
+      const loop = await freshQueues(client, 'crashloop', { maxAttempts, headroom: 10 });
+      try {
+        const consumer = uniqueName('crashloop');
+        const ids = Array.from({ length: 6 }, (_, n) => `${consumer}-${n}`);
+        const crasher = ids[2]!;
+        await sqsPublisher({ client }).publish(
+          ids.map((id) => ({ destination: loop.queueUrl, id, body: JSON.stringify({ id }) })),
+        );
+        const settled = async () => {
+          const d = await depth(loop.queueUrl);
+          return d.visible + d.inFlight === 0;
+        };
+        let deaths = 0;
+        for (;;) {
+          const { child, output } = await startProcess(consumer, {
+            queues: loop,
+            concurrency: 1,
+            maxAttempts,
+            crashOnId: crasher,
+          });
+          const died = new Promise<'died'>((resolve) => child.once('exit', () => resolve('died')));
+          const done = until('the queue is empty', settled, 60_000).then(() => 'done' as const);
+          const outcome = await Promise.race([died, done]);
+          if (outcome === 'done') {
+            child.kill('SIGTERM');
+            await exited(child);
+            expect(output()).toContain(`OUTCOME dead-letter ${crasher}`);
+            break;
+          }
+          expect(child.signalCode).toBe('SIGKILL');
+          deaths += 1;
+          expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(maxAttempts + 1);
+        }
+        // Its first death, on its first receive, left no trace; every later receive recorded an attempt first.
+        expect(deaths).toBe(maxAttempts + 1);
+        const counts = await effectCounts(t.db, t.schema, consumer);
+        expect(ids.filter((id) => id !== crasher).map((id) => counts.get(id))).toEqual(
+          ids.slice(1).map(() => 1),
+        );
+        expect(counts.has(crasher)).toBe(false);
+        const letters = [];
+        const dlq = sqsDeadLetterQueue({ client, queueUrl: loop.deadLetterQueueUrl, waitTimeSeconds: 1 });
+        for await (const entry of dlq.browse({ limit: 10 })) letters.push(entry);
+        await dlq.close();
+        expect(letters.map((l) => [l.id, l.headers['x-inboxkit-reason']])).toEqual([
+          [crasher, 'max-attempts'],
+        ]);
+      } finally {
+        await deleteQueues(client, loop);
+      }
     },
   );
 });
