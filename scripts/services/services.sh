@@ -667,6 +667,9 @@ kafka_status() {
 elasticmq_paths() {
   EMQ_DIR="$STATE/elasticmq"
   EMQ_LIB="$EMQ_DIR/lib"
+  # Queues and messages live here, in an H2 database, so a restart keeps both, as a broker restart should: the
+  # chaos tests restart ElasticMQ under live queues.
+  EMQ_DATA="$EMQ_DIR/data"
   EMQ_PIDFILE="$STATE/run/elasticmq.pid"
 }
 
@@ -677,7 +680,7 @@ elasticmq_ready() {
 }
 
 write_elasticmq_files() {
-  mkdir -p "$EMQ_DIR" "$STATE/logs"
+  mkdir -p "$EMQ_DIR" "$EMQ_DATA" "$STATE/logs"
   cat >"$EMQ_DIR/elasticmq.conf" <<EOF
 # Written by scripts/services/services.sh on each start.
 include classpath("application.conf")
@@ -699,6 +702,14 @@ rest-sqs {
 
 rest-stats {
   enabled = false
+}
+
+# Persistent storage (ElasticMQ 1.7: the SQL message storage keeps the queues, with their attributes and
+# redrive policies, and their messages, with receive counts). Messages received but not deleted are visible
+# again after a restart, as after a visibility timeout.
+messages-storage {
+  enabled = true
+  uri = "jdbc:h2:$EMQ_DATA/messages"
 }
 
 aws {
