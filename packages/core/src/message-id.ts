@@ -1,7 +1,10 @@
 // Checks of message ids and consumer names before they reach the inbox key.
 
-/** Control characters and lone surrogates: ids must be printable text. */
-const NOT_PRINTABLE = /[\p{Cc}\p{Cs}]/u;
+/**
+ * Control characters, lone surrogates and noncharacters (U+FFFE, U+FFFF, U+FDD0–U+FDEF …, which SQS and XML
+ * refuse): ids must be printable text.
+ */
+const NOT_PRINTABLE = /[\p{Cc}\p{Cs}\p{Noncharacter_Code_Point}]/u;
 
 /**
  * Characters that show nothing: whitespace (space, no-break and ideographic spaces, line and paragraph

@@ -53,6 +53,8 @@ describe('bad input', () => {
     ['an id with a control character', 'a\u0000b', /non-printable/],
     ['an id with a newline', 'a\nb', /non-printable/],
     ['an id with a lone surrogate', 'a\uD800', /non-printable/],
+    ['an id with a noncharacter', 'a\uFFFFb', /non-printable/],
+    ['an id with another noncharacter', 'a\uFDD0b', /non-printable/],
     ['an id of one space', ' ', /only of characters that show nothing.*U\+0020/],
     ['an id of spaces and no-break spaces', '  \u00A0\u3000', /only of characters that show nothing/],
     ['an id of zero-width characters', '\u200B\u200C\u200D\u2060\uFEFF', /U\+200B U\+200C U\+200D U\+2060 U\+FEFF/],

@@ -1,7 +1,10 @@
 // Writes dead letters of the Kafka consumer: the original key and bytes, the original headers, and core's
 // dead-letter headers, produced with acks from all in-sync replicas before the source offset may be committed.
+// A record may not exceed the DLQ topic's max.message.bytes: a dead letter the broker refuses as too large is
+// produced again in a smaller form (no stack, then no original headers and no error text), so a record whose
+// own bytes fit the DLQ topic always reaches it instead of stalling its partition.
 
-import { deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
+import { clipText, deadLetterHeaders, deadLetterRecord, HEADERS } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import type {
   KafkaClientLike,
@@ -20,6 +23,53 @@ export interface DeadLetter {
 }
 
 const INBOXKIT_PREFIX = 'x-inboxkit-';
+
+/**
+ * How much of a dead letter travels: `full` (original headers, the whole error); `compact` (no stack, the error
+ * message clipped to 500 characters); `minimal` (no original headers; the id, consumer, reason, attempts,
+ * times, source and the error's name only). Key and value are the original's in every form.
+ */
+export type KafkaDeadLetterForm = 'full' | 'compact' | 'minimal';
+
+const COMPACT_ERROR_MESSAGE = 500;
+
+/** Core's dead-letter headers cut down to `form`. */
+export function deadLetterHeadersFor(
+  fresh: Record<string, string>,
+  form: KafkaDeadLetterForm,
+): Record<string, string> {
+  if (form === 'full') return fresh;
+  const out = { ...fresh };
+  delete out[HEADERS.errorStack];
+  if (form === 'minimal') {
+    delete out[HEADERS.errorMessage];
+    delete out[HEADERS.errorCode];
+  } else {
+    const errorMessage = out[HEADERS.errorMessage];
+    if (errorMessage !== undefined) out[HEADERS.errorMessage] = clipText(errorMessage, COMPACT_ERROR_MESSAGE);
+  }
+  return out;
+}
+
+/** True when the broker refused a produce because a record (or batch) exceeds the topic's size limit. */
+export function isRecordTooLarge(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [error];
+  while (queue.length > 0 && seen.size < 16) {
+    const e = queue.shift();
+    if (typeof e !== 'object' || e === null || seen.has(e)) continue;
+    seen.add(e);
+    const { type, cause, originalError, errors } = e as {
+      type?: unknown;
+      cause?: unknown;
+      originalError?: unknown;
+      errors?: unknown;
+    };
+    if (type === 'MESSAGE_TOO_LARGE' || type === 'RECORD_LIST_TOO_LARGE') return true;
+    queue.push(cause, originalError, ...(Array.isArray(errors) ? (errors as unknown[]) : []));
+  }
+  return false;
+}
 
 /**
  * The dead-letter copy's headers: the original ones (as bytes, untouched) without any earlier inboxkit
@@ -90,15 +140,57 @@ export class DeadLetterProducer {
     if (deadLetters.length === 0) return;
     const producer = this.#producer;
     if (producer === undefined) throw new Error('the dead-letter producer is not started');
-    const batch: TopicRecords = { topic: this.#topicFor(topic), messages: [] };
-    for (const { record, message, outcome } of deadLetters) {
-      const fresh = deadLetterHeaders(deadLetterRecord(this.#consumerName, message, outcome, now));
-      batch.messages.push({
-        key: record.key,
-        value: record.value,
-        headers: deadLetterRecordHeaders(record.headers, fresh),
-      });
+    const target = this.#topicFor(topic);
+    try {
+      await sendConfirmed(
+        producer,
+        [{ topic: target, messages: deadLetters.map((d) => this.#record(d, now, 'full')) }],
+        this.#timeoutMs,
+      );
+    } catch (error) {
+      if (!isRecordTooLarge(error)) throw error;
+      // Some record is over the DLQ topic's max.message.bytes: one at a time, each in the largest form that fits.
+      for (const deadLetter of deadLetters) await this.#sendFitting(producer, target, deadLetter, now);
     }
-    await sendConfirmed(producer, [batch], this.#timeoutMs);
+  }
+
+  /** One dead letter, full, then compact, then minimal, until the broker takes it. Rejects when none fits. */
+  async #sendFitting(
+    producer: KafkaProducerLike,
+    topic: string,
+    deadLetter: DeadLetter,
+    now: Date,
+  ): Promise<void> {
+    let lastError: unknown;
+    for (const form of ['full', 'compact', 'minimal'] as const) {
+      try {
+        await sendConfirmed(
+          producer,
+          [{ topic, messages: [this.#record(deadLetter, now, form)] }],
+          this.#timeoutMs,
+        );
+        return;
+      } catch (error) {
+        if (!isRecordTooLarge(error)) throw error;
+        lastError = error;
+      }
+    }
+    throw lastError;
+  }
+
+  #record(
+    { record, message, outcome }: DeadLetter,
+    now: Date,
+    form: KafkaDeadLetterForm,
+  ): TopicRecords['messages'][number] {
+    const fresh = deadLetterHeadersFor(
+      deadLetterHeaders(deadLetterRecord(this.#consumerName, message, outcome, now)),
+      form,
+    );
+    return {
+      key: record.key,
+      value: record.value,
+      headers: form === 'minimal' ? fresh : deadLetterRecordHeaders(record.headers, fresh),
+    };
   }
 }

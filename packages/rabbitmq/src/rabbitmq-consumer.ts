@@ -555,7 +555,7 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#o.logger.error(
         {
           ...errorInfo(err),
-          messageId: copy.options.messageId,
+          messageId: copy.options.messageId ?? copy.options.headers?.['message-id'],
           exchange: copy.exchange,
           routingKey: copy.routingKey,
         },

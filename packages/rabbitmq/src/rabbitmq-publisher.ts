@@ -7,6 +7,7 @@ import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { AmqpConfirmChannel } from './amqp-types.js';
 import { confirmPublish } from './confirm-publish.js';
 import type { RawPublish } from './confirm-publish.js';
+import { fitsShortString } from './short-string.js';
 
 /** Options of `rabbitmqPublisher`. */
 export interface RabbitmqPublisherOptions {
@@ -16,7 +17,10 @@ export interface RabbitmqPublisherOptions {
   readonly confirmTimeoutMs?: number;
 }
 
-/** Converts an outgoing message to an AMQP publish: id as `messageId` property and `message-id` header. */
+/**
+ * Converts an outgoing message to an AMQP publish: id as `message-id` header and, when it fits an AMQP short
+ * string (255 bytes), as the `messageId` property too; `content-type` likewise as `contentType` when it fits.
+ */
 export function toRawPublish(message: OutgoingMessage): RawPublish {
   if (message.delayMs !== undefined && message.delayMs > 0) {
     throw new ConfigurationError(
@@ -30,9 +34,9 @@ export function toRawPublish(message: OutgoingMessage): RawPublish {
     routingKey: message.routingKey ?? '',
     content: typeof message.body === 'string' ? Buffer.from(message.body, 'utf8') : Buffer.from(message.body),
     options: {
-      messageId: message.id,
+      ...(fitsShortString(message.id) ? { messageId: message.id } : {}),
       headers,
-      ...(contentType !== undefined ? { contentType } : {}),
+      ...(contentType !== undefined && fitsShortString(contentType) ? { contentType } : {}),
       // AMQP timestamps are seconds since the epoch.
       ...(message.timestamp ? { timestamp: Math.floor(message.timestamp.getTime() / 1000) } : {}),
     },

@@ -8,6 +8,7 @@ import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import type { RawPublish } from './confirm-publish.js';
 import { delayBucketFor } from './declare-topology.js';
 import type { DeclaredTopology } from './declare-topology.js';
+import { fitsShortString } from './short-string.js';
 
 /** Headers the broker owns or this package recomputes on every copy. */
 function isBrokerOrCounterHeader(lowerName: string): boolean {
@@ -40,12 +41,16 @@ function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** The original's AMQP properties worth keeping (not `userId`, which the broker checks, nor `expiration`). */
+/**
+ * The original's AMQP properties worth keeping (not `userId`, which the broker checks, nor `expiration`). The id
+ * goes in `messageId` only when it fits an AMQP short string (255 bytes); a longer one travels in the
+ * `message-id` header (`idHeader`), which every reader consults next.
+ */
 function carriedProperties(message: AmqpMessage, id: string | undefined): AmqpPublishOptions {
   const p = message.properties;
   const out: AmqpPublishOptions = {};
   const messageId = id ?? str(p.messageId);
-  if (messageId !== undefined) out.messageId = messageId;
+  if (messageId !== undefined && fitsShortString(messageId)) out.messageId = messageId;
   if (str(p.contentType) !== undefined) out.contentType = str(p.contentType)!;
   if (str(p.contentEncoding) !== undefined) out.contentEncoding = str(p.contentEncoding)!;
   if (str(p.correlationId) !== undefined) out.correlationId = str(p.correlationId)!;
@@ -55,6 +60,11 @@ function carriedProperties(message: AmqpMessage, id: string | undefined): AmqpPu
   if (typeof p.priority === 'number') out.priority = p.priority;
   if (typeof p.timestamp === 'number') out.timestamp = p.timestamp;
   return out;
+}
+
+/** The `message-id` header of a copy whose id is too long for the `messageId` property, else nothing. */
+function idHeader(id: string | undefined): Record<string, string> {
+  return id === undefined || fitsShortString(id) ? {} : { [HEADERS.messageId]: id };
 }
 
 /**
@@ -79,6 +89,7 @@ export function retryCopy(
       ...carriedProperties(message, inbound.id),
       headers: {
         ...carriedHeaders(message),
+        ...idHeader(inbound.id),
         [HEADERS.attempt]: String(attempts),
         [HEADERS.sourceExchange]: inbound.source.exchange ?? '',
         [HEADERS.sourceRoutingKey]: inbound.source.routingKey ?? '',

@@ -17,7 +17,10 @@ async function attributes(
 ): Promise<Record<string, string> | undefined> {
   try {
     const result = await client.send(
-      new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['RedrivePolicy', 'QueueArn'] }),
+      new GetQueueAttributesCommand({
+        QueueUrl: queueUrl,
+        AttributeNames: ['RedrivePolicy', 'QueueArn', 'MaximumMessageSize'],
+      }),
     );
     return result.Attributes ?? {};
   } catch (error) {
@@ -40,9 +43,15 @@ async function attributes(
   }
 }
 
+/** What the start-up check learned about the queues. */
+export interface CheckedQueues {
+  /** The dead-letter queue's `MaximumMessageSize` in bytes, when SQS reported one. */
+  readonly deadLetterMaxBytes: number | undefined;
+}
+
 /**
  * Fails with a `ConfigurationError` when a queue does not exist or the redrive policy's `maxReceiveCount` is
- * not above `maxAttempts`; warns when the source has no redrive policy.
+ * not above `maxAttempts`; warns when the source has no redrive policy. Returns the DLQ's size limit.
  */
 export async function checkQueues(
   client: SqsClient,
@@ -50,12 +59,14 @@ export async function checkQueues(
   deadLetterQueueUrl: string,
   maxAttempts: number,
   logger: Logger,
-): Promise<void> {
-  const [source] = await Promise.all([
+): Promise<CheckedQueues> {
+  const [source, dlq] = await Promise.all([
     attributes(client, queueUrl, 'queue', logger),
     attributes(client, deadLetterQueueUrl, 'dead-letter queue', logger),
   ]);
-  if (source === undefined) return;
+  const limit = Number(dlq?.MaximumMessageSize);
+  const checked = { deadLetterMaxBytes: Number.isSafeInteger(limit) && limit > 0 ? limit : undefined };
+  if (source === undefined) return checked;
   const maxReceiveCount = maxReceiveCountOf(source.RedrivePolicy);
   if (maxReceiveCount === undefined) {
     logger.warn(
@@ -70,4 +81,5 @@ export async function checkQueues(
         `least ${maxAttempts + 1} (redrivePolicyFor() adds headroom) or lower maxAttempts`,
     );
   }
+  return checked;
 }

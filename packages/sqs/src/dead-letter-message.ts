@@ -1,10 +1,12 @@
 // The SendMessage request that puts one message in the dead-letter queue. SQS allows 10 attributes, so the
 // full `deadLetterHeaders()` record travels as one JSON attribute next to the few that filters need
 // (message-id, reason, consumer); the original body is unchanged and the original attributes follow as room
-// allows (the rest packed).
+// allows (the rest packed). SQS counts the body and every attribute's name, type and value against one size
+// limit (256 KiB by default): a dead letter comes in three forms, each smaller, and the consumer sends the
+// first that fits.
 
 import type { Message, SendMessageCommandInput } from '@aws-sdk/client-sqs';
-import { HEADERS, deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
+import { HEADERS, clipText, deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { SQS_ATTRIBUTES, encodeMessageAttributes } from './message-attributes.js';
@@ -12,10 +14,36 @@ import { SQS_ATTRIBUTES, encodeMessageAttributes } from './message-attributes.js
 /** A compact dead letter keeps this much of the error message. */
 const COMPACT_ERROR_MESSAGE = 500;
 
+/** SQS's size limit of a message (body and attributes) unless the queue says otherwise: 256 KiB. */
+export const DEFAULT_MAX_SQS_MESSAGE_BYTES = 262_144;
+
 /**
- * Builds the DLQ SendMessage input for `message`, dead-lettered by consumer `consumer` with `outcome`.
- * `compact` leaves out the original attributes and the error's stack and clips its message: the fallback when
- * SQS refuses the full form (a body near SQS's size limit leaves little room for attributes).
+ * How much of a dead letter travels: `full` (the whole record, the original attributes); `compact` (no original
+ * attributes, no stack, the error message clipped to 500 characters); `minimal` (the message-id, reason and
+ * consumer attributes, and a record of consumer, reason, attempts, times and source, without the error and
+ * without repeating the id). The body is the original's in every form.
+ */
+export type DeadLetterForm = 'full' | 'compact' | 'minimal';
+
+/** The forms, largest first. */
+export const DEAD_LETTER_FORMS: readonly DeadLetterForm[] = ['full', 'compact', 'minimal'];
+
+/** The size SQS counts for `input`: the body's bytes plus every attribute's name, data type and value bytes. */
+export function sqsMessageBytes(input: SendMessageCommandInput): number {
+  let bytes = Buffer.byteLength(input.MessageBody ?? '', 'utf8');
+  for (const [name, value] of Object.entries(input.MessageAttributes ?? {})) {
+    bytes += Buffer.byteLength(name, 'utf8') + Buffer.byteLength(value.DataType ?? '', 'utf8');
+    if (value.StringValue !== undefined) bytes += Buffer.byteLength(value.StringValue, 'utf8');
+    if (value.BinaryValue !== undefined) bytes += value.BinaryValue.byteLength;
+  }
+  return bytes;
+}
+
+/**
+ * Builds the DLQ SendMessage input for `message`, dead-lettered by consumer `consumer` with `outcome`, in
+ * `form` (`DeadLetterForm`: the smaller forms are the fallbacks for a body near SQS's size limit, which leaves
+ * little room for attributes). Every form is read back by `parseDeadLetterHeaders` after
+ * `expandDeadLetterHeaders`, the original id included.
  */
 export function deadLetterMessage(
   deadLetterQueueUrl: string,
@@ -23,16 +51,28 @@ export function deadLetterMessage(
   message: InboundMessage,
   raw: Message,
   outcome: DeadLetterOutcome,
-  compact = false,
+  form: DeadLetterForm = 'full',
 ): SendMessageCommandInput {
   const record = deadLetterRecord(consumer, message, outcome);
   const recordHeaders = deadLetterHeaders(record);
-  if (compact) {
+  const compact = form !== 'full';
+  if (form === 'minimal') {
+    // The id travels once, in the message-id attribute, which the parser falls back to.
+    for (const name of [
+      HEADERS.errorName,
+      HEADERS.errorMessage,
+      HEADERS.errorCode,
+      HEADERS.errorStack,
+      HEADERS.originalId,
+      HEADERS.messageId,
+    ]) {
+      delete recordHeaders[name];
+    }
+  } else if (compact) {
     delete recordHeaders[HEADERS.errorStack];
     const errorMessage = recordHeaders[HEADERS.errorMessage];
-    if (errorMessage !== undefined && errorMessage.length > COMPACT_ERROR_MESSAGE) {
-      recordHeaders[HEADERS.errorMessage] = `${errorMessage.slice(0, COMPACT_ERROR_MESSAGE - 1)}…`;
-    }
+    if (errorMessage !== undefined)
+      recordHeaders[HEADERS.errorMessage] = clipText(errorMessage, COMPACT_ERROR_MESSAGE);
   }
   const groupId = raw.Attributes?.MessageGroupId;
   if (groupId !== undefined) recordHeaders[SQS_ATTRIBUTES.sourceMessageGroupId] = groupId;

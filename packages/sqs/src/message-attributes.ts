@@ -18,6 +18,22 @@ export const SQS_ATTRIBUTES = {
 /** SQS's limit of message attributes per message. */
 export const MAX_MESSAGE_ATTRIBUTES = 10;
 
+/**
+ * Characters SQS refuses in a message or attribute value: it takes only #x9, #xA, #xD, #x20–#xD7FF,
+ * #xE000–#xFFFD and #x10000–#x10FFFF. So no other control character, no lone surrogate, no U+FFFE/U+FFFF.
+ */
+const NOT_SQS_TEXT =
+  // eslint-disable-next-line no-control-regex -- the control characters are what SQS refuses
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * `value` with every character SQS refuses replaced by U+FFFD, so an attribute that carries error text or a
+ * header someone else chose (a dead letter's record) is never the reason a send is refused.
+ */
+export function sqsText(value: string): string {
+  return value.replace(NOT_SQS_TEXT, '\uFFFD');
+}
+
 const NAME = /^[A-Za-z0-9_.-]{1,256}$/;
 
 function isValidAttributeName(name: string): boolean {
@@ -29,7 +45,7 @@ function isValidAttributeName(name: string): boolean {
 /**
  * Encodes headers as SQS message attributes. `message-id` and the names in `priority` get their own
  * attributes first; when more than 10 would be needed (or a name or value is not allowed by SQS), the rest is
- * packed as JSON in `x-inboxkit-headers`.
+ * packed as JSON in `x-inboxkit-headers`. Characters SQS refuses become U+FFFD (`sqsText`).
  */
 export function encodeMessageAttributes(
   headers: Readonly<Record<string, string>>,
@@ -56,9 +72,12 @@ export function encodeMessageAttributes(
   for (const [name, value] of needsPack ? direct.slice(MAX_MESSAGE_ATTRIBUTES - 1) : [])
     packed[name.toLowerCase()] = value;
   const attributes: Record<string, MessageAttributeValue> = {};
-  for (const [name, value] of keep) attributes[name] = { DataType: 'String', StringValue: value };
+  for (const [name, value] of keep) attributes[name] = { DataType: 'String', StringValue: sqsText(value) };
   if (needsPack)
-    attributes[SQS_ATTRIBUTES.packedHeaders] = { DataType: 'String', StringValue: JSON.stringify(packed) };
+    attributes[SQS_ATTRIBUTES.packedHeaders] = {
+      DataType: 'String',
+      StringValue: sqsText(JSON.stringify(packed)),
+    };
   return attributes;
 }
 

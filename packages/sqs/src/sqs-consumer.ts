@@ -15,7 +15,12 @@ import type { DeadLetterOutcome, InboundMessage, Outcome, TransportConsumer } fr
 import { checkQueues } from './check-queues.js';
 import { retryStart } from '@inboxkit/core';
 import { sqsStartFailure } from './start-retry.js';
-import { deadLetterMessage } from './dead-letter-message.js';
+import {
+  DEAD_LETTER_FORMS,
+  DEFAULT_MAX_SQS_MESSAGE_BYTES,
+  deadLetterMessage,
+  sqsMessageBytes,
+} from './dead-letter-message.js';
 import { DeleteBatcher } from './delete-batcher.js';
 import { MAX_VISIBILITY_SECONDS, resolveSqsConsumerConfig } from './sqs-consumer-options.js';
 import type { SqsConsumerConfig, SqsConsumerOptions } from './sqs-consumer-options.js';
@@ -100,6 +105,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   #started = false;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
+  /** The DLQ's size limit (its `MaximumMessageSize`, read at start), for picking the dead letter's form. */
+  #deadLetterMaxBytes = DEFAULT_MAX_SQS_MESSAGE_BYTES;
   #running = false;
   /** Aborted by `stop()`: ends the back-off pause after a failed receive (never a receive itself). */
   readonly #abort = new AbortController();
@@ -180,6 +187,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
         context: { queueUrl: config.queueUrl },
       });
       if (checked === undefined) return;
+      this.#deadLetterMaxBytes = checked.value.deadLetterMaxBytes ?? DEFAULT_MAX_SQS_MESSAGE_BYTES;
     }
     if (this.#stopping !== undefined) return;
     this.#started = true;
@@ -556,19 +564,25 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   }
 
   /**
-   * Sends the dead letter; when SQS refuses it as a request error (too large, most likely), once more in the
-   * compact form. False when it is not in the DLQ: the source message must then stay.
+   * Sends the dead letter in the largest form (`DeadLetterForm`) that fits the DLQ's size limit; when SQS
+   * refuses it as a request error (too large, most likely), in the next smaller form. False when it is not in
+   * the DLQ: the source message must then stay.
    */
   async #sendDeadLetter(config: SqsConsumerConfig, held: Held, outcome: DeadLetterOutcome): Promise<boolean> {
     const name = this.#options.handler.name;
     let lastError: unknown;
-    for (const compact of [false, true]) {
+    for (const [i, form] of DEAD_LETTER_FORMS.entries()) {
+      const input = deadLetterMessage(config.deadLetterQueueUrl, name, held.inbound, held.raw, outcome, form);
+      // A form over the limit is not worth a round trip, unless it is the last one left: a queue may allow more.
+      if (i < DEAD_LETTER_FORMS.length - 1 && sqsMessageBytes(input) > this.#deadLetterMaxBytes) continue;
       try {
-        await this.#options.client.send(
-          new SendMessageCommand(
-            deadLetterMessage(config.deadLetterQueueUrl, name, held.inbound, held.raw, outcome, compact),
-          ),
-        );
+        await this.#options.client.send(new SendMessageCommand(input));
+        if (form !== 'full') {
+          config.logger.warn(
+            { messageId: outcome.messageId, form, deadLetterQueueUrl: config.deadLetterQueueUrl },
+            'sqsConsumer: the dead letter was too large with every attribute; sent in a smaller form',
+          );
+        }
         return true;
       } catch (error) {
         lastError = error;

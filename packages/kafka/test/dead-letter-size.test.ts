@@ -1,0 +1,141 @@
+// Issue 22, item 8: a dead letter must fit the DLQ topic's max.message.bytes, or the broker refuses it on every
+// try (MESSAGE_TOO_LARGE) and the source partition stalls behind it. The copy adds headers (the error's text and
+// stack, the original headers) to the original's bytes; when that is too large, it is produced again in a
+// smaller form. Against the real broker, with a DLQ topic whose limit is set small.
+
+import { HEADERS, parseDeadLetterHeaders, PermanentError, toErrorInfo } from '@inboxkit/core';
+import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
+import { uniqueName } from '@inboxkit/testing';
+import type { Kafka, Producer } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeadLetterProducer, isRecordTooLarge } from '../src/dead-letter-producer.js';
+import type { DeadLetter } from '../src/dead-letter-producer.js';
+import { connectedProducer, readTopic, testKafka } from './kafka-harness.js';
+import { holdBrokerShared } from './support/broker-lock.js';
+
+const LIMIT = 8_192;
+
+let kafka: Kafka;
+let producer: Producer;
+let releaseBroker: (() => void) | undefined;
+const cleanups: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  releaseBroker = await holdBrokerShared();
+  kafka = testKafka();
+  producer = await connectedProducer(kafka);
+});
+
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup().catch(() => undefined);
+  await producer?.disconnect();
+  releaseBroker?.();
+});
+
+/** A DLQ topic whose records may hold at most `LIMIT` bytes. */
+async function smallTopic(): Promise<string> {
+  const topic = uniqueName('small.dlq');
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        {
+          topic,
+          numPartitions: 1,
+          replicationFactor: 1,
+          configEntries: [{ name: 'max.message.bytes', value: String(LIMIT) }],
+        },
+      ],
+    });
+  } finally {
+    await admin.disconnect();
+  }
+  cleanups.push(async () => {
+    const a = kafka.admin();
+    await a.connect();
+    await a.deleteTopics({ topics: [topic] }).finally(() => a.disconnect());
+  });
+  return topic;
+}
+
+function deadLetter(id: string, valueBytes: number, originalHeaderBytes: number): DeadLetter {
+  const error = new PermanentError(`refused: ${'why '.repeat(500)}`);
+  error.stack = `PermanentError: refused\n${'    at somewhere (file.js:1:1)\n'.repeat(9)}${'x'.repeat(3_000)}`;
+  const message: InboundMessage = {
+    id,
+    body: 'v'.repeat(valueBytes),
+    headers: { 'message-id': id },
+    source: { transport: 'kafka', destination: 'orders', partition: 0, offset: '7' },
+  };
+  const outcome: DeadLetterOutcome = {
+    status: 'dead-letter',
+    messageId: id,
+    reason: 'permanent-error',
+    attempts: 1,
+    error: toErrorInfo(error),
+  };
+  return {
+    record: {
+      key: Buffer.from('k'),
+      timestamp: String(Date.now()),
+      offset: '7',
+      value: Buffer.from(message.body as string),
+      headers: { 'message-id': id, 'x-trace': 't'.repeat(originalHeaderBytes) },
+    },
+    message,
+    outcome,
+  };
+}
+
+function dlqProducer(topic: string): DeadLetterProducer {
+  return new DeadLetterProducer({
+    consumerName: 'orders',
+    topicFor: () => topic,
+    timeoutMs: 30_000,
+    producer,
+    kafka: undefined,
+  });
+}
+
+describe('dead letters and the DLQ topic max.message.bytes', () => {
+  it('produces a dead letter too large with its headers in a smaller form; its id and reason are kept', async () => {
+    const topic = await smallTopic();
+    const ok = deadLetter(uniqueName('fits'), 100, 10);
+    const big = deadLetter(uniqueName('big'), 5_000, 1_500);
+    await dlqProducer(topic).send('orders', [ok, big]);
+    const entries = await readTopic(kafka, topic, 2, 30_000);
+    const byId = new Map(entries.map((e) => [e.id, e]));
+    const full = parseDeadLetterHeaders(byId.get(ok.message.id)!.headers);
+    expect(full?.error?.stack).toContain('PermanentError');
+    const cut = byId.get(big.message.id);
+    expect(cut).toBeDefined();
+    expect(Buffer.from(cut!.body as Uint8Array).length).toBe(5_000);
+    expect(parseDeadLetterHeaders(cut!.headers)).toMatchObject({
+      originalId: big.message.id,
+      reason: 'permanent-error',
+      consumer: 'orders',
+      attempts: 1,
+    });
+    expect(cut!.headers[HEADERS.errorStack]).toBeUndefined();
+  });
+
+  it('drops the original headers last: a record whose headers alone overflow the topic still arrives', async () => {
+    const topic = await smallTopic();
+    const huge = deadLetter(uniqueName('huge-headers'), 1_000, 7_500);
+    await dlqProducer(topic).send('orders', [huge]);
+    const [entry] = await readTopic(kafka, topic, 1, 30_000);
+    expect(entry?.id).toBe(huge.message.id);
+    expect(entry?.headers['x-trace']).toBeUndefined();
+    expect(entry?.headers[HEADERS.reason]).toBe('permanent-error');
+  });
+
+  it('rejects (the source is not committed) a record whose own bytes exceed the DLQ topic', async () => {
+    const topic = await smallTopic();
+    const error = await dlqProducer(topic)
+      .send('orders', [deadLetter(uniqueName('too-big'), LIMIT + 1_000, 0)])
+      .catch((e: unknown) => e);
+    expect(isRecordTooLarge(error)).toBe(true);
+  });
+});
