@@ -403,7 +403,14 @@ function renderListing(listing) {
         h('td', { class: 'error', title: e.error ?? '' }, e.error ?? ''),
         h('td', { class: 'num' }, e.attempts ?? ''),
         h('td', {}, when(e.deadLetteredAt)),
-        h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
+        h(
+          'td',
+          {},
+          h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus),
+          e.parked
+            ? h('span', { class: 'pill parked', title: 'a replay of it failed before' }, 'parked')
+            : null,
+        ),
         h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
       );
     }),
@@ -421,7 +428,8 @@ function updateSelection() {
 
 /** The selection as the API takes it. */
 function selectionBody() {
-  return { dlq: state.listing?.dlq, ids: [...state.selected] };
+  const includeParked = /** @type {HTMLInputElement} */ ($('#include-parked')).checked;
+  return { dlq: state.listing?.dlq, ids: [...state.selected], includeParked };
 }
 
 async function dryRun() {
@@ -430,7 +438,11 @@ async function dryRun() {
   const box = $('#dry-result');
   box.hidden = false;
   box.replaceChildren(
-    h('h3', {}, `Dry run: ${summary.wouldReplay} would be replayed — nothing was published or removed`),
+    h(
+      'h3',
+      {},
+      `Dry run: ${summary.wouldReplay} would be replayed${summary.parked > 0 ? `, ${summary.parked} parked (left in the DLQ)` : ''} — nothing was published or removed`,
+    ),
     h(
       'table',
       { class: 'grid' },
@@ -455,7 +467,15 @@ async function dryRun() {
             h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
             h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
             h('td', {}, e.destination ?? '–'),
-            h('td', {}, e.action === 'unreplayable' ? `not replayable: ${e.detail ?? ''}` : (e.detail ?? '')),
+            h(
+              'td',
+              {},
+              e.action === 'unreplayable'
+                ? `not replayable: ${e.detail ?? ''}`
+                : e.action === 'parked'
+                  ? `left in the DLQ, ${e.detail ?? 'parked'}`
+                  : (e.detail ?? ''),
+            ),
           ),
         ),
       ),
@@ -489,7 +509,7 @@ function followJob(job) {
     log,
   );
   box.dataset.state = 'running';
-  const tally = { replayed: 0, failed: 0, unreplayable: 0 };
+  const tally = { replayed: 0, failed: 0, unreplayable: 0, parked: 0 };
   state.jobSource?.close();
   const source = new EventSource(`/api/replays/${job.id}/events`);
   state.jobSource = source;
@@ -498,8 +518,9 @@ function followJob(job) {
     if (e.action === 'replayed') tally.replayed += 1;
     else if (e.action === 'failed') tally.failed += 1;
     else if (e.action === 'unreplayable') tally.unreplayable += 1;
+    else if (e.action === 'parked') tally.parked += 1;
     bar.setAttribute('value', String(e.index));
-    counts.textContent = `${e.index}${job.total ? ` / ${job.total}` : ''} — replayed ${tally.replayed}, failed ${tally.failed}, unreplayable ${tally.unreplayable}`;
+    counts.textContent = `${e.index}${job.total ? ` / ${job.total}` : ''} — replayed ${tally.replayed}, failed ${tally.failed}, unreplayable ${tally.unreplayable}, parked ${tally.parked}`;
     log.prepend(
       h(
         'li',
@@ -519,7 +540,7 @@ function followJob(job) {
     box.dataset.state = view.state;
     if (view.summary) {
       const sm = view.summary;
-      counts.textContent = `done — replayed ${sm.replayed}, failed ${sm.failed}, unreplayable ${sm.unreplayable}; stopped because ${sm.stoppedBecause}`;
+      counts.textContent = `done — replayed ${sm.replayed}, failed ${sm.failed}, unreplayable ${sm.unreplayable}, parked ${sm.parked}; stopped because ${sm.stoppedBecause}`;
       bar.setAttribute('max', String(Math.max(1, sm.entries.length)));
       bar.setAttribute('value', String(sm.entries.length));
     } else counts.textContent = `failed: ${view.error}`;

@@ -82,6 +82,8 @@ export interface DlqReplayCommand extends DlqCommon {
   readonly limit: number | undefined;
   readonly ratePerSecond: number | undefined;
   readonly dryRun: boolean;
+  /** `--include-parked`: replay parked dead letters too (a replay of them failed before). */
+  readonly includeParked: boolean;
   readonly requestedBy: string;
 }
 export interface DoctorCommand extends Common {
@@ -190,6 +192,7 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     to: { type: 'string' },
     rate: { type: 'string' },
     'dry-run': { type: 'boolean' },
+    'include-parked': { type: 'boolean' },
     by: { type: 'string' },
   },
   doctor: {
@@ -445,6 +448,7 @@ export function parseCommandLine(
         limit: limit === undefined ? undefined : parsePositiveInt(limit, '--limit', command),
         ratePerSecond: rate === undefined ? undefined : parseRate(rate, '--rate', command),
         dryRun: values['dry-run'] === true,
+        includeParked: values['include-parked'] === true,
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
       };
     }

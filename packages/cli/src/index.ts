@@ -35,6 +35,7 @@ export type {
   ListedDeadLetter,
 } from './replay/list-dead-letters.js';
 export { predictReplay, describePrediction, REPLAY_PREDICTIONS } from './replay/predict-replay.js';
+export { isParked, isDeadLetterOutcome } from './replay/parked.js';
 export type { ReplayPrediction } from './replay/predict-replay.js';
 export { matchesFilter } from './replay/dead-letter-filter.js';
 export { recordedConsumer } from './replay/recorded-consumer.js';
@@ -48,6 +49,7 @@ export type { Clock } from './replay/clock.js';
 export type { InboxLookup, InboxRowStatus } from './inbox/inbox-lookup.js';
 export { replayFingerprint } from './replay/replay-fingerprint.js';
 export { inspectorInboxLookup } from './inbox/inspector-inbox-lookup.js';
+export { postgresInboxLookup } from './inbox/postgres-inbox-lookup.js';
 export { inboxStore } from './inbox/inbox-store.js';
 export type { InboxTableName } from './inbox/inbox-store.js';
 export { inboxStatus } from './inbox/inbox-status.js';

@@ -93,8 +93,8 @@ each message (receive counts rise; order may change) and the output says so.`,
   'dlq replay': `Usage: inboxkit dlq replay --transport kafka|rabbitmq|sqs --from DLQ
                            [--to SOURCE] [--consumer NAME] [--reason R]…
                            [--since T] [--id ID]… [--limit N] [--rate N/s]
-                           [--dry-run] [--by NAME] [--group G] [--json]
-                           [connection flags]
+                           [--dry-run] [--include-parked] [--by NAME]
+                           [--group G] [--json] [connection flags]
 
 Publishes each selected dead letter back to its source with its original
 message id and a replay marker (replay id, --by or $USER), waits for the
@@ -111,6 +111,9 @@ stay in the DLQ. Interrupted runs lose nothing; run the same command again.
   --rate N/s      at most N publishes per second (50, 50/s, 600/m)
   --dry-run       read the inbox and say per message what would happen;
                   publish nothing, remove nothing
+  --include-parked  replay parked dead letters too: those a replay already
+                  reopened and that failed again (left in the DLQ otherwise,
+                  so one bad message cannot loop a bulk replay)
   --group G       Kafka: consumer group that tracks replay progress on the DLQ
                   topic (default inboxkit-dlq-replay.<DLQ>)`,
   doctor: `Usage: inboxkit doctor [--config FILE] [--transport T [--source Q] [--dlq Q]]

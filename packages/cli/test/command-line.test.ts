@@ -161,6 +161,7 @@ describe('parseCommandLine', () => {
       limit: 10,
       ratePerSecond: 10,
       dryRun: true,
+      includeParked: false,
       requestedBy: 'alice',
     });
   });

@@ -172,3 +172,87 @@ describe('a replay killed half-way (RabbitMQ)', () => {
     }
   });
 });
+
+describe('parking (RabbitMQ, real consumer and Postgres)', () => {
+  let database: InboxDatabase;
+  let f: ReplayFixture;
+  beforeAll(async () => {
+    database = await inboxDatabase();
+    f = await rabbitmqFixture();
+  });
+  afterAll(async () => {
+    await f?.dispose();
+    await database?.dispose();
+  });
+
+  it('a message whose replay fails again is parked: the next bulk replay leaves it in the DLQ, --include-parked replays it once', async () => {
+    const { consumer, recorder, failing } = effectConsumer(database, 'parking');
+    const all = ['park-1', 'park-2', 'park-3'];
+    all.forEach((id) => failing.add(id));
+    await f.start(consumer);
+    await f.publish(all.map((id) => ({ id, body: '{}' })));
+    await recorder.waitForCount(3, { status: 'dead-letter', timeoutMs: 30_000 });
+    await eventually(
+      async () => (await f.dlqDepth()) === 3,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
+    const cli = async (...extra: string[]): Promise<{ code: number; out: Record<string, unknown> }> => {
+      const capture = captureIo({ env: { USER: 'parking-test' } });
+      const code = await runCli(
+        [
+          'dlq',
+          ...extra,
+          '--transport',
+          'rabbitmq',
+          '--from',
+          f.dlq,
+          ...f.cliArgs,
+          '--database-url',
+          requireService('DATABASE_URL'),
+          '--schema',
+          database.schema,
+          '--json',
+        ],
+        capture.io,
+      );
+      return { code, out: JSON.parse(capture.stdout()) as Record<string, unknown> };
+    };
+
+    // park-2 is still broken: its replay fails again and it goes back to the DLQ.
+    failing.delete('park-1');
+    failing.delete('park-3');
+    const first = await cli('replay');
+    expect(first.out).toMatchObject({ replayed: 3, parked: 0 });
+    await recorder.waitForCount(2, { status: 'processed', timeoutMs: 30_000 });
+    await recorder.waitForCount(4, { status: 'dead-letter', timeoutMs: 30_000 });
+    await eventually(
+      async () => (await f.dlqDepth()) === 1,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
+
+    const listed = await cli('list');
+    expect((listed.out.entries as { id: string; parked: boolean }[]).map((e) => [e.id, e.parked])).toEqual([
+      ['park-2', true],
+    ]);
+    // A bulk replay (and its dry run) leaves it where it is, says why, and exits 0.
+    const dry = await cli('replay', '--dry-run');
+    expect(dry.out).toMatchObject({ wouldReplay: 0, parked: 1 });
+    const second = await cli('replay');
+    expect(second.code).toBe(0);
+    expect(second.out).toMatchObject({ replayed: 0, parked: 1, failed: 0 });
+    expect(await f.dlqDepth()).toBe(1);
+    expect(recorder.count('dead-letter')).toBe(4);
+
+    // Fixed, and asked for by name: replayed and applied once.
+    failing.clear();
+    const third = await cli('replay', '--include-parked');
+    expect(third.out).toMatchObject({ replayed: 1, parked: 0 });
+    await recorder.waitForCount(3, { status: 'processed', timeoutMs: 30_000 });
+    await eventually(
+      async () => (await f.dlqDepth()) === 0,
+      async () => `DLQ depth ${await f.dlqDepth()}`,
+    );
+    expect(await database.effects()).toEqual(new Map(all.map((id) => [id, 1])));
+    await f.stop();
+  });
+});

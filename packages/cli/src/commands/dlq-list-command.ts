@@ -3,7 +3,7 @@
 import type { DlqListCommand } from '../command-line.js';
 import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
 import { inboxStore } from '../inbox/inbox-store.js';
-import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
+import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
 import { listDeadLetters } from '../replay/list-dead-letters.js';
@@ -31,7 +31,7 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
       inbox:
         database === undefined
           ? undefined
-          : inspectorInboxLookup(inboxStore(database.db, command.connection)),
+          : postgresInboxLookup(database.db, inboxStore(database.db, command.connection)),
       filter: command.filter,
       limit: command.limit,
     });
@@ -91,5 +91,14 @@ export function renderListing(
       ]),
     ),
   );
+  const parked = listing.entries.filter((e) => e.parked);
+  if (parked.length > 0) {
+    lines.push(
+      `Parked: ${parked.length} (a replay of each failed before; \`dlq replay\` leaves them in the DLQ unless --include-parked): ${parked
+        .slice(0, 10)
+        .map((e) => (e.id === undefined ? '(no id)' : displayName(e.id)))
+        .join(' ')}${parked.length > 10 ? ' …' : ''}`,
+    );
+  }
   return `${lines.join('\n')}\n`;
 }

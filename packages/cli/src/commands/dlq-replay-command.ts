@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { DlqReplayCommand } from '../command-line.js';
 import type { OpenedDatabase } from '../cli-services.js';
 import { inboxStore } from '../inbox/inbox-store.js';
-import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
+import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { ReplayProgress } from '../output/replay-progress.js';
 import { writeJson } from '../output/write-json.js';
@@ -42,6 +42,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
         limit: command.limit,
         ratePerSecond: command.ratePerSecond,
         dryRun: command.dryRun,
+        includeParked: command.includeParked,
         replayId,
         requestedBy: command.requestedBy,
       },
@@ -51,7 +52,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
         inbox:
           database === undefined
             ? undefined
-            : inspectorInboxLookup(inboxStore(database.db, command.connection)),
+            : postgresInboxLookup(database.db, inboxStore(database.db, command.connection)),
         clock,
         signal: io.signal,
         onOpened: (transport, to) => {
@@ -83,7 +84,7 @@ export function renderSummary(summary: ReplaySummary): string {
   const lines: string[] = [];
   const verb = summary.dryRun ? 'would replay' : 'replayed';
   lines.push(
-    `${summary.dryRun ? 'Dry run' : 'Replay'} ${displayName(summary.replayId)} by ${displayName(summary.requestedBy)}: read ${summary.read}, ${verb} ${summary.dryRun ? summary.wouldReplay : summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, not selected ${summary.notSelected} (left in the DLQ)`,
+    `${summary.dryRun ? 'Dry run' : 'Replay'} ${displayName(summary.replayId)} by ${displayName(summary.requestedBy)}: read ${summary.read}, ${verb} ${summary.dryRun ? summary.wouldReplay : summary.replayed}, failed ${summary.failed}, unreplayable ${summary.unreplayable}, parked ${summary.parked}, not selected ${summary.notSelected} (left in the DLQ)`,
   );
   const stopped = {
     drained: 'the DLQ was read to its end',
@@ -112,6 +113,15 @@ export function renderSummary(summary: ReplaySummary): string {
         : 'What the consumers will do with the replayed messages:',
     );
     lines.push(formatTable(['expect', 'messages', 'because the inbox row is'], rows));
+  }
+  if (summary.parked > 0) {
+    const parked = summary.entries.filter((e) => e.action === 'parked');
+    lines.push(
+      `Parked (left in the DLQ; a replay of each failed before: fix the cause, then replay with --include-parked): ${parked
+        .slice(0, 10)
+        .map((e) => (e.id === undefined ? '(no id)' : displayName(e.id)))
+        .join(', ')}${parked.length > 10 ? ' …' : ''}`,
+    );
   }
   const problems = summary.entries.filter((e) => e.action === 'failed' || e.action === 'unreplayable');
   if (problems.length > 0) {

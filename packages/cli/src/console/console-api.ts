@@ -99,6 +99,14 @@ function selection(body: Record<string, unknown>): DeadLetterFilter {
   };
 }
 
+/** `includeParked`: replay parked dead letters too (default false). */
+function includeParked(body: Record<string, unknown>): boolean {
+  const value = body.includeParked;
+  if (value !== undefined && value !== null && typeof value !== 'boolean')
+    throw new HttpError(400, 'includeParked must be true or false');
+  return value === true;
+}
+
 /** The console's API, independent of HTTP (the server maps routes onto these methods). */
 export class ConsoleApi {
   readonly #options: ConsoleApiOptions;
@@ -334,6 +342,7 @@ export class ConsoleApi {
         group: dlq.group,
         filter: selection(body),
         dryRun: true,
+        includeParked: includeParked(body),
         replayId: randomUUID(),
         requestedBy,
       },
@@ -365,6 +374,7 @@ export class ConsoleApi {
       throw new HttpError(400, 'ratePerSecond must be a number above 0 and at most 10000');
     }
     const ratePerSecond = typeof rate === 'number' ? rate : undefined;
+    const parked = includeParked(body);
     const { services, connection, lookup, clock, log } = this.#options;
     const id = randomUUID();
     log(
@@ -381,6 +391,7 @@ export class ConsoleApi {
             filter,
             ratePerSecond,
             dryRun: false,
+            includeParked: parked,
             replayId: id,
             requestedBy,
           },

@@ -12,7 +12,7 @@ import type { Kysely } from 'kysely';
 
 import type { CliServices } from '../cli-services.js';
 import { inboxStore } from '../inbox/inbox-store.js';
-import { inspectorInboxLookup } from '../inbox/inspector-inbox-lookup.js';
+import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { withInboxTable } from '../inbox/with-inbox-table.js';
 import { displayName } from '../output/display-text.js';
 import { systemClock } from '../replay/clock.js';
@@ -158,7 +158,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     services: options.services,
     connection: options.connection,
     inspector: store,
-    lookup: inspectorInboxLookup(store),
+    lookup: postgresInboxLookup(options.db, store),
     clock: options.clock ?? systemClock,
     sampleIntervalMs: options.sampleIntervalMs ?? 10_000,
     log,

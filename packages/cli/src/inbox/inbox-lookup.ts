@@ -10,4 +10,9 @@ export type InboxRowStatus = InboxStatus;
 export interface InboxLookup {
   /** The rows of `ids` for `consumer`; ids without a row are absent from the map. */
   find(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, InboxRow>>;
+  /**
+   * The outcome of the last replay audit line of each id (`replayed:dead-letter:max-attempts`, …); ids never
+   * replayed are absent. Optional: without it, parking sees only what the rows say.
+   */
+  lastReplayOutcomes?(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, string>>;
 }

@@ -6,6 +6,7 @@ import { parseDeadLetterHeaders } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader } from '@inboxkit/core';
 import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { matchesFilter } from './dead-letter-filter.js';
+import { isParked } from './parked.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { predictReplay } from './predict-replay.js';
 import { recordedConsumer } from './recorded-consumer.js';
@@ -43,6 +44,8 @@ export interface ListedDeadLetter {
   readonly source: string | undefined;
   readonly inboxStatus: InboxRowStatus | 'none' | 'unknown';
   readonly prediction: ReplayPrediction;
+  /** A replay of it failed before: bulk replays leave it in the DLQ unless asked (see `isParked`). */
+  readonly parked: boolean;
 }
 
 /** Entries sharing consumer, reason and error shape. */
@@ -139,6 +142,7 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
         source: record === undefined ? undefined : sourceLabel(record.source),
         inboxStatus: 'unknown',
         prediction: 'unknown',
+        parked: false,
       },
     });
   }
@@ -153,6 +157,14 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     }
     for (const [consumer, ids] of byConsumer) {
       const rows = await options.inbox.find(consumer, [...new Set(ids)]);
+      const undecided = [...rows.values()].filter((r) => r.status === 'dead_lettered' && r.replayCount === 0);
+      const audit =
+        undecided.length > 0 && options.inbox.lastReplayOutcomes !== undefined
+          ? await options.inbox.lastReplayOutcomes(
+              consumer,
+              undecided.map((r) => r.messageId),
+            )
+          : new Map<string, string>();
       for (const item of raw) {
         const e = item.entry;
         if (e.consumer !== consumer || e.id === undefined) continue;
@@ -161,6 +173,7 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
           ...e,
           inboxStatus: row?.status ?? 'none',
           prediction: predictReplay(row, NEXT_REPLAY, item.fingerprint),
+          parked: isParked(row, audit.get(e.id)),
         };
       }
     }

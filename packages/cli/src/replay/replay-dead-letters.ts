@@ -18,6 +18,7 @@ import { systemClock } from './clock.js';
 import type { Clock } from './clock.js';
 import { isFilterActive, matchesFilter } from './dead-letter-filter.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
+import { isParked, parkedDetail } from './parked.js';
 import { predictReplay, REPLAY_PREDICTIONS } from './predict-replay.js';
 import type { ReplayPrediction } from './predict-replay.js';
 import { RateLimiter } from './rate-limiter.js';
@@ -47,6 +48,12 @@ export interface ReplayDeadLettersOptions {
   readonly limit?: number | undefined;
   /** At most this many publishes per second, evenly spaced. Default is no limit. */
   readonly ratePerSecond?: number | undefined;
+  /**
+   * Replay parked dead letters too: those whose inbox row was reopened by an earlier replay and dead-lettered
+   * again (see `isParked`). Default is `false`: they are left in the DLQ and reported as `parked`, so one bad
+   * message cannot loop a bulk replay.
+   */
+  readonly includeParked?: boolean | undefined;
   /** Read and predict only: publish nothing, remove nothing. Default is `false`. */
   readonly dryRun?: boolean | undefined;
   /** The replay id written into every replayed message's marker. Default is a random UUID. */
@@ -66,9 +73,11 @@ export interface ReplayDeadLettersOptions {
  * - `replayed`: published to its source (confirmed) and removed from the DLQ.
  * - `would-replay`: dry run; it would have been replayed.
  * - `unreplayable`: no message id or no destination; left in the DLQ.
+ * - `parked`: a replay of it failed before (its row is dead-lettered again); left in the DLQ unless
+ *   `includeParked`.
  * - `failed`: the publish or the removal failed (see `detail`); it is still in the DLQ, a rerun is safe.
  */
-export type ReplayAction = 'replayed' | 'would-replay' | 'unreplayable' | 'failed';
+export type ReplayAction = 'replayed' | 'would-replay' | 'unreplayable' | 'parked' | 'failed';
 
 /** The outcome for one selected dead letter. */
 export interface ReplayEntryResult {
@@ -115,6 +124,8 @@ export interface ReplaySummary {
   readonly replayed: number;
   readonly wouldReplay: number;
   readonly unreplayable: number;
+  /** Parked dead letters left in the DLQ (none with `includeParked`). */
+  readonly parked: number;
   readonly failed: number;
   /** Predictions over the replayed (or, in a dry run, would-replay) dead letters. */
   readonly predictions: Readonly<Record<ReplayPrediction, number>>;
@@ -209,11 +220,17 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
   const lookup = async (
     consumer: string | undefined,
     id: string | undefined,
-  ): Promise<{ row: InboxRow | undefined | null; detail?: string }> => {
-    if (options.inbox === undefined || consumer === undefined || id === undefined) return { row: null };
+  ): Promise<{ row: InboxRow | undefined | null; lastReplay?: string | undefined; detail?: string }> => {
+    const inbox = options.inbox;
+    if (inbox === undefined || consumer === undefined || id === undefined) return { row: null };
     try {
-      const rows = await options.inbox.find(consumer, [id]);
-      return { row: rows.get(id) };
+      const row = (await inbox.find(consumer, [id])).get(id);
+      // Parking reads the audit only where the row alone does not decide.
+      const audit =
+        row?.status === 'dead_lettered' && row.replayCount === 0 && inbox.lastReplayOutcomes !== undefined
+          ? await inbox.lastReplayOutcomes(consumer, [id])
+          : undefined;
+      return { row, lastReplay: audit?.get(id) };
     } catch (error) {
       return { row: null, detail: `inbox not readable: ${errorText(error)}` };
     }
@@ -263,7 +280,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     }
     if (dryRun) released.add(key);
 
-    const { row, detail: lookupDetail } = await lookup(consumer, entry.id);
+    const { row, lastReplay, detail: lookupDetail } = await lookup(consumer, entry.id);
     const idKey = `${consumer ?? ''}\u0000${entry.id ?? ''}`;
     const earlierCopy = entry.id !== undefined && selectedIds.has(idKey);
     if (entry.id !== undefined) selectedIds.set(idKey, (selectedIds.get(idKey) ?? 0) + 1);
@@ -295,6 +312,15 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
         detail: typeof destination === 'string' ? destination : 'the dead letter has no message id',
       };
       await settle(entry, 'release').catch(() => undefined);
+    } else if (options.includeParked !== true && isParked(row, lastReplay)) {
+      released.add(key);
+      result = {
+        ...base,
+        destination: destination.label,
+        action: 'parked',
+        detail: parkedDetail(row, lastReplay),
+      };
+      await settle(entry, 'release');
     } else if (dryRun) {
       result = {
         ...base,
@@ -343,6 +369,7 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     replayed: count('replayed'),
     wouldReplay: count('would-replay'),
     unreplayable: count('unreplayable'),
+    parked: count('parked'),
     failed: count('failed'),
     predictions,
     entries,

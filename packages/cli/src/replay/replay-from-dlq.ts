@@ -24,6 +24,8 @@ export interface DlqReplayRequest {
   readonly limit?: number | undefined;
   readonly ratePerSecond?: number | undefined;
   readonly dryRun: boolean;
+  /** Replay parked dead letters too (see `isParked`). Default is `false`. */
+  readonly includeParked?: boolean | undefined;
   readonly replayId: string;
   readonly requestedBy: string;
 }
@@ -73,6 +75,7 @@ export async function replayFromDlq(
       limit: request.limit,
       ratePerSecond: request.ratePerSecond,
       dryRun: request.dryRun,
+      includeParked: request.includeParked,
       replayId: request.replayId,
       requestedBy: request.requestedBy,
       clock: context.clock,

@@ -14,6 +14,7 @@ import type { ConsoleServer } from '../../src/console/console-server.js';
 import { launchBrowser } from '../support/browser.js';
 import type { TestBrowser } from '../support/browser.js';
 import { consoleWorld } from '../support/console-fixture.js';
+import { eventually } from '../support/eventually.js';
 import type { ConsoleWorld } from '../support/console-fixture.js';
 import { REPO_ROOT } from '../support/services.js';
 
@@ -199,5 +200,47 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     for (const id of invalid) expect(effects.get(id)).toBeUndefined();
     expect(await world.broker.dlqDepth()).toBe(2);
     await second.close();
+  });
+
+  it('parks a message whose replay fails again: the next bulk replay from the page leaves it in the DLQ', async () => {
+    // The two schema-invalid orders fail the schema again when replayed: back in the DLQ, parked.
+    await page.selectOption('#f-reason', 'schema-invalid');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(2);
+    expect(await page.locator('#dlq-table .pill.parked').count()).toBe(0);
+    await page.click('#select-all');
+    const deadLettered = world.recorder.count('dead-letter');
+    await page.click('#replay');
+    await expect
+      .poll(() => page.locator('#job').getAttribute('data-state'), { timeout: 30_000 })
+      .toBe('done');
+    expect(await page.locator('#job .counts').textContent()).toMatch(/replayed 2, failed 0/);
+    await world.recorder.waitForCount(deadLettered + 2, { status: 'dead-letter', timeoutMs: 30_000 });
+    await eventually(
+      async () => (await world.broker.dlqDepth()) === 2,
+      async () => `DLQ depth ${await world.broker.dlqDepth()}`,
+    );
+
+    await page.click('#list');
+    await expect.poll(() => page.locator('#dlq-table .pill.parked').count(), { timeout: 20_000 }).toBe(2);
+    await page.click('#select-all');
+    await page.click('#dry-run');
+    await expect
+      .poll(() => page.locator('#dry-result h3').textContent(), { timeout: 20_000 })
+      .toMatch(/0 would be replayed, 2 parked/);
+    await page.click('#replay');
+    await expect
+      .poll(() => page.locator('#job').getAttribute('data-state'), { timeout: 30_000 })
+      .toBe('done');
+    expect(await page.locator('#job .counts').textContent()).toMatch(
+      /replayed 0, failed 0, unreplayable 0, parked 2/,
+    );
+    expect(await world.broker.dlqDepth()).toBe(2);
+    expect(world.recorder.count('dead-letter')).toBe(deadLettered + 2);
+    const effects = await world.database.effects();
+    for (const id of invalid) expect(effects.get(id)).toBeUndefined();
+    await page.click('#list');
+    await expect.poll(() => page.locator('#dlq-table .pill.parked').count(), { timeout: 20_000 }).toBe(2);
+    await screenshot(page, 'console-parked');
   });
 });

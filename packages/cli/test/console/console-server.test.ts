@@ -124,6 +124,11 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
       ],
       [await post(`${open.url}api/replays`, { dlq, ids: 'srv-1' }), 400, /ids must be a list/],
       [
+        await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'], includeParked: 'yes' }),
+        400,
+        /includeParked must be true or false/,
+      ],
+      [
         await post(`${open.url}api/replays`, { dlq, ids: ['srv-1'], since: 'yesterday' }),
         400,
         /since must be an ISO 8601 time/,

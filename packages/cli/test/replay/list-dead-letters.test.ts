@@ -38,6 +38,24 @@ describe('listDeadLetters', () => {
     expect(listing.nonDestructiveBrowse).toBe(false);
   });
 
+  it('marks a dead letter parked when a replay reopened its row and it was dead-lettered again', async () => {
+    const inbox = new MemoryInbox();
+    inbox.set('orders', 'fresh', 'dead_lettered');
+    inbox.set('orders', 'again', 'dead_lettered');
+    inbox.rows.get('orders\u0000again')!.replays.push('r-1');
+    inbox.set('orders', 'done', 'completed');
+    inbox.rows.get('orders\u0000done')!.replays.push('r-1');
+    const dlq = new MemoryDeadLetterQueue(['fresh', 'again', 'done'].map((id) => deadLetter(id)));
+    const listing = await listDeadLetters({ reader: dlq, inbox });
+    expect(listing.entries.map((e) => [e.id, e.parked])).toEqual([
+      ['fresh', false],
+      ['again', true],
+      ['done', false],
+    ]);
+    const unread = await listDeadLetters({ reader: dlq });
+    expect(unread.entries.every((e) => !e.parked)).toBe(true);
+  });
+
   it('applies the filter and the limit', async () => {
     const dlq = new MemoryDeadLetterQueue(
       ['a', 'b', 'c'].map((id) =>

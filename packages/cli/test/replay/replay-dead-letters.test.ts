@@ -250,6 +250,107 @@ describe('replayDeadLetters', () => {
     }
   });
 
+  it('parks a dead letter whose replay failed again: later bulk replays leave it in the DLQ unless includeParked', async () => {
+    const inbox = new MemoryInbox();
+    for (const id of ['good', 'bad']) inbox.set('orders', id, 'dead_lettered');
+    inbox.failing.add('bad');
+    const dlq = new MemoryDeadLetterQueue([deadLetter('good'), deadLetter('bad')]);
+    const publisher = new MemoryPublisher();
+    const first = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
+    expect(first.parked).toBe(0);
+    // The consumer: `good` applies, `bad` fails again and goes back to the DLQ.
+    for (const m of publisher.published) {
+      if (inbox.deliver('orders', m) === 'dead-lettered')
+        dlq.entries.push(deadLetter(m.id, { position: `dlq:${m.id}:again` }));
+    }
+    expect(inbox.effects).toEqual(new Map([['good', 1]]));
+
+    // A bulk dry run and a bulk replay both leave it where it is, and say why.
+    const dry = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      inbox,
+      dryRun: true,
+      requestedBy: 't',
+    });
+    expect(dry.entries.map((e) => [e.id, e.action])).toEqual([['bad', 'parked']]);
+    expect(dry.wouldReplay).toBe(0);
+    const published = publisher.published.length;
+    const second = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      requestedBy: 't',
+    });
+    expect(second).toMatchObject({ parked: 1, replayed: 0, failed: 0 });
+    expect(second.entries[0]!.detail).toMatch(
+      /^parked: a replay reopened it once and it was dead-lettered again/,
+    );
+    expect(publisher.published).toHaveLength(published);
+    expect(dlq.ids()).toEqual(['bad']);
+
+    // Fixed, and asked for: replayed and applied once.
+    inbox.failing.delete('bad');
+    const third = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      publisher,
+      inbox,
+      includeParked: true,
+      requestedBy: 't',
+    });
+    expect(third).toMatchObject({ parked: 0, replayed: 1 });
+    deliverAll(inbox, publisher, published);
+    expect(inbox.effects).toEqual(
+      new Map([
+        ['good', 1],
+        ['bad', 1],
+      ]),
+    );
+    expect(dlq.entries).toHaveLength(0);
+  });
+
+  it('parks a dead letter whose last replay was refused before its claim (the audit says dead-letter, the row is unchanged)', async () => {
+    const inbox = new MemoryInbox();
+    for (const id of ['invalid', 'mismatch', 'skipped', 'never']) inbox.set('orders', id, 'dead_lettered');
+    inbox.audit.set('orders\u0000invalid', 'replayed:dead-letter:schema-invalid');
+    inbox.audit.set('orders\u0000mismatch', 'refused-payload-mismatch:dead-letter:payload-mismatch');
+    inbox.audit.set('orders\u0000skipped', 'replayed:retry:error');
+    const dlq = new MemoryDeadLetterQueue(
+      ['invalid', 'mismatch', 'skipped', 'never'].map((id) => deadLetter(id)),
+    );
+    const dry = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      inbox,
+      dryRun: true,
+      requestedBy: 't',
+    });
+    expect(dry.entries.map((e) => [e.id, e.action])).toEqual([
+      ['invalid', 'parked'],
+      ['mismatch', 'parked'],
+      ['skipped', 'would-replay'],
+      ['never', 'would-replay'],
+    ]);
+    expect(dry.entries[0]!.detail).toMatch(/its last replay ended as replayed:dead-letter:schema-invalid/);
+    const withParked = await replayDeadLetters({
+      transport: 'kafka',
+      reader: dlq,
+      inbox,
+      dryRun: true,
+      includeParked: true,
+      requestedBy: 't',
+    });
+    expect(withParked).toMatchObject({ wouldReplay: 4, parked: 0 });
+  });
+
   it('filters by reason, time, id and consumer, and leaves the rest in the DLQ', async () => {
     const t0 = new Date('2030-01-01T00:00:00Z');
     const t1 = new Date('2030-01-05T00:00:00Z');

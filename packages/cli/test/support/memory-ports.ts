@@ -196,7 +196,11 @@ function toInboxRow(consumer: string, messageId: string, row: Row): InboxRow {
 export class MemoryInbox implements InboxLookup {
   readonly rows = new Map<string, Row>();
   readonly effects = new Map<string, number>();
-  readonly outcomes: { id: string; outcome: 'processed' | 'duplicate' | 'ignored' }[] = [];
+  readonly outcomes: { id: string; outcome: 'processed' | 'duplicate' | 'ignored' | 'dead-lettered' }[] = [];
+  /** Ids whose handler fails: a replay reopens the row, the attempt fails, the row is dead-lettered again. */
+  readonly failing = new Set<string>();
+  /** The last replay audit outcome per `consumer\u0000id`, as the consumer writes it. */
+  readonly audit = new Map<string, string>();
 
   set(consumer: string, id: string, status: InboxRowStatus, fingerprint: string | null = null): void {
     this.rows.set(`${consumer}\u0000${id}`, {
@@ -220,12 +224,24 @@ export class MemoryInbox implements InboxLookup {
     return out;
   }
 
+  async lastReplayOutcomes(consumer: string, ids: readonly string[]): Promise<ReadonlyMap<string, string>> {
+    const out = new Map<string, string>();
+    for (const id of ids) {
+      const outcome = this.audit.get(`${consumer}\u0000${id}`);
+      if (outcome !== undefined) out.set(id, outcome);
+    }
+    return out;
+  }
+
   /** Delivers one published message to `consumer`. */
-  deliver(consumer: string, message: OutgoingMessage): 'processed' | 'duplicate' | 'ignored' {
+  deliver(
+    consumer: string,
+    message: OutgoingMessage,
+  ): 'processed' | 'duplicate' | 'ignored' | 'dead-lettered' {
     const key = `${consumer}\u0000${message.id}`;
     const row = this.rows.get(key);
     const marker = parseReplayMarker(message.headers ?? {});
-    let outcome: 'processed' | 'duplicate' | 'ignored';
+    let outcome: 'processed' | 'duplicate' | 'ignored' | 'dead-lettered';
     if (row === undefined) {
       this.rows.set(key, { status: 'completed', attempts: 1, replays: [], fingerprint: null });
       outcome = 'processed';
@@ -237,9 +253,9 @@ export class MemoryInbox implements InboxLookup {
       !row.replays.includes(marker.replayId)
     ) {
       row.replays.push(marker.replayId);
-      row.status = 'completed';
+      row.status = this.failing.has(message.id) ? 'dead_lettered' : 'completed';
       row.attempts = 1;
-      outcome = 'processed';
+      outcome = row.status === 'completed' ? 'processed' : 'dead-lettered';
     } else {
       outcome = 'ignored';
     }
