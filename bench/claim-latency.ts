@@ -89,11 +89,11 @@ async function timed(
 
 async function fill(s: Side, from: number, to: number): Promise<void> {
   await pool.query(
-    `INSERT INTO "${s.schema}".inbox (consumer, message_id, status, fingerprint, attempts, started_attempts, received_at, completed_at, expires_at)
+    `INSERT INTO "${s.schema}".inbox (consumer, message_id, status, fingerprint, attempts, changed_at, expires_at)
      SELECT $1, md5(g::text), 'completed',
             -- core's fingerprint of the payload {"amount":42,"id":<id>}: SHA-256 of its canonical JSON, in hex
             encode(sha256(convert_to('{"amount":42,"id":"' || md5(g::text) || '"}', 'UTF8')), 'hex'),
-            1, 1, now(), now(), now() + interval '7 days'
+            1, now(), now() + interval '7 days'
      FROM generate_series($2::bigint, $3::bigint) AS g`,
     [CONSUMER, from, to],
   );

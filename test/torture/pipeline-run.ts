@@ -374,7 +374,8 @@ async function gatherEvidence(
   for (const row of e.rows) effects.set(row.message_id, row.n);
   const inbox = new Map<string, InboxState>();
   const i = await pool.query<{ message_id: string; status: string; dead_letter_reason: string | null }>(
-    `SELECT message_id, status, dead_letter_reason FROM "${schema}".inbox WHERE consumer = $1`,
+    `SELECT h.message_id, h.status, d.dead_letter_reason FROM "${schema}".inbox h
+       LEFT JOIN "${schema}".inbox_details d ON d.consumer = h.consumer AND d.message_id = h.message_id WHERE h.consumer = $1`,
     [consumer],
   );
   for (const row of i.rows) inbox.set(row.message_id, { status: row.status, reason: row.dead_letter_reason });

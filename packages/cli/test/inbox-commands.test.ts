@@ -36,17 +36,23 @@ async function cli(
 beforeAll(async () => {
   database = await inboxDatabase();
   const t = sql.table(`${database.schema}.inbox`);
-  await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, received_at, dead_letter_reason, dead_lettered_at, lease_token, locked_until, replay_count) values
-    ('orders', 'done-old',     'completed',     1, now() - interval '2 hours',  now() - interval '8 days', null, null, null, null, 0),
-    ('orders', 'done-soon',    'completed',     1, now() + interval '30 minutes', now() - interval '7 days', null, null, null, null, 1),
-    ('orders', 'done-later',   'completed',     1, now() + interval '6 days',   now() - interval '1 day',  null, null, null, null, 0),
-    ('orders', 'dead-1',       'dead_lettered', 5, now() + interval '7 days',   now() - interval '1 day',  'max-attempts', now(), null, null, 0),
-    ('orders', 'dead-2',       'dead_lettered', 1, now() + interval '7 days',   now() - interval '1 day',  'schema-invalid', now(), null, null, 0),
-    ('orders', 'stuck',        'processing',    2, now() + interval '7 days',   now() - interval '3 hours', null, null, gen_random_uuid(), now() - interval '10 minutes', 0),
-    ('billing', 'b-expired',   'completed',     1, now() - interval '1 hour',   now() - interval '8 days', null, null, null, null, 0),
-    ('billing', 'b-retrying',  'failed',        2, now() + interval '7 days',   now(),                     null, null, null, null, 0)`.execute(
-    database.db,
-  );
+  const details = sql.table(`${database.schema}.inbox_details`);
+  // The hot rows (changed_at: when each took its status), and the details of those that took a rare path.
+  await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, changed_at) values
+    ('orders', 'done-old',     'completed',     1, now() - interval '2 hours',  now() - interval '8 days'),
+    ('orders', 'done-soon',    'completed',     1, now() + interval '30 minutes', now() - interval '7 days'),
+    ('orders', 'done-later',   'completed',     1, now() + interval '6 days',   now() - interval '1 day'),
+    ('orders', 'dead-1',       'dead_lettered', 5, now() + interval '7 days',   now()),
+    ('orders', 'dead-2',       'dead_lettered', 1, now() + interval '7 days',   now()),
+    ('orders', 'stuck',        'processing',    2, now() + interval '7 days',   now() - interval '3 hours'),
+    ('billing', 'b-expired',   'completed',     1, now() - interval '1 hour',   now() - interval '8 days'),
+    ('billing', 'b-retrying',  'failed',        2, now() + interval '7 days',   now())`.execute(database.db);
+  await sql`insert into ${details} (consumer, message_id, received_at, available_at, dead_letter_reason, dead_lettered_at, lease_token, locked_until, replay_count) values
+    ('orders', 'done-soon',    now() - interval '7 days',  now(), null, null, null, null, 1),
+    ('orders', 'dead-1',       now() - interval '1 day',   now(), 'max-attempts', now(), null, null, 0),
+    ('orders', 'dead-2',       now() - interval '1 day',   now(), 'schema-invalid', now(), null, null, 0),
+    ('orders', 'stuck',        now() - interval '3 hours', now(), null, null, gen_random_uuid(), now() - interval '10 minutes', 0),
+    ('billing', 'b-retrying',  now(),                      now(), null, null, null, null, 0)`.execute(database.db);
 });
 afterAll(async () => {
   await database?.dispose();

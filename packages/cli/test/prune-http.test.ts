@@ -58,7 +58,7 @@ beforeAll(async () => {
     table: 'api_keys',
     migrationTable: 'api_keys_migrations',
   });
-  await sql`insert into ${sql.table(`${database.schema}.inbox`)} (consumer, message_id, status, attempts, expires_at, received_at) values
+  await sql`insert into ${sql.table(`${database.schema}.inbox`)} (consumer, message_id, status, attempts, expires_at, changed_at) values
     ('orders', 'done-old', 'completed', 1, now() - interval '2 hours', now() - interval '8 days'),
     ('orders', 'done-new', 'completed', 1, now() + interval '2 days', now())`.execute(database.db);
 });

@@ -103,16 +103,17 @@ function dlqServices(entries: DeadLetterEntry[], publisher = new MemoryPublisher
 beforeAll(async () => {
   database = await inboxDatabase();
   const t = sql.table(`${database.schema}.inbox`);
+  const details = sql.table(`${database.schema}.inbox_details`);
   for (const [i, [raw]] of SPOOFS.entries()) {
     // A spoofed id in processing (the oldest of its consumer is printed), a spoofed consumer, a spoofed reason.
-    await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, received_at, lease_token, locked_until)
-      values (${`c-${i}`}, ${raw}, 'processing', 1, now() + interval '7 days', now() - interval '1 hour', gen_random_uuid(), now() + interval '1 minute')`.execute(
-      database.db,
-    );
-    await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, received_at, dead_letter_reason, dead_lettered_at)
-      values (${raw}, ${`m-${i}`}, 'dead_lettered', 5, now() + interval '7 days', now(), ${raw}, now())`.execute(
-      database.db,
-    );
+    await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, changed_at)
+      values (${`c-${i}`}, ${raw}, 'processing', 1, now() + interval '7 days', now() - interval '1 hour')`.execute(database.db);
+    await sql`insert into ${details} (consumer, message_id, received_at, lease_token, locked_until)
+      values (${`c-${i}`}, ${raw}, now() - interval '1 hour', gen_random_uuid(), now() + interval '1 minute')`.execute(database.db);
+    await sql`insert into ${t} (consumer, message_id, status, attempts, expires_at, changed_at)
+      values (${raw}, ${`m-${i}`}, 'dead_lettered', 5, now() + interval '7 days', now())`.execute(database.db);
+    await sql`insert into ${details} (consumer, message_id, received_at, dead_letter_reason, dead_lettered_at)
+      values (${raw}, ${`m-${i}`}, now(), ${raw}, now())`.execute(database.db);
   }
 });
 afterAll(async () => {

@@ -1,12 +1,21 @@
-// Core's throughput on real Postgres, side by side in one run (concurrency 16, a one-row effect):
-//   bare        BEGIN; INSERT effect; COMMIT on node-postgres, no dedupe (the floor to beat)
-//   raw floor   BEGIN + a minimal claim in one round trip, effect, COMMIT (the SQL floor of this design)
-//   inboxkit    idempotentConsumer().handle(), transactional mode, 30% duplicates
-//   first-only  the same with no duplicates            dup-only   deliveries of ids already completed
-//   batch       handleBatch() of 50 messages           naive      SELECT, then BEGIN; INSERT effect; INSERT id; COMMIT
-// plus concurrent duplicates (each id twice at once) to count the double effects the naive consumer lets through.
+// Core's throughput on real Postgres against floors measured in the same rounds (concurrency 16, one pool, a
+// one-row effect). The scenarios alternate within each round (their order rotating from round to round) and each
+// figure is a ratio of two scenarios of the same round; the report gives min–median–max over the rounds:
 //
-// Run: npx tsx packages/core/bench/core-bench.ts [--quick] [--deliveries N] [--rounds R]
+//   bare            BEGIN; INSERT effect; COMMIT on node-postgres, no dedupe (every delivery applies)
+//   least row       the hand-written raw-SQL inbox that sends the least row the features need (consumer, id,
+//                   fingerprint, expiry) with BEGIN, ON CONFLICT DO NOTHING (a conflict: ROLLBACK, a duplicate)
+//   handle()        idempotentConsumer().handle() with an ordinary Kysely handler doing the same insert
+//   statements      handle() with a statement handler (statementHandler)
+//   batch           handleBatch(50) (and the statement handler's)
+//
+// Streams of `--deliveries` per scenario: 30% duplicates IN FLIGHT WITH THEIR ORIGINALS (each duplicate
+// dispatched right after its original, so both run at once, in batches often in the same batch), and the
+// spaced-out variant (a duplicate repeats an id 64–2,000 deliveries earlier, its original long committed);
+// first deliveries only; duplicates only (ids completed before the round). Last, every id twice at the same
+// moment, to count double effects of a naive select-then-insert consumer beside the inbox's.
+//
+//   node --conditions=@inboxkit/source --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5]
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
 import { randomBytes } from 'node:crypto';
@@ -14,26 +23,19 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
 import pg from 'pg';
+import { fingerprintPayload } from '../src/fingerprint.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import type { Outcome } from '../src/outcome.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
-import { databaseUrl } from './database-url.js';
 import { statementHandler } from '../src/statement-handler.js';
+import { databaseUrl } from './database-url.js';
 
 const CONCURRENCY = 16;
 const BATCH_SIZE = 50;
 
 interface BenchDB {
   effects: { id: Generated<string>; message_id: string; amount: number };
-}
-
-interface Result {
-  readonly name: string;
-  readonly deliveries: number;
-  readonly seconds: number;
-  readonly perSecond: number;
-  readonly note: string;
 }
 
 const { values: args } = parseArgs({
@@ -44,34 +46,46 @@ const { values: args } = parseArgs({
     url: { type: 'string' },
   },
 });
-
-const deliveries = Number(args.deliveries ?? (args.quick ? 4_000 : 20_000));
-const rounds = Number(args.rounds ?? (args.quick ? 4 : 10));
-const url = databaseUrl(args.url);
+const deliveries = Number(args.deliveries ?? (args.quick ? 3_000 : 20_000));
+const rounds = Number(args.rounds ?? 5);
+const slice = Math.max(200, Math.floor(deliveries / rounds));
 const schema = `bench_${randomBytes(4).toString('hex')}`;
-const pool = new pg.Pool({ connectionString: url, max: CONCURRENCY });
+const pool = new pg.Pool({ connectionString: databaseUrl(args.url), max: CONCURRENCY });
 const db = new Kysely<BenchDB>({ dialect: new PostgresDialect({ pool }) });
+const INSERT_EFFECT = `INSERT INTO "${schema}".effects (message_id, amount) VALUES ($1, $2)`;
 
-/**
- * A delivery stream of `n` messages with `dupShare` duplicates. A duplicate repeats an id seen 64–2,000
- * deliveries earlier (a redelivery after a rebalance or a producer retry: its first copy has committed).
- */
-function stream(prefix: string, n: number, dupShare: number): string[] {
+/** `n` deliveries, 30% of them duplicates dispatched right after their original. */
+function inFlight(prefix: string, n: number): string[] {
+  const ids: string[] = [];
+  for (let fresh = 0; ids.length < n; fresh++) {
+    ids.push(`${prefix}-${fresh}`);
+    if (ids.length < n && Math.random() < 0.3 / 0.7) ids.push(`${prefix}-${fresh}`);
+  }
+  return ids;
+}
+
+/** `n` deliveries, 30% of them duplicates of an id seen 64–2,000 deliveries earlier (committed long ago). */
+function spacedOut(prefix: string, n: number): string[] {
   const ids: string[] = [];
   let fresh = 0;
   for (let i = 0; i < n; i++) {
-    if (i > 64 && Math.random() < dupShare) ids.push(ids[i - 64 - Math.floor(Math.random() * Math.min(1_936, i - 64))]!);
+    if (i > 64 && Math.random() < 0.3) ids.push(ids[i - 64 - Math.floor(Math.random() * Math.min(1_936, i - 64))]!);
     else ids.push(`${prefix}-${fresh++}`);
   }
   return ids;
 }
 
-function message(id: string): InboundMessage {
-  return { id, body: JSON.stringify({ id, amount: 42 }), headers: {}, source: { transport: 'bench' } };
+function fresh(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 }
 
-/** Runs `work` over `items` with CONCURRENCY workers; returns seconds. */
-async function drive<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<number> {
+const payload = (id: string) => ({ id, amount: 42 });
+function message(id: string): InboundMessage {
+  return { id, body: JSON.stringify(payload(id)), headers: {}, source: { transport: 'bench' } };
+}
+
+/** Runs `work` over `items` with CONCURRENCY workers; returns items per second. */
+async function drive<T>(items: readonly T[], work: (item: T) => Promise<void>, per = 1): Promise<number> {
   let next = 0;
   const t0 = performance.now();
   await Promise.all(
@@ -79,7 +93,7 @@ async function drive<T>(items: readonly T[], work: (item: T) => Promise<void>): 
       while (next < items.length) await work(items[next++]!);
     }),
   );
-  return (performance.now() - t0) / 1000;
+  return (items.length * per) / ((performance.now() - t0) / 1000);
 }
 
 async function bare(ids: readonly string[]): Promise<number> {
@@ -95,18 +109,16 @@ async function bare(ids: readonly string[]): Promise<number> {
   });
 }
 
-/**
- * The raw-SQL floor of this design: the claim (a minimal inbox row inserted as completed, a conflict meaning
- * duplicate) shares BEGIN's round trip, then the effect, then COMMIT. No features: no attempts, leases, payload
- * check or dead letters — what inboxkit adds must cost little on top of this.
- */
-async function rawFloor(ids: readonly string[]): Promise<number> {
+const literal = (v: string): string => `'${v.replaceAll("'", "''")}'`;
+
+/** The hand-written least-row inbox: the row BEGIN carries, the effect, COMMIT; a conflict is a duplicate. */
+async function leastRow(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
     const client = await pool.connect();
     try {
-      const literal = `'${id.replaceAll("'", "''")}'`;
+      const fp = fingerprintPayload(payload(id));
       const results = (await client.query(
-        `BEGIN; INSERT INTO "${schema}".floor_inbox (message_id) VALUES (${literal}) ON CONFLICT DO NOTHING RETURNING 1`,
+        `BEGIN; INSERT INTO "${schema}".least (consumer, message_id, fingerprint, expires_at) VALUES ('bench', ${literal(id)}, '${fp}', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`,
       )) as unknown as pg.QueryResult[];
       if (results[1]!.rowCount === 0) {
         await client.query('ROLLBACK');
@@ -137,15 +149,14 @@ async function naive(ids: readonly string[]): Promise<number> {
   });
 }
 
-const INSERT_EFFECT = `INSERT INTO "${schema}".effects (message_id, amount) VALUES ($1, $2)`;
 const store = new PostgresInboxStore<BenchDB>({ db, schema });
 const outcomes = new Map<string, number>();
 const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
   name: 'bench',
   store,
-  // The same one-row INSERT as the bare consumer, precompiled: the bench measures inboxkit, not query building.
+  // An ordinary Kysely handler doing the same one-row INSERT as the bare transaction.
   handler: async (m, { tx }) => {
-    await tx.executeQuery(CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount]));
+    await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id, amount) VALUES (${m.id}, ${m.payload.amount})`.execute(tx);
   },
   hooks: {
     onOutcome: ({ outcome }) => {
@@ -154,153 +165,160 @@ const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<
     },
   },
 });
-
-// The same effect through a statement handler: claim and statement in one round trip (a batch: with its COMMIT).
+// The same effect through a statement handler, its query given compiled (as the transports' benches do).
 const statements = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
   name: 'bench-statements',
   store,
   handler: statementHandler((m) => CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount])),
 });
 
-async function inboxkit(ids: readonly string[], through = consumer): Promise<number> {
-  return drive(ids, async (id) => {
-    await through.handle(message(id));
-  });
+function handling(through = consumer) {
+  return (ids: readonly string[]) =>
+    drive(ids, async (id) => {
+      const o = await through.handle(message(id));
+      if (o.status !== 'processed' && o.status !== 'duplicate') throw new Error(`${id}: ${JSON.stringify(o)}`);
+    });
 }
 
-async function inboxkitBatch(ids: readonly string[], through = consumer): Promise<number> {
-  const batches: string[][] = [];
-  for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
-  return drive(batches, async (batch) => {
-    const results: Outcome[] = await through.handleBatch(batch.map(message));
-    if (results.length !== batch.length) throw new Error('batch lost outcomes');
-  });
+function batching(through = consumer) {
+  return (ids: readonly string[]) => {
+    const batches: string[][] = [];
+    for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
+    return drive(
+      batches,
+      async (batch) => {
+        const results: Outcome[] = await through.handleBatch(batch.map(message));
+        for (const o of results) if (o.status !== 'processed' && o.status !== 'duplicate') throw new Error(JSON.stringify(o));
+      },
+      BATCH_SIZE,
+    );
+  };
 }
 
-/** Effects of the ids matching `pattern` (a LIKE pattern without the trailing `-%`). */
+interface Scenario {
+  readonly name: string;
+  readonly ids: (tag: string) => string[];
+  readonly run: (ids: readonly string[]) => Promise<number>;
+}
+
+const SCENARIOS: Scenario[] = [
+  { name: 'bare pg transaction (no dedupe)', ids: (t) => inFlight(`${t}-bare`, slice), run: bare },
+  { name: 'least-row raw inbox, 30% duplicates in flight', ids: (t) => inFlight(`${t}-least`, slice), run: leastRow },
+  { name: 'least-row raw inbox, 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-leasts`, slice), run: leastRow },
+  { name: 'handle(), 30% duplicates in flight', ids: (t) => inFlight(`${t}-ik`, slice), run: handling() },
+  { name: 'handle(), 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-iks`, slice), run: handling() },
+  { name: 'handle(), first deliveries only', ids: (t) => fresh(`${t}-first`, slice), run: handling() },
+  { name: 'handle(), duplicates only', ids: (t) => fresh(`${t}-seed`, slice), run: handling() },
+  { name: `handleBatch(${BATCH_SIZE}), 30% duplicates in flight`, ids: (t) => inFlight(`${t}-batch`, slice), run: batching() },
+  { name: 'statementHandler, 30% duplicates in flight', ids: (t) => inFlight(`${t}-st`, slice), run: handling(statements) },
+  {
+    name: `statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates in flight`,
+    ids: (t) => inFlight(`${t}-stb`, slice),
+    run: batching(statements),
+  },
+];
+
+/** The figures reported, each a ratio of two scenarios of one round, with the issue's target. */
+const RATIOS: { name: string; of: string; to: string; target?: number }[] = [
+  { name: 'handle() / least-row raw inbox, in flight', of: 'handle(), 30% duplicates in flight', to: 'least-row raw inbox, 30% duplicates in flight', target: 0.9 },
+  { name: 'handle() / least-row raw inbox, spaced out', of: 'handle(), 30% duplicates spaced out', to: 'least-row raw inbox, 30% duplicates spaced out', target: 0.9 },
+  { name: 'handle() / bare transaction, in flight', of: 'handle(), 30% duplicates in flight', to: 'bare pg transaction (no dedupe)', target: 0.75 },
+  { name: 'handle() / bare transaction, spaced out', of: 'handle(), 30% duplicates spaced out', to: 'bare pg transaction (no dedupe)', target: 0.75 },
+  { name: 'duplicate / first delivery', of: 'handle(), duplicates only', to: 'handle(), first deliveries only', target: 3 },
+  { name: 'handleBatch(50) / handle(), in flight', of: `handleBatch(${BATCH_SIZE}), 30% duplicates in flight`, to: 'handle(), 30% duplicates in flight', target: 3 },
+  { name: 'handleBatch(50) / bare transaction', of: `handleBatch(${BATCH_SIZE}), 30% duplicates in flight`, to: 'bare pg transaction (no dedupe)', target: 2 },
+  { name: 'statementHandler / bare transaction', of: 'statementHandler, 30% duplicates in flight', to: 'bare pg transaction (no dedupe)' },
+  {
+    name: 'statementHandler handleBatch(50) / bare transaction',
+    of: `statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates in flight`,
+    to: 'bare pg transaction (no dedupe)',
+  },
+];
+
 async function effectsOf(pattern: string): Promise<{ total: number; distinct: number }> {
   const r = await sql<{ total: number; distinct: number }>`
     SELECT count(*)::int AS total, count(DISTINCT message_id)::int AS distinct
-    FROM ${sql.table(`${schema}.effects`)} WHERE message_id LIKE ${`${pattern}-%`}`.execute(db);
+    FROM ${sql.table(`${schema}.effects`)} WHERE message_id LIKE ${pattern}`.execute(db);
   return r.rows[0]!;
 }
 
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const spread = (xs: readonly number[], digits = 2): string =>
+  `${Math.min(...xs).toFixed(digits)}–${median(xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
+
 async function main(): Promise<void> {
   await migrateInbox(db, { schema });
-  await sql.raw(`CREATE TABLE "${schema}".effects (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`).execute(db);
-  await sql.raw(`CREATE TABLE "${schema}".naive_processed (message_id text NOT NULL)`).execute(db);
-  await sql
-    .raw(`CREATE TABLE "${schema}".floor_inbox (message_id text COLLATE "C" PRIMARY KEY, completed_at timestamptz NOT NULL DEFAULT now())`)
-    .execute(db);
-  await sql.raw(`CREATE INDEX ON "${schema}".naive_processed (message_id)`).execute(db);
+  await pool.query(`CREATE TABLE "${schema}".effects (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`);
+  await pool.query(`CREATE TABLE "${schema}".naive_processed (message_id text NOT NULL)`);
+  await pool.query(`CREATE INDEX ON "${schema}".naive_processed (message_id)`);
+  await pool.query(
+    `CREATE TABLE "${schema}".least (consumer text COLLATE "C" NOT NULL, message_id text COLLATE "C" NOT NULL, fingerprint text, expires_at timestamptz NOT NULL, PRIMARY KEY (consumer, message_id))`,
+  );
   const version = (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
   console.log(
-    `core bench: ${deliveries} deliveries per scenario in ${rounds} interleaved slices, concurrency ${CONCURRENCY}, Postgres ${version}`,
+    `core bench: ${slice} deliveries per scenario and round, ${rounds} rounds (${slice * rounds} per scenario), concurrency ${CONCURRENCY}, Postgres ${version}`,
   );
+  // Warm up every path (JIT, connections, plans, the statement handler's function and prepared statement).
+  for (const s of SCENARIOS) await s.run(s.ids('warm').slice(0, 400));
 
-  // Warm up every path (JIT, connections, plans) on a small stream.
-  await bare(stream('warm-bare', 500, 0));
-  await inboxkit(stream('warm-ik', 500, 0.3));
-  await inboxkitBatch(stream('warm-b', 500, 0.3));
-  await naive(stream('warm-n', 500, 0.3));
-  await rawFloor(stream('warm-f', 500, 0.3));
-
-  // Scenarios run in interleaved slices (rotating their order each round) so that load drifting on a shared
-  // machine touches every scenario alike; rates are total deliveries over total time.
-  const slice = Math.max(200, Math.floor(deliveries / rounds));
-  const totals = new Map<string, { deliveries: number; seconds: number; note: () => Promise<string> }>();
-  const dupOnlyIds = stream('dup-seed', slice, 0);
-  await inboxkit(dupOnlyIds);
-  const scenarios: { name: string; run: (tag: string) => Promise<number>; note?: () => Promise<string> }[] = [
-    { name: 'bare pg transaction (no dedupe)', run: (tag) => bare(stream(`${tag}-bare`, slice, 0.3)) },
-    { name: 'raw-SQL inbox floor, 30% duplicates', run: (tag) => rawFloor(stream(`${tag}-floor`, slice, 0.3)) },
-    {
-      name: 'inboxkit handle(), 30% duplicates',
-      run: (tag) => inboxkit(stream(`${tag}-ik`, slice, 0.3)),
-      note: async () => {
-        const e = await effectsOf('%-ik');
-        return `double effects ${e.total - e.distinct}`;
-      },
-    },
-    { name: 'inboxkit handle(), first deliveries only', run: (tag) => inboxkit(stream(`${tag}-first`, slice, 0)) },
-    { name: 'inboxkit handle(), duplicates only', run: () => inboxkit(dupOnlyIds) },
-    {
-      name: `inboxkit handleBatch(${BATCH_SIZE}), 30% duplicates`,
-      run: (tag) => inboxkitBatch(stream(`${tag}-batch`, slice, 0.3)),
-      note: async () => {
-        const e = await effectsOf('%-batch');
-        return `double effects ${e.total - e.distinct}`;
-      },
-    },
-    {
-      name: 'inboxkit statementHandler, 30% duplicates',
-      run: (tag) => inboxkit(stream(`${tag}-st`, slice, 0.3), statements),
-      note: async () => {
-        const e = await effectsOf('%-st');
-        return `double effects ${e.total - e.distinct}`;
-      },
-    },
-    {
-      name: `inboxkit statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates`,
-      run: (tag) => inboxkitBatch(stream(`${tag}-stbatch`, slice, 0.3), statements),
-      note: async () => {
-        const e = await effectsOf('%-stbatch');
-        return `double effects ${e.total - e.distinct}`;
-      },
-    },
-    {
-      name: 'naive select-then-insert, 30% duplicates',
-      run: (tag) => naive(stream(`${tag}-naive`, slice, 0.3)),
-      note: async () => {
-        const e = await effectsOf('%-naive');
-        return `double effects ${e.total - e.distinct} (duplicates here are not concurrent)`;
-      },
-    },
-  ];
+  const rates = new Map<string, number[]>();
   for (let round = 0; round < rounds; round++) {
-    for (let k = 0; k < scenarios.length; k++) {
-      const scenario = scenarios[(k + round) % scenarios.length]!;
-      const seconds = await scenario.run(`r${round}`);
-      const t = totals.get(scenario.name) ?? { deliveries: 0, seconds: 0, note: scenario.note ?? (async () => '') };
-      totals.set(scenario.name, { ...t, deliveries: t.deliveries + slice, seconds: t.seconds + seconds });
+    const tag = `r${round}`;
+    // The duplicates-only scenario repeats ids completed before the round.
+    await handling()(fresh(`${tag}-seed`, slice));
+    for (let k = 0; k < SCENARIOS.length; k++) {
+      const s = SCENARIOS[(k + round) % SCENARIOS.length]!;
+      const rate = await s.run(s.ids(tag));
+      rates.set(s.name, [...(rates.get(s.name) ?? []), rate]);
     }
-  }
-  const best = new Map<string, Result>();
-  for (const scenario of scenarios) {
-    const t = totals.get(scenario.name)!;
-    best.set(scenario.name, { name: scenario.name, deliveries: t.deliveries, seconds: t.seconds, perSecond: t.deliveries / t.seconds, note: await t.note() });
+    process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
 
-  // Concurrent duplicates: every id delivered twice at the same moment.
+  console.log('');
+  console.log('| scenario | deliveries/s (min–median–max over the rounds) | × bare (median) |');
+  console.log('|---|---:|---:|');
+  const bareRates = rates.get('bare pg transaction (no dedupe)')!;
+  for (const s of SCENARIOS) {
+    const r = rates.get(s.name)!;
+    console.log(`| ${s.name} | ${spread(r, 0)} | ${median(r.map((v, i) => v / bareRates[i]!)).toFixed(2)} |`);
+  }
+  const ratios: Record<string, { rounds: number[]; target?: number }> = {};
+  console.log('');
+  for (const r of RATIOS) {
+    const of = rates.get(r.of)!;
+    const to = rates.get(r.to)!;
+    const each = of.map((v, i) => v / to[i]!);
+    ratios[r.name] = { rounds: each, ...(r.target === undefined ? {} : { target: r.target }) };
+    const verdict = r.target === undefined ? '' : ` (target ≥ ${r.target}×: ${median(each) >= r.target ? 'met' : 'missed'})`;
+    console.log(`${r.name}: ${spread(each)}× (min–median–max of ${rounds} rounds)${verdict}`);
+  }
+  for (const [label, pattern] of [
+    ['handle()', '%-ik-%'],
+    ['handleBatch', '%-batch-%'],
+    ['statementHandler', '%-st-%'],
+    ['statementHandler batch', '%-stb-%'],
+  ] as const) {
+    const e = await effectsOf(pattern);
+    console.log(`double effects, ${label} with duplicates in flight: ${e.total - e.distinct}`);
+  }
+
+  // Every id twice at the same moment.
   const pairs = Array.from({ length: Math.min(deliveries, 4_000) / 2 }, (_, i) => `conc-n-${i}`).flatMap((id) => [id, id]);
   await naive(pairs);
-  const nc = await effectsOf('conc-n');
-  const ikPairs = pairs.map((id) => id.replace('conc-n', 'conc-ik'));
+  const nc = await effectsOf('conc-n-%');
   outcomes.clear();
-  await inboxkit(ikPairs);
-  const ic = await effectsOf('conc-ik');
-
-  const bareRate = best.get('bare pg transaction (no dedupe)')!.perSecond;
-  console.log('');
-  console.log('| run | deliveries/s | × bare | notes |');
-  console.log('|---|---:|---:|---|');
-  for (const r of best.values()) {
-    console.log(`| ${r.name} | ${Math.round(r.perSecond).toLocaleString('en-US')} | ${(r.perSecond / bareRate).toFixed(2)} | ${r.note} |`);
-  }
-  const dupOnly = best.get('inboxkit handle(), duplicates only')!.perSecond;
-  const firstOnly = best.get('inboxkit handle(), first deliveries only')!.perSecond;
-  const batch = best.get(`inboxkit handleBatch(${BATCH_SIZE}), 30% duplicates`)!.perSecond;
-  const single = best.get('inboxkit handle(), 30% duplicates')!.perSecond;
-  const floor = best.get('raw-SQL inbox floor, 30% duplicates')!.perSecond;
-  console.log(`inboxkit handle() vs the raw-SQL floor: ${(single / floor).toFixed(2)}×`);
-  console.log('');
-  console.log(`duplicate vs first delivery: ${(dupOnly / firstOnly).toFixed(2)}×`);
-  console.log(`handleBatch vs handle: ${(batch / single).toFixed(2)}×`);
+  await handling()(pairs.map((id) => id.replace('conc-n', 'conc-ik')));
+  const ic = await effectsOf('conc-ik-%');
   console.log(
     `concurrent duplicates (${pairs.length / 2} ids, 2 copies at once): naive applied ${nc.total - nc.distinct} twice (${(((nc.total - nc.distinct) / (pairs.length / 2)) * 100).toFixed(0)}%), inboxkit ${ic.total - ic.distinct} (${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')})`,
   );
+  process.stdout.write(
+    `BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, rates: Object.fromEntries(rates), ratios, doubles: ic.total - ic.distinct, naiveDoubles: nc.total - nc.distinct, pairs: pairs.length / 2 })}\n`,
+  );
 }
-
 
 try {
   await main();

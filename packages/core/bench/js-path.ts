@@ -41,87 +41,23 @@ const completed = new Set<string>();
 let onceCalls = 0;
 const fingerprints = new Map<string, string>();
 
-function stateOf(id: string): Record<string, unknown> {
-  const now = Date.now();
-  return {
-    consumer: 'cpu',
-    message_id: id,
-    status: 'completed',
-    fingerprint: fingerprints.get(id),
-    attempts: 1,
-    started_attempts: 1,
-    locked_until: null,
-    available_at: now,
-    received_at: now,
-    message_timestamp: null,
-    completed_at: now,
-    expires_at: now + 7 * 86_400_000,
-    last_error: null,
-    dead_letter_reason: null,
-    dead_lettered_at: null,
-    replay_count: 0,
-    last_replay_id: null,
-    first_failure_at: null,
-    last_failure_at: null,
-    claimed_from: 'new',
-    lease_token: null,
-    available_in_ms: 0,
-    lease_remaining_ms: 0,
-  };
-}
-
 /** What the fake server answers to one statement (statements of one query string come in order). */
 function answer(statement: string): Rows {
-  const args =
-    /^EXECUTE inboxkit_(claim|new)_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text(?:, '([0-9a-f]+)'::text)?/.exec(
-      statement,
-    );
-  if (args !== null) {
-    const [, kind, id, fingerprint] = args as unknown as [string, string, string, string | undefined];
+  // The store's claim (its function's call), alone or inside a statement handler's one-round-trip call.
+  const once = statement.includes('pg_temp.inboxkit_once(');
+  const claim = /"inbox_claim"\('{1,2}(?:[^']|'{2,4})*'{1,2}::text, '{1,2}((?:[^']|'{2,4})*?)'{1,2}::text, '{1,2}([0-9a-f]+)'{1,2}::text/.exec(statement);
+  if (claim !== null) {
+    const [, id, fingerprint] = claim as unknown as [string, string, string];
+    if (once) onceCalls += 1;
     if (!completed.has(id)) {
       completed.add(id);
-      fingerprints.set(id, fingerprint ?? '');
-      if (kind === 'new') return [{ attempts: 1, state: null }];
-      return [
-        {
-          claimed: true,
-          message_id: id,
-          status: 'completed',
-          attempts: 1,
-          lease_token: null,
-          claimed_from: 'new',
-          state: null,
-        },
-      ];
+      fingerprints.set(id, fingerprint);
+      return [{ message_id: '', answer: 'c1 new' }];
     }
-    // A completed row with this payload: the lean claim answers the flag alone, as Postgres does (no state).
-    if (kind === 'new' && fingerprints.get(id) === (fingerprint ?? ''))
-      return [{ attempts: null, state: null, duplicate: true }];
-    if (kind === 'new') return [{ attempts: null, state: stateOf(id) }];
-    return [
-      {
-        claimed: false,
-        message_id: id,
-        status: 'completed',
-        attempts: 1,
-        lease_token: null,
-        claimed_from: 'new',
-        state: stateOf(id),
-      },
-    ];
-  }
-  // A statement handler's claim-and-statements function (one round trip): `a<attempt> new` when it took the id.
-  const once = /^EXECUTE inboxkit_once_\w+ \('(?:[^']|'')*'::text, '((?:[^']|'')*)'::text/.exec(statement);
-  if (once !== null) {
-    const id = once[1]!;
-    onceCalls += 1;
-    if (completed.has(id)) return [{ answer: 'd' }];
-    completed.add(id);
-    return [{ answer: 'a1 new' }];
+    return [{ message_id: '', answer: fingerprints.get(id) === fingerprint ? 'd' : 's{}' }];
   }
   if (statement === 'SELECT 1 AS a') return [{ a: 1 }];
   if (statement === 'SELECT 2 AS b') return [{ b: 2 }];
-  if (statement === 'COMMIT' || statement === 'ROLLBACK') return [{ command: statement }];
   return [];
 }
 
@@ -141,7 +77,7 @@ class PostgresConnection implements DatabaseConnection {
     const q = compiled.sql as unknown as string | Submittable;
     if (typeof q === 'object') {
       if (typeof q.text === 'string' && q.callback !== undefined) {
-        const results = q.text.split(/;\n?\s*/).map((s) => ({ rows: answer(s.trim()) }));
+        const results = q.text.split(/;\n?\s*/).map((s) => ({ command: s.trim().split(' ')[0], rows: answer(s.trim()) }));
         q.callback(null, results.length === 1 ? results[0] : results);
       } else {
         const error = q.submit?.(this.#wire);

@@ -5,10 +5,12 @@
 //   narrow claim     + a two-column claim row (consumer, id) sent with BEGIN: the design brief's raw-SQL floor
 //   minimal row      + the columns the issue's own features need at the least: the payload fingerprint (mismatch
 //                      detection) and the expiry (dedupe window, pruning)
-//   inbox row        the inbox table's own row instead (status, attempts, timestamps …; two indexes), a literal
+//   v1 row           version 1's inbox row instead (22 columns, a btree on expires_at for completed rows and a
+//                    partial index), a literal INSERT … ON CONFLICT DO NOTHING: what the lean row replaced
+//   inbox row        the inbox table's own row instead (+ status, attempts, changed_at; its BRIN index), a literal
 //                    INSERT … ON CONFLICT DO NOTHING: what Postgres must write, no statement around it
-//   claim statement  the store's own claim (the prepared statement handle() sends with BEGIN, answering the
-//                    attempt or the row's state), sent by hand on node-postgres: all of the SQL, none of the JS
+//   claim statement  the store's own claim (the call of its claim function that handle() sends with BEGIN,
+//                    answering the attempt), sent by hand on node-postgres: all of the SQL, none of the JS
 //   + Kysely effect  the same, the effect sent as the handler below sends it (a Kysely `sql` template on a
 //                    Kysely instance over that one connection): what the handler's Kysely costs, still no
 //                    inboxkit JavaScript
@@ -25,6 +27,7 @@
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -34,7 +37,8 @@ import pg from 'pg';
 import { fingerprintPayload } from '../src/fingerprint.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
-import { InboxStatements } from '../src/postgres/inbox-statements.js';
+import { literalStatement } from '../src/postgres/fast/sql-literal.js';
+import { InboxSql } from '../src/postgres/inbox-sql.js';
 import { resolveInboxTableNames } from '../src/postgres/inbox-table-names.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
 import { databaseUrl } from './database-url.js';
@@ -68,7 +72,7 @@ const consumer = idempotentConsumer<unknown, Transaction<unknown>>({
 });
 
 // The store's own single-delivery claim, exactly as handle() sends it for a new id (transactional mode).
-const claim = new InboxStatements(resolveInboxTableNames({ schema })).preparedNewClaim('completed');
+const claim = new InboxSql(resolveInboxTableNames({ schema }));
 const claimSettings = {
   consumer: 'floor-by-hand',
   maxAttempts: 5,
@@ -77,29 +81,16 @@ const claimSettings = {
 };
 const payload = (id: string): unknown => ({ id, amount: 42 });
 const fingerprint = (id: string): string => fingerprintPayload(payload(id));
-// Under a name of its own: the store prepares its statement on the same pooled connections.
-const onPgClaim = {
-  prepare: claim.prepare.replace(claim.name, 'floor_claim'),
-  claim: (id: string): string =>
-    `BEGIN; ${claim
-      .claim(claimSettings, {
-        messageId: id,
-        fingerprint: fingerprint(id),
-        messageTimestamp: undefined,
-        deliveryCount: 1,
-        replayId: undefined,
-        leaseToken: null,
-      })
-      .replace(claim.name, 'floor_claim')}`,
-};
-
-// Prepared on every connection as it opens (queued before anything the pool hands it out for); the tables exist by
-// then: the first connection opens after the setup below.
-pool.on('connect', (client) => {
-  client.query(onPgClaim.prepare).catch((e: unknown) => {
-    process.stderr.write(`prepare failed: ${String(e)}\n`);
-  });
-});
+const claimByHandSql = (id: string): string =>
+  `BEGIN;\n${literalStatement(
+    claim.claim(claimSettings, { messageId: id, fingerprint: fingerprint(id), messageTimestamp: undefined, deliveryCount: 1, replayId: undefined }),
+  )}`;
+/** Version 1's inbox table (migrations/0001_inbox.sql) in the bench schema, under the name `inbox_v1`. */
+const v1Schema = readFileSync(new URL('../../../migrations/0001_inbox.sql', import.meta.url), 'utf8')
+  .replaceAll('"inbox_', '"inbox_v1_')
+  .replaceAll('"inboxkit"."inbox"', `"${schema}"."inbox_v1"`)
+  .replaceAll('"inboxkit".', `"${schema}".`)
+  .replace(/CREATE SCHEMA[^;]*;/, '');
 
 function message(id: string): InboundMessage {
   return { id, body: JSON.stringify(payload(id)), headers: {}, source: { transport: 'bench' } };
@@ -124,9 +115,9 @@ function kyselyOn(client: pg.PoolClient): Kysely<unknown> {
 
 /** The store's claim by hand, sent with BEGIN; it must answer a new claim (attempt 1). */
 async function claimByHand(client: pg.PoolClient, id: string): Promise<void> {
-  const r = await client.query(onPgClaim.claim(id));
-  const rows = (Array.isArray(r) ? r[1] : r)?.rows as { attempts: number | null }[] | undefined;
-  if (rows?.[0]?.attempts !== 1) throw new Error(`claim statement: expected a new claim of ${id}`);
+  const r = await client.query(claimByHandSql(id));
+  const rows = (Array.isArray(r) ? r[1] : r)?.rows as { answer: string | null }[] | undefined;
+  if (rows?.[0]?.answer !== 'c1 new') throw new Error(`claim statement: expected a new claim of ${id}`);
 }
 
 /** A delivery on one pooled client: `begin` (BEGIN and whatever rides with it), `effect`, COMMIT. */
@@ -158,10 +149,16 @@ const VARIANTS: Record<string, (id: string) => Promise<void>> = {
       `BEGIN; INSERT INTO "${schema}".minimal_claims (consumer, message_id, fingerprint, expires_at) VALUES ('floor', '${id}', '${fingerprint(id)}', now() + interval '7 days') ON CONFLICT DO NOTHING`,
     ),
   ),
+  'v1 row': delivery((c, id) =>
+    c.query(
+      `BEGIN; INSERT INTO "${schema}".inbox_v1 (consumer, message_id, status, fingerprint, attempts, started_attempts, completed_at, expires_at, claimed_from) ` +
+        `VALUES ('floor-row', '${id}', 'completed', '${fingerprint(id)}', 1, 1, now(), now() + interval '7 days', 'new') ON CONFLICT DO NOTHING`,
+    ),
+  ),
   'inbox row': delivery((c, id) =>
     c.query(
-      `BEGIN; INSERT INTO "${schema}".inbox (consumer, message_id, status, fingerprint, attempts, started_attempts, completed_at, expires_at, claimed_from) ` +
-        `VALUES ('floor-row', '${id}', 'completed', '${fingerprint(id)}', 1, 1, now(), now() + interval '7 days', 'new') ON CONFLICT DO NOTHING`,
+      `BEGIN; INSERT INTO "${schema}".inbox (consumer, message_id, status, fingerprint, attempts, changed_at, expires_at) ` +
+        `VALUES ('floor-row', '${id}', 'completed', '${fingerprint(id)}', 1, now(), now() + interval '7 days') ON CONFLICT DO NOTHING`,
     ),
   ),
   'claim statement': delivery(claimByHand),
@@ -202,6 +199,7 @@ const cpuUs: Record<string, number[]> = {};
 const setup = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
 try {
   await migrateInbox(new Kysely<unknown>({ dialect: new PostgresDialect({ pool: setup }) }), { schema });
+  await setup.query(v1Schema);
   await setup.query(
     `CREATE TABLE ${effects} (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`,
   );

@@ -583,16 +583,20 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const started = performance.now();
     const outcomes: (Outcome | undefined)[] = new Array<Outcome | undefined>(messages.length).fill(undefined);
     const batch: { index: number; prepared: Prepared<P> }[] = [];
-    const repeats: number[] = [];
-    const ids = new Set<string>();
+    const repeats: { index: number; prepared: Prepared<P>; first: { index: number; prepared: Prepared<P> } }[] = [];
+    const firsts = new Map<string, { index: number; prepared: Prepared<P> }>();
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i]!;
       const result = await this.#guarded(message, async () => this.#prepare(message));
       if (!('request' in result)) outcomes[i] = 'rejected' in result ? await this.#recordRejection(result) : result;
-      else if (ids.has(result.id)) repeats.push(i);
       else {
-        ids.add(result.id);
-        batch.push({ index: i, prepared: result });
+        const first = firsts.get(result.id);
+        if (first !== undefined) repeats.push({ index: i, prepared: result, first });
+        else {
+          const item = { index: i, prepared: result };
+          firsts.set(result.id, item);
+          batch.push(item);
+        }
       }
     }
     await Promise.all(
@@ -607,8 +611,15 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       const results = await this.#runChunk(chunk, started);
       chunk.forEach((item, k) => (outcomes[item.index] = results[k]));
     }
-    // A repeated id in one batch is a later delivery of the same message: decide it once the first is durable.
-    for (const i of repeats) outcomes[i] = await this.#guarded(messages[i]!, () => this.#handleOne(messages[i]!));
+    // A repeated id in one batch is a later delivery of the same message, decided once the first is durable: by
+    // the batch's own claim when the first is completed and the payload is the same (a duplicate), else anew.
+    for (const { index, prepared, first } of repeats) {
+      const settled = outcomes[first.index]?.status;
+      outcomes[index] =
+        (settled === 'processed' || settled === 'duplicate') && prepared.request.fingerprint === first.prepared.request.fingerprint
+          ? { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' }
+          : await this.#guarded(prepared.message, () => this.#handleOne(prepared.message));
+    }
     return outcomes.map((o, i) => o ?? this.#retry(messages[i]!.id ?? '', 0, 0, 'contended'));
   }
 

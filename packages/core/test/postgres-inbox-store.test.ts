@@ -1,6 +1,7 @@
-// What only the Postgres store does: round trips per delivery, prepared claims that survive DISCARD ALL, the
-// application's plugins applied to the handler's transaction and not to the store's own statements, handlers
-// that misuse their transaction, the prune lock, and connections always returned outside a transaction.
+// What only the Postgres store does: round trips per delivery (the claim function sent with BEGIN), a session
+// that lost its state (DISCARD ALL), the application's plugins applied to the handler's transaction and not to
+// the store's own statements, handlers that misuse their transaction, the prune lock, and connections always
+// returned outside a transaction.
 
 import { randomBytes } from 'node:crypto';
 import { CamelCasePlugin, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
@@ -9,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RetryableError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
-import { PostgresInboxStore } from '../src/postgres/index.js';
+import { InboxSql } from '../src/postgres/inbox-sql.js';
+import { PostgresInboxStore, resolveInboxTableNames } from '../src/postgres/index.js';
 import { startPruner } from '../src/prune-inbox.js';
 import { countEffects, insertEffect, openTestDatabase, recordingPool, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
 
@@ -30,7 +32,7 @@ describe('PostgresInboxStore', () => {
     await t?.close();
   });
 
-  it("sends BEGIN and the claim of a new id (with its lock timeout) in one round trip; a duplicate's ROLLBACK rides with the next claim, or goes alone on the next turn", async () => {
+  it("sends BEGIN and the claim of a new id (with its lock timeout) in one round trip; a duplicate is that round trip and a ROLLBACK nobody waits for", async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-rt');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -39,35 +41,29 @@ describe('PostgresInboxStore', () => {
         store: new PostgresInboxStore({ db, schema: t.schema }),
         handler: async (m, { tx }) => insertEffect(tx, t.schema, 'round-trips', m.id),
       });
-      await consumer.handle(message('warm-up')); // probe and PREPARE happen once
+      await consumer.handle(message('warm-up')); // the driver is probed once
       sent.length = 0;
       expect((await consumer.handle(message('m1'))).status).toBe('processed');
       expect(sent).toHaveLength(3);
       expect(sent[0]).toMatch(
-        /^BEGIN;\nEXECUTE inboxkit_new_[0-9a-f]+ \('round-trips'::text, 'm1'::text.*, '5000'\)$/s,
+        /^BEGIN;\nSELECT "[^"]+"\."inbox_claim"\('round-trips'::text, 'm1'::text, '[0-9a-f]{64}'::text, .*'5000'::text, NULL::uuid, NULL::float8\) AS answer$/s,
       );
       expect(sent[1]).toMatch(/insert into/i);
       expect(sent[2]).toBe('COMMIT');
       sent.length = 0;
       expect((await consumer.handle(message('m1'))).status).toBe('duplicate');
-      expect(sent).toHaveLength(1); // the claim's round trip only
-      // The next claim in the same turn takes the parked connection: the ROLLBACK goes in front of its BEGIN.
-      expect((await consumer.handle(message('m2'))).status).toBe('processed');
-      expect(sent).toHaveLength(4);
-      expect(sent[1]).toMatch(/^ROLLBACK;\nBEGIN;\nEXECUTE inboxkit_new_[0-9a-f]+ \('round-trips'::text, 'm2'::text/s);
+      // The claim's round trip; its ROLLBACK was sent before handle() resolved, without a wait for its answer.
+      expect(sent).toEqual([expect.stringMatching(/^BEGIN;\nSELECT "[^"]+"\."inbox_claim"\('round-trips'::text, 'm1'::text/s), 'ROLLBACK']);
       sent.length = 0;
-      // With no claim after it, the ROLLBACK goes out alone on the next turn of the event loop.
-      expect((await consumer.handle(message('m2'))).status).toBe('duplicate');
-      expect(sent).toHaveLength(1);
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(sent).toEqual([expect.stringMatching(/^BEGIN;\nEXECUTE /), 'ROLLBACK']);
+      expect((await consumer.handle(message('m2'))).status).toBe('processed');
+      expect(sent).toHaveLength(3);
       expect(await countEffects(t.db, t.schema, 'round-trips')).toBe(3);
     } finally {
       await db.destroy();
     }
   });
 
-  it('claims an id whose attempt was recorded as started with the prepared take-over claim, in the same round trip as BEGIN', async () => {
+  it('claims an id whose attempt was recorded as started with the same one statement, in the same round trip as BEGIN', async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-takeover');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -84,23 +80,60 @@ describe('PostgresInboxStore', () => {
       await consumer.recordAttemptsStarted([message('s1'), message('s2')]);
       sent.length = 0;
       expect((await consumer.handle(message('s1'))).status).toBe('processed');
-      expect(sent).toHaveLength(4); // PREPARE of the take-over on this connection, then the three round trips
-      expect(sent[0]).toMatch(/^PREPARE inboxkit_takeover_[0-9a-f]+ /);
-      expect(sent[1]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_[0-9a-f]+ \('take-over'::text, 's1'::text/s);
-      expect(sent[3]).toBe('COMMIT');
+      expect(sent).toHaveLength(3);
+      expect(sent[0]).toMatch(/^BEGIN;\nSELECT "[^"]+"\."inbox_claim"\('take-over'::text, 's1'::text/s);
+      expect(sent[2]).toBe('COMMIT');
       sent.length = 0;
       expect((await consumer.handle(message('s2'))).status).toBe('processed');
       expect(sent).toHaveLength(3);
-      expect(sent[0]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_/);
-      // Once handled, an id is claimed as new again: its duplicate takes the lean claim and is answered at once.
       expect((await consumer.handle(message('s2'))).status).toBe('duplicate');
       expect(attempts).toEqual([1, 1, 1]);
       expect(await countEffects(t.db, t.schema, 'take-over')).toBe(3);
-      // A redelivery (the broker's count above 1) takes the take-over claim too, and applies a new id once.
+      const [s1] = await new PostgresInboxStore({ db, schema: t.schema }).findRows('take-over', ['s1']);
+      expect(s1).toMatchObject({ status: 'completed', attempts: 1, startedAttempts: 1, claimedFrom: 'processing' });
+      // A redelivery (the broker's count above 1) of a new id: the same statement, applied once.
       sent.length = 0;
       expect((await consumer.handle({ ...message('r1'), deliveryCount: 2 })).status).toBe('processed');
-      expect(sent[0]).toMatch(/^BEGIN;\nEXECUTE inboxkit_takeover_/);
+      expect(sent).toHaveLength(3);
       expect(await countEffects(t.db, t.schema, 'take-over', 'r1')).toBe(1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('answers a duplicate that arrives while its original runs in the one round trip that waited for it', async () => {
+    const { pool, sent } = recordingPool(t.url, 'inboxkit-in-flight');
+    const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let running = false;
+      const consumer = idempotentConsumer<unknown, TestTx>({
+        name: 'in-flight',
+        store: new PostgresInboxStore({ db, schema: t.schema }),
+        handler: async (m, { tx }) => {
+          await insertEffect(tx, t.schema, 'in-flight', m.id);
+          if (m.id !== 'slow') return;
+          running = true;
+          await gate;
+        },
+      });
+      await consumer.handle(message('warm-up'));
+      const original = consumer.handle(message('slow'));
+      while (!running) await new Promise((r) => setTimeout(r, 2));
+      sent.length = 0;
+      const duplicate = consumer.handle(message('slow'));
+      // The duplicate's claim waits on the original's row.
+      while (sent.length === 0) await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, 30));
+      release();
+      expect(await original).toMatchObject({ status: 'processed' });
+      expect(await duplicate).toMatchObject({ status: 'duplicate' });
+      // Its claim's round trip (sent with BEGIN) and a ROLLBACK: no second read once the wait ended.
+      // (The guard's lookup of a pooled client's wire, on its first use, sends nothing.)
+      const duplicates = sent.filter((q) => q !== 'COMMIT' && !q.includes('nothing sent'));
+      expect(duplicates).toEqual([expect.stringMatching(/^BEGIN;\nSELECT "[^"]+"\."inbox_claim"\('in-flight'::text, 'slow'::text/), 'ROLLBACK']);
+      expect(await countEffects(t.db, t.schema, 'in-flight', 'slow')).toBe(1);
     } finally {
       await db.destroy();
     }
@@ -124,7 +157,7 @@ describe('PostgresInboxStore', () => {
     }
   });
 
-  it('prepares the claim again after the session lost it (DISCARD ALL)', async () => {
+  it('keeps working after the session lost its state (DISCARD ALL)', async () => {
     const pool = new pg.Pool({ connectionString: t.url, max: 1 });
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -200,7 +233,7 @@ describe('PostgresInboxStore', () => {
     expect(await countEffects(t.db, t.schema, 'swallow')).toBe(2);
   });
 
-  it('claims a batch of new ids with the lean batch claim, and takes rows that are due over in the same transaction', async () => {
+  it('claims a batch in one statement sent with BEGIN: new ids, rows that are due taken over, duplicates answered', async () => {
     const { pool, sent } = recordingPool(t.url, 'inboxkit-lean-batch');
     const db = new Kysely<TestDB>({ dialect: new PostgresDialect({ pool }) });
     try {
@@ -244,16 +277,19 @@ describe('PostgresInboxStore', () => {
         'other:dead-letter:payload-mismatch',
         'n2:processed:',
       ]);
-      // BEGIN and the lean claim in one round trip; the row that was due, taken over by the full claim after it.
-      expect(sent[0]).toMatch(/^BEGIN;\nWITH inserted AS \(\nINSERT INTO .*\nON CONFLICT \(consumer, message_id\) DO NOTHING/s);
-      expect(sent[1]).toMatch(/^WITH claimed AS \(.*'due'/s);
-      expect(sent[1]).not.toMatch(/'n1'|'later'|'done'/);
+      // BEGIN and the batch claim in one round trip, the row that was due taken over by it; then the four
+      // handlers' statements and COMMIT.
+      expect(sent[0]).toMatch(
+        /^BEGIN;\nSELECT v\.id AS message_id, "[^"]+"\."inbox_claim"\('lean-batch'::text, v\.id, .*unnest\(ARRAY\['n1','due','later','done','other','n2'\]::text\[\]/s,
+      );
+      expect(sent).toHaveLength(5);
+      expect(sent[4]).toBe('COMMIT');
       expect(attempts.get('due')).toEqual([1, 2]);
       expect(attempts.get('later')).toEqual([1]); // not due: not run again
       for (const id of ['n1', 'due', 'done', 'other', 'n2']) expect(await countEffects(t.db, t.schema, name, id)).toBe(1);
       expect(await countEffects(t.db, t.schema, name, 'later')).toBe(0);
 
-      // A delivery whose broker count is beyond maxAttempts is not inserted by the lean claim: it is dead-lettered
+      // A delivery whose broker count is beyond maxAttempts is not inserted by the batch claim: it is dead-lettered
       // without running, beside a new id that runs.
       const settings = { consumer: name, maxAttempts: 3, dedupeWindowMs: 86_400_000, lockTimeoutMs: 5_000 };
       const request = (messageId: string, deliveryCount: number) => ({
@@ -334,18 +370,35 @@ describe('PostgresInboxStore', () => {
       sent.length = 0;
       const outcomes = await consumer.handleBatch(ids.map((id) => message(id)));
       expect(outcomes.map((o) => o.status)).toEqual(['processed', 'duplicate', 'duplicate', ...ids.slice(3).map(() => 'processed')]);
-      await store.findRows(name, ids);
-      const lean = sent.find((q) => q.startsWith('BEGIN;\nWITH inserted AS'))?.slice('BEGIN;\n'.length);
-      const full = sent.find((q) => q.startsWith('WITH claimed AS'));
-      const rows = sent.find((q) => q.includes('lease_remaining_ms') && q.startsWith('SELECT'));
-      expect([lean, full, rows].map((q) => typeof q)).toEqual(['string', 'string', 'string']);
+      sent.length = 0;
+      expect((await store.findRows(name, ids)).length).toBe(ids.length);
+      const rows = sent.find((q) => q.includes('unnest($2::text[])'));
+      expect(typeof rows).toBe('string');
+      // Ids that all have a row: each one's read goes past the insert.
+      const again = [...ids.slice(0, 3), ...Array.from({ length: 197 }, (_, i) => `old-${i + 100}`)];
+      const request = (messageId: string) => ({ messageId, fingerprint: 'f'.repeat(64), messageTimestamp: undefined, deliveryCount: 1, replayId: undefined });
+      const claim = new InboxSql(resolveInboxTableNames({ schema: blind.schema })).claimBatch(
+        { consumer: name, maxAttempts: 5, dedupeWindowMs: 86_400_000, lockTimeoutMs: 5_000 },
+        again.map(request),
+      );
 
-      /** Inbox rows (and index entries) each plan node read, filtered out ones included, over all its loops. */
-      const rowsRead = async (statement: string): Promise<number> => {
+      /**
+       * Inbox rows (and index entries) a statement read: the claim's from the table's statistics of the
+       * statement's own transaction (its reads run inside the function), the rows' read from its plan.
+       */
+      const rowsRead = async (statement: string, parameters: unknown[], explain: boolean): Promise<number> => {
         const client = await blind.pool.connect();
         try {
           await client.query('BEGIN');
-          const { rows: plan } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`);
+          if (!explain) {
+            await client.query(statement, parameters);
+            const { rows: stats } = await client.query(
+              `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+              [inbox],
+            );
+            return Number(stats[0]?.n ?? 0);
+          }
+          const { rows: plan } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`, parameters);
           let read = 0;
           const walk = (node: Record<string, unknown>): void => {
             if (node['Relation Name'] === 'inbox' || node['Index Name'] === 'inbox_pkey') {
@@ -362,7 +415,10 @@ describe('PostgresInboxStore', () => {
         }
       };
       // Each statement touches a few rows per id; a scan of the consumer's rows would read 50,000.
-      const read = { lean: await rowsRead(lean!), full: await rowsRead(full!), rows: await rowsRead(rows!) };
+      const read = {
+        claim: await rowsRead(claim.sql, [...claim.parameters], false),
+        rows: await rowsRead(rows!, [name, ids], true),
+      };
       const bound = 4 * ids.length;
       expect(Object.entries(read).filter(([, n]) => n > bound)).toEqual([]);
     } finally {

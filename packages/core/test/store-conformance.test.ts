@@ -1,10 +1,11 @@
-// The store conformance suite against every store core ships: real Postgres, PGlite and in-memory.
+// The store conformance suite against every store core ships, over the Postgres store's options: real Postgres
+// (each fast path on, and off), PGlite and in-memory; statement handlers where the store's transaction runs SQL.
 
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll } from 'vitest';
 import { describeInboxStoreConformance } from '../../testing/src/store-conformance.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
-import { PostgresInboxStore } from '../src/postgres/index.js';
+import { PostgresInboxStore, type PostgresInboxStoreOptions } from '../src/postgres/index.js';
 import { openPglite } from './support/pglite.js';
 import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
 
@@ -30,6 +31,7 @@ describeInboxStoreConformance<TestTx>('PGlite', async () => {
     store: new PostgresInboxStore({ db, schema }),
     applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
     countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+    statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
   };
 });
 
@@ -41,11 +43,20 @@ afterAll(async () => {
   await postgres?.close();
 });
 
-describeInboxStoreConformance<TestTx>('Postgres', async () => {
-  const { db, schema } = postgres;
-  return {
-    store: new PostgresInboxStore({ db, schema }),
-    applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
-    countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
-  };
-});
+const options: [string, Partial<PostgresInboxStoreOptions<TestDB>>][] = [
+  ['defaults', {}],
+  ["pipelining: 'off' (no fast path)", { pipelining: 'off' }],
+  ['temporaryFunctions: false', { temporaryFunctions: false }],
+  ["batchSavepoints: 'always'", { batchSavepoints: 'always' }],
+];
+for (const [label, option] of options) {
+  describeInboxStoreConformance<TestTx>(`Postgres, ${label}`, async () => {
+    const { db, schema } = postgres;
+    return {
+      store: new PostgresInboxStore({ db, schema, ...option }),
+      applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
+      countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+      statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
+    };
+  });
+}

@@ -8,6 +8,8 @@ import {
   idempotentConsumer,
   PermanentError,
   RetryableError,
+  statementHandler,
+  type EffectStatement,
   type IdempotentConsumer,
   type IdempotentConsumerConfig,
   type InboundMessage,
@@ -27,6 +29,11 @@ export interface InboxStoreUnderTest<Tx> {
   applyEffect(tx: Tx, consumer: string, messageId: string): Promise<void>;
   /** Committed effects of one message of `consumer`, or of all its messages. */
   countEffects(consumer: string, messageId?: string): Promise<number>;
+  /**
+   * The same effect as one SQL statement, for statement handlers (`statementHandler`): when given, the suite runs
+   * its statement-handler cases too. A store whose transaction cannot run statements leaves it out.
+   */
+  statementEffect?(consumer: string, messageId: string): EffectStatement;
   /** Releases what the factory created. */
   close?(): Promise<void>;
 }
@@ -443,6 +450,135 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         const again = await c.handleBatch(ids.map((id) => testMessage(id)));
         expect(again.every((o) => o.status === 'duplicate')).toBe(true);
         expect(await effects()).toBe(120);
+      });
+    });
+
+    describe('duplicates in flight with their original', () => {
+      it('answers a duplicate that arrives while its original runs as duplicate once the original commits', async () => {
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        let runs = 0;
+        const c = consumer({}, async () => {
+          runs++;
+          await gate;
+        });
+        const original = c.handle(testMessage('m1'));
+        await waitFor(() => runs === 1);
+        const duplicate = c.handle(testMessage('m1'));
+        await sleep(20);
+        release();
+        expect(await original).toMatchObject({ status: 'processed' });
+        expect(await duplicate).toEqual({ status: 'duplicate', messageId: 'm1', reason: 'completed' });
+        expect(runs).toBe(1);
+        expect(await effects('m1')).toBe(1);
+      });
+
+      it('answers a repeat inside a batch from the batch itself, and a batch running beside the original once it commits', async () => {
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        let runs = 0;
+        const c = consumer({}, async (id) => {
+          runs++;
+          if (id === 'slow') await gate;
+        });
+        const first = c.handleBatch([testMessage('slow'), testMessage('a'), testMessage('slow')]);
+        await waitFor(() => runs === 1);
+        const second = c.handleBatch([testMessage('b'), testMessage('slow')]);
+        await sleep(20);
+        release();
+        expect((await first).map((o) => `${o.messageId}:${o.status}`)).toEqual(['slow:processed', 'a:processed', 'slow:duplicate']);
+        expect((await second).map((o) => `${o.messageId}:${o.status}`)).toEqual(['b:processed', 'slow:duplicate']);
+        for (const id of ['slow', 'a', 'b']) expect(await effects(id)).toBe(1);
+      });
+    });
+
+    describe('statement handlers', () => {
+      /** A consumer whose handler is the subject's statement, built by `build` unless it throws. */
+      function statements(
+        overrides: Partial<IdempotentConsumerConfig<unknown, Tx>> = {},
+        failWith?: (id: string) => Error | undefined,
+      ): IdempotentConsumer<unknown, Tx> {
+        return idempotentConsumer<unknown, Tx>({
+          name: consumerName,
+          store: subject.store,
+          backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+          handler: statementHandler((m) => {
+            const error = failWith?.(m.id);
+            if (error !== undefined) throw error;
+            return subject.statementEffect!(consumerName, m.id);
+          }) as never,
+          ...overrides,
+        });
+      }
+      const supported = (): boolean => subject.statementEffect !== undefined;
+
+      it('applies a statement handler once, answers duplicate, and keeps the payload check', async () => {
+        if (!supported()) return;
+        const c = statements();
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'processed', attempt: 1 });
+        expect(await c.handle(testMessage('m1'))).toEqual({ status: 'duplicate', messageId: 'm1', reason: 'completed' });
+        expect(await c.handle(testMessage('m1', { other: true }))).toMatchObject({ status: 'dead-letter', reason: 'payload-mismatch' });
+        const outcomes = await Promise.all(Array.from({ length: 8 }, () => c.handle(testMessage('m2'))));
+        expect(outcomes.filter((o) => o.status === 'processed')).toHaveLength(1);
+        for (const o of outcomes) expect(['processed', 'duplicate', 'retry']).toContain(o.status);
+        expect(await effects('m1')).toBe(1);
+        expect(await effects('m2')).toBe(1);
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', attempts: 1 });
+      });
+
+      it('retries a failing statement handler after its delay, takes the due retry over, and dead-letters a permanent failure', async () => {
+        if (!supported()) return;
+        const failing = new Map<string, Error>([
+          ['later', new RetryableError('not yet', { delayMs: 60_000 })],
+          ['due', new RetryableError('once', { delayMs: 0 })],
+          ['poison', new PermanentError('never')],
+        ]);
+        const c = statements({}, (id) => failing.get(id));
+        expect(await c.handle(testMessage('later'))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1, delayMs: 60_000 });
+        expect(await c.handle(testMessage('later'))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 0 });
+        expect(await c.handle(testMessage('due'))).toMatchObject({ status: 'retry', attempt: 1 });
+        failing.delete('due');
+        expect(await c.handle(testMessage('due'))).toMatchObject({ status: 'processed', attempt: 2 });
+        expect(await c.handle(testMessage('poison'))).toMatchObject({ status: 'dead-letter', reason: 'permanent-error', attempts: 1 });
+        failing.delete('poison');
+        expect(await c.handle(testMessage('poison', { id: 'poison' }, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'processed', attempt: 1 });
+        expect(await c.handle(testMessage('poison', { id: 'poison' }, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'duplicate' });
+        await c.recordAttemptsStarted([testMessage('started')]);
+        expect(await c.handle(testMessage('started'))).toMatchObject({ status: 'processed', attempt: 1 });
+        expect(await effects('later')).toBe(0);
+        for (const id of ['due', 'poison', 'started']) expect(await effects(id)).toBe(1);
+        const [later] = await subject.store.findRows(consumerName, ['later']);
+        expect(later).toMatchObject({ status: 'failed', attempts: 1, lastError: { message: 'not yet' } });
+      });
+
+      it('runs a batch of statement handlers: a failing one isolated, repeats and known ids answered, a due retry taken over', async () => {
+        if (!supported()) return;
+        const failing = new Set(['bad', 'flaky']);
+        const c = statements({}, (id) => (failing.has(id) ? new Error(`${id} fails`) : undefined));
+        await c.handle(testMessage('old'));
+        expect(await c.handle(testMessage('flaky'))).toMatchObject({ status: 'retry', attempt: 1 });
+        failing.delete('flaky');
+        const outcomes = await c.handleBatch([
+          testMessage('a'),
+          testMessage('bad'),
+          testMessage('flaky'),
+          testMessage('a'),
+          testMessage('old'),
+          testMessage('b'),
+        ]);
+        expect(outcomes.map((o) => `${o.messageId}:${o.status}:${o.status === 'processed' ? o.attempt : ''}`)).toEqual([
+          'a:processed:1',
+          'bad:retry:',
+          'flaky:processed:2',
+          'a:duplicate:',
+          'old:duplicate:',
+          'b:processed:1',
+        ]);
+        for (const id of ['a', 'flaky', 'old', 'b']) expect(await effects(id)).toBe(1);
+        expect(await effects('bad')).toBe(0);
+        const [bad] = await subject.store.findRows(consumerName, ['bad']);
+        expect(bad).toMatchObject({ status: 'failed', attempts: 1 });
       });
     });
 

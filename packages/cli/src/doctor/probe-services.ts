@@ -29,8 +29,8 @@ export interface ProbedLimits {
   sqsMaxReceiveCount?: number;
 }
 
-/** Column the CLI and core rely on, to tell an old or foreign table from the inbox. */
-const REQUIRED_COLUMNS = ['consumer', 'message_id', 'status', 'attempts', 'expires_at', 'received_at'];
+/** Columns the CLI and core rely on, to tell an old (version 1: run `migrate`) or foreign table from the inbox. */
+const REQUIRED_COLUMNS = ['consumer', 'message_id', 'status', 'attempts', 'expires_at', 'changed_at'];
 
 async function within<T>(ms: number, what: string, work: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

@@ -111,15 +111,19 @@ export async function inboxStatus(
     store.countDeadLettersByReason(filter),
     store.countExpiringSoon({ ...filter, withinMs: expiringWithinMs }),
   ]);
-  const only = options.consumer === undefined ? sql`true` : sql`consumer = ${options.consumer}`;
+  const only = options.consumer === undefined ? sql`true` : sql`h.consumer = ${options.consumer}`;
+  // A row's first receipt is its details' (rows that took a rare path), else when it took its status.
   const { rows: ages } = await sql<AgeRow>`
-    select consumer, min(received_at) as oldest,
-           count(*) filter (where status = 'completed' and expires_at < now())::int as expired,
-           min(expires_at) filter (where status = 'completed' and expires_at < now()) as oldest_expired,
-           count(*) filter (where replay_count > 0)::int as replayed,
+    select h.consumer, min(coalesce(d.received_at, h.changed_at)) as oldest,
+           count(*) filter (where h.status = 'completed' and h.expires_at < now())::int as expired,
+           min(h.expires_at) filter (where h.status = 'completed' and h.expires_at < now()) as oldest_expired,
+           count(*) filter (where d.replay_count > 0)::int as replayed,
            now() as now
-    from ${sql.table(`${store.names.schema}.${store.names.table}`)} where ${only}
-    group by consumer`.execute(db);
+    from ${sql.table(`${store.names.schema}.${store.names.table}`)} h
+      left join ${sql.table(`${store.names.schema}.${store.names.detailsTable}`)} d
+        on d.consumer = h.consumer and d.message_id = h.message_id
+    where ${only}
+    group by h.consumer`.execute(db);
   const dbNow = ages[0]?.now ?? new Date();
 
   const consumers = [...new Set(counts.map((c) => c.consumer))].sort();

@@ -53,8 +53,10 @@ export async function inboxDatabase(): Promise<InboxDatabase> {
         attempts: number;
         replay_count: number;
       }>`
-        select message_id, status, attempts, replay_count from ${sql.table(`${schema}.inbox`)}
-        where consumer = ${consumer} order by message_id`.execute(db);
+        select h.message_id, h.status, h.attempts, coalesce(d.replay_count, 0) as replay_count
+        from ${sql.table(`${schema}.inbox`)} h
+          left join ${sql.table(`${schema}.inbox_details`)} d on d.consumer = h.consumer and d.message_id = h.message_id
+        where h.consumer = ${consumer} order by h.message_id`.execute(db);
       return rows.map((r) => ({
         id: r.message_id,
         status: r.status,

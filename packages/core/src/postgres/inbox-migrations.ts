@@ -9,13 +9,32 @@ import {
   type MigrationProvider,
   type MigrationResultSet,
 } from 'kysely';
-import { inboxSchemaDownStatements, inboxSchemaStatements } from './inbox-schema.js';
-import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+import { inboxTablesDown, inboxTableStatements } from './inbox-schema.js';
+import { inboxFunctions, inboxFunctionsDown } from './inbox-sql.js';
+import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+
+/**
+ * The DDL of the inbox (the hot table, its details, the replay audit, the functions), one statement per entry,
+ * idempotent: it creates the inbox, upgrades a version-1 inbox, and leaves a current one as it is.
+ */
+export function inboxSchemaStatements(n: InboxTableNames): string[] {
+  return [...inboxTableStatements(n), ...inboxFunctions(n)];
+}
+
+/** The DDL that undoes `inboxSchemaStatements` (the schema itself is left in place). */
+export function inboxSchemaDownStatements(n: InboxTableNames): string[] {
+  return [...inboxFunctionsDown(n), ...inboxTablesDown(n)];
+}
+
+/** The schema as one plain SQL script. */
+export function inboxSchemaSql(n: InboxTableNames): string {
+  return `${inboxSchemaStatements(n).join(';\n\n')};\n`;
+}
 
 /**
  * The inbox migrations, for Kysely's `Migrator`. Names are prefixed `inboxkit_` so they can be merged into an
  * application's own provider; the simplest is `migrateInbox`, which keeps them in a migration table of their own.
- * Default schema `inboxkit`, table `inbox`.
+ * Default schema `inboxkit`, table `inbox`. `inboxkit_0002_lean_row` upgrades a version-1 inbox in place.
  *
  * @example
  * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
@@ -23,7 +42,11 @@ import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-na
  */
 export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvider {
   const names = resolveInboxTableNames(options);
-  const migration: Migration = {
+  // Version 1 (one wide row, two indexes) was created by `inboxkit_0001_inbox`. Migration 0002 creates the
+  // current schema or upgrades a version-1 one in place (inbox-schema.ts), so on a new database 0001 has nothing
+  // left to do; it stays listed because databases that ran it remember its name.
+  const v1: Migration = { up: async () => {} };
+  const leanRow: Migration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of inboxSchemaStatements(names)) await sql.raw(statement).execute(db);
     },
@@ -31,7 +54,7 @@ export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvi
       for (const statement of inboxSchemaDownStatements(names)) await sql.raw(statement).execute(db);
     },
   };
-  return { getMigrations: async () => ({ inboxkit_0001_inbox: migration }) };
+  return { getMigrations: async () => ({ inboxkit_0001_inbox: v1, inboxkit_0002_lean_row: leanRow }) };
 }
 
 /** Options of `migrateInbox`. */

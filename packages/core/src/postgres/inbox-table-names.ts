@@ -1,5 +1,5 @@
-// The schema-qualified names of the inbox tables and their indexes, validated so no SQL can travel through an
-// identifier, and always quoted.
+// The schema-qualified names of the inbox tables, their indexes and functions, validated so no SQL can travel
+// through an identifier, and always quoted.
 
 import { ConfigurationError } from '../errors.js';
 
@@ -7,7 +7,7 @@ import { ConfigurationError } from '../errors.js';
 export interface InboxTableOptions {
   /** Schema of the inbox tables. Default is `inboxkit`. */
   readonly schema?: string;
-  /** The inbox table. Default is `inbox`. */
+  /** The inbox table. Default is `inbox`. Its side table is this name + `_details`. */
   readonly table?: string;
   /** The replay audit table. Default is the inbox table's name + `_replays`. */
   readonly replayTable?: string;
@@ -18,12 +18,18 @@ export interface InboxTableNames {
   readonly schema: string;
   readonly table: string;
   readonly replayTable: string;
+  /** The side table of the rows' rare-path state (failures, dead letters, leases, replays). */
+  readonly detailsTable: string;
   /** `"schema"."table"` */
   readonly qualifiedTable: string;
   /** `"schema"."replay_table"` */
   readonly qualifiedReplayTable: string;
+  /** `"schema"."table_details"` */
+  readonly qualifiedDetailsTable: string;
   /** Quotes a name derived from the table (an index or constraint name). */
   derived(suffix: string): string;
+  /** `"schema"."table<suffix>"`: a function of this inbox (`_claim`, `_fail` …). */
+  qualified(suffix: string): string;
 }
 
 /** Letters, digits and underscores, not starting with a digit, at most 63 bytes (Postgres' NAMEDATALEN). */
@@ -53,13 +59,17 @@ export function resolveInboxTableNames(options: InboxTableOptions = {}): InboxTa
     throw new ConfigurationError(`table must be at most ${63 - LONGEST_SUFFIX} characters so its index names fit in 63, got ${table.length}`);
   }
   const replayTable = check(options.replayTable ?? `${table}_replays`, 'replayTable');
-  if (replayTable === table) throw new ConfigurationError('replayTable must differ from table');
+  const detailsTable = `${table}_details`;
+  if (replayTable === table || replayTable === detailsTable) throw new ConfigurationError('replayTable must differ from table and its _details table');
   return Object.freeze({
     schema,
     table,
     replayTable,
+    detailsTable,
     qualifiedTable: `${quote(schema)}.${quote(table)}`,
     qualifiedReplayTable: `${quote(schema)}.${quote(replayTable)}`,
+    qualifiedDetailsTable: `${quote(schema)}.${quote(detailsTable)}`,
     derived: (suffix: string) => quote(check(`${table}${suffix}`, 'derived name')),
+    qualified: (suffix: string) => `${quote(schema)}.${quote(check(`${table}${suffix}`, 'derived name'))}`,
   });
 }

@@ -1,8 +1,20 @@
-// @inboxkit/core/postgres: the inbox on Postgres through the application's Kysely instance, its schema as
-// Kysely migrations, and the same schema as SQL text.
+// @inboxkit/core/postgres: the inbox on Postgres through the application's SQL library (Kysely built in; any
+// other through the SqlSeam), its schema as Kysely migrations, and the same schema as SQL text.
 
 export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
-export { inboxSchemaSql, inboxSchemaStatements, inboxSchemaDownStatements } from './inbox-schema.js';
 export { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
-export { guardedTransaction } from './guarded-transaction.js';
+export { guardedTransaction } from './kysely/guarded-transaction.js';
+export { kyselySeam, type KyselySeamOptions } from './kysely/kysely-seam.js';
+export {
+  isStatementError,
+  sqlState,
+  type SeamTransaction,
+  type SqlRow,
+  type SqlSeam,
+  type SqlStatement,
+  type StatementFastPath,
+  type TransactionEnd,
+  type TransactionOptions,
+  type TransactionWork,
+} from './sql-seam.js';

@@ -1,8 +1,8 @@
-// A duplicate's transaction wrote nothing, and its ROLLBACK rides with the next claim on the same store instead
-// of costing a round trip of its own (PostgresInboxStore#claimSession). What must hold: the connection is never
-// handed back to the application inside that transaction, it goes back within one turn of the event loop when
-// no claim comes, and a claim that takes it over starts from a clean transaction (its effect commits, nothing
-// of the duplicate's transaction leaks into it). A one-connection pool makes every case share the connection.
+// A duplicate's transaction wrote nothing, and its ROLLBACK is sent without a wait for its answer: node-postgres
+// sends a client's queries in order, so whoever takes the connection next has its first statement run after the
+// ROLLBACK. What must hold: the connection is never handed to anyone inside that transaction, it goes back to the
+// pool at once, and a claim that takes it next starts from a clean transaction (its effect commits, nothing of
+// the duplicate's transaction leaks into it). A one-connection pool makes every case share the connection.
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -18,7 +18,7 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 /** This file's pool's application_name: other test files run beside it, with transactions of their own. */
 const APP = 'inboxkit-deferred-rollback-test';
 
-describe("a duplicate's deferred ROLLBACK", () => {
+describe("a duplicate's ROLLBACK", () => {
   let t: TestDatabase;
   let pool: pg.Pool;
   let db: Kysely<TestDB>;
@@ -58,13 +58,10 @@ describe("a duplicate's deferred ROLLBACK", () => {
     return rows[0]!.fresh;
   }
 
-  it('goes out within one turn of the event loop when no claim follows, and the pool gets the connection back', async () => {
+  it('goes out at once: the pool has the connection back when handle() resolves, outside any transaction', async () => {
     const c = consumer('alone');
     expect((await c.handle(message('a'))).status).toBe('processed');
     expect((await c.handle(message('a'))).status).toBe('duplicate');
-    expect(pool.idleCount).toBe(0); // parked for this turn
-    await nextTurn();
-    await nextTurn();
     expect(pool.idleCount).toBe(1);
     expect(await freshTransaction()).toBe(true);
     // The backend is idle, not idle in a transaction.
@@ -75,16 +72,16 @@ describe("a duplicate's deferred ROLLBACK", () => {
     const c = consumer('waiting-app');
     expect((await c.handle(message('w'))).status).toBe('processed');
     expect((await c.handle(message('w'))).status).toBe('duplicate');
-    // Queued on the one-connection pool while the connection is parked.
+    // Straight after the duplicate, on the one-connection pool.
     expect(await freshTransaction()).toBe(true);
   });
 
-  it('rides with the next claim: first deliveries and duplicates in turn each apply once, on one connection', async () => {
+  it('first deliveries and duplicates in turn each apply once, on one connection', async () => {
     const name = 'interleaved';
     const c = consumer(name);
     const outcomes: string[] = [];
     for (let i = 0; i < 30; i++) {
-      // Each duplicate is followed at once (same turn) by a new delivery, which takes the parked connection.
+      // Each duplicate is followed at once (same turn) by a new delivery, whose claim goes after its ROLLBACK.
       outcomes.push((await c.handle(message(`i-${i}`))).status);
       outcomes.push((await c.handle(message(`i-${i}`))).status);
     }
@@ -99,7 +96,7 @@ describe("a duplicate's deferred ROLLBACK", () => {
     expect(await freshTransaction()).toBe(true);
   });
 
-  it("the claim that takes the connection over runs in a transaction of its own, not in the duplicate's", async () => {
+  it("the next claim on the connection runs in a transaction of its own, not in the duplicate's", async () => {
     const name = 'own-transaction';
     const ages: number[] = [];
     const c = idempotentConsumer<unknown, TestTx>({
@@ -114,15 +111,15 @@ describe("a duplicate's deferred ROLLBACK", () => {
     });
     expect((await c.handle(message('x'))).status).toBe('processed');
     expect((await c.handle(message('x'))).status).toBe('duplicate');
-    const until = Date.now() + 60;
-    while (Date.now() < until); // same turn of the event loop: the connection is still parked
+    const until = Date.now() + 300; // (long beside a round trip on a loaded machine)
+    while (Date.now() < until); // same turn of the event loop: the ROLLBACK's answer has not been read
     expect((await c.handle(message('y'))).status).toBe('processed');
     expect(ages).toHaveLength(2);
-    expect(ages[1]!).toBeLessThan(40);
+    expect(ages[1]!).toBeLessThan(200);
     expect(await countEffects(db, t.schema, name)).toBe(2);
   });
 
-  it("the handler of a claim that takes the connection over runs in its own caller's async context", async () => {
+  it("the handler of the next claim on the connection runs in its own caller's async context", async () => {
     const name = 'async-context';
     const als = new AsyncLocalStorage<string>();
     const seen: [string, string | undefined][] = [];
@@ -155,7 +152,7 @@ describe("a duplicate's deferred ROLLBACK", () => {
     expect(pool.idleCount).toBe(1);
   });
 
-  it('a claim that takes over the connection and fails leaves nothing open', async () => {
+  it('a claim after a duplicate that fails leaves nothing open', async () => {
     const name = 'takeover-fails';
     let fail = true;
     const c = idempotentConsumer<unknown, TestTx>({
