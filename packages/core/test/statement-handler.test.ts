@@ -300,22 +300,25 @@ describe('statementHandler', () => {
     const role = `inboxkit_notemp_${suffix}`;
     await t.pool.query(`CREATE DATABASE ${database}`);
     await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'`);
-    let roleDb: Kysely<DB> | undefined;
-    // One hook, in this order: the pool ends before its database goes (a backend terminated under a client the
-    // pool still holds is an 'error' event nobody listens to).
-    onTestFinished(async () => {
-      await roleDb?.destroy();
-      await t.pool.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
-    });
-    await t.pool.query(`REVOKE TEMPORARY ON DATABASE ${database} FROM PUBLIC`);
-    await t.pool.query(`GRANT CREATE ON DATABASE ${database} TO ${role}`);
+    // The pool connects on first use, so it exists before the clean-up hook that ends it.
     const url = new URL(t.url);
     url.username = role;
     url.password = role;
     url.pathname = `/${database}`;
     const one = recordingPool(url.toString(), 'inboxkit-statement-notemp', 1);
-    roleDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) });
+    // pg-pool resolves end() before its clients' sockets close: the FORCE drop below may still terminate one,
+    // which the pool reports as an 'error' event.
+    one.pool.on('error', () => {});
+    const roleDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: one.pool }) });
+    // One hook, in this order: the pool ends before its database goes (a backend terminated under a client the
+    // pool still holds is an 'error' event nobody listens to).
+    onTestFinished(async () => {
+      await roleDb.destroy();
+      await t.pool.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    await t.pool.query(`REVOKE TEMPORARY ON DATABASE ${database} FROM PUBLIC`);
+    await t.pool.query(`GRANT CREATE ON DATABASE ${database} TO ${role}`);
     await migrateInbox(roleDb);
     // (Postgres 15 lets nobody but the owner create in `public`: the orders go in the role's inbox schema.)
     await roleDb.executeQuery(CompiledQuery.raw('CREATE TABLE inboxkit.orders (order_id text PRIMARY KEY, total int NOT NULL)'));

@@ -106,10 +106,12 @@ describe('conflicts between handler transactions', () => {
   });
 
   it('fails the attempt whose COMMIT Postgres refuses (a deferred constraint): retried, then dead-lettered, never taken for the store being down', async () => {
+    // A deferred foreign-key check is the usual constraint refused only at COMMIT (23503, retriable by default:
+    // the referenced row may yet arrive).
     const table = `"${t.schema}".checked`;
     await t.pool.query(`CREATE TABLE ${table} (id text NOT NULL)`);
     await t.pool.query(`CREATE FUNCTION "${t.schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.id LIKE 'bad%' THEN RAISE EXCEPTION 'refused at commit' USING ERRCODE = '23514'; END IF; RETURN NULL; END $$`);
+      BEGIN IF NEW.id LIKE 'bad%' THEN RAISE EXCEPTION 'refused at commit' USING ERRCODE = '23503'; END IF; RETURN NULL; END $$`);
     await t.pool.query(`CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON ${table} DEFERRABLE INITIALLY DEFERRED
       FOR EACH ROW EXECUTE FUNCTION "${t.schema}".refuse()`);
     const consumer = idempotentConsumer<unknown, TestTx>({
@@ -123,7 +125,7 @@ describe('conflicts between handler transactions', () => {
       },
     });
     expect(await consumer.handle(message('good'))).toMatchObject({ status: 'processed' });
-    expect(await consumer.handle(message('bad-1'))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1, error: { code: '23514' } });
+    expect(await consumer.handle(message('bad-1'))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1, error: { code: '23503' } });
     expect(await consumer.handle(message('bad-1'))).toMatchObject({ status: 'dead-letter', reason: 'max-attempts', attempts: 2 });
     expect(await countEffects(t.db, t.schema, 'deferred', 'bad-1')).toBe(0);
     const [row] = await consumer.config.store.findRows('deferred', ['bad-1']);

@@ -251,22 +251,32 @@ describe('a failure that cannot be recorded as thrown still counts and ends in t
   );
 
   describe('a store that refuses a write for its content (a trigger raising a data exception)', () => {
-    // Postgres refusals nothing in the message can avoid any more, provoked by a trigger on the inbox table keyed
-    // by message id and status only: `reject-claim-*` refuses every write, `reject-failure-*` every failed or
-    // dead-lettered row, `reject-full-*` a failed row whose error is not the minimal record's.
+    // Postgres refusals nothing in the message can avoid any more, provoked by triggers keyed by message id and
+    // status only: `reject-claim-*` refuses every write of its inbox row, `reject-failure-*` every failed or
+    // dead-lettered row, `reject-full-*` a failure whose recorded error is not the minimal record's (the error
+    // is written to the details table, beside the lean inbox row).
     beforeAll(async () => {
       await admin.query(`CREATE FUNCTION "${t.schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.message_id LIKE 'reject-claim-%'
-     OR (NEW.message_id LIKE 'reject-failure-%' AND NEW.status IN ('failed', 'dead_lettered'))
-     OR (NEW.message_id LIKE 'reject-full-%' AND NEW.status IN ('failed', 'dead_lettered')
-         AND NEW.last_error->>'name' IS DISTINCT FROM 'UnrecordableFailure') THEN
+     OR (NEW.message_id LIKE 'reject-failure-%' AND NEW.status IN ('failed', 'dead_lettered')) THEN
+    RAISE EXCEPTION 'refused by test trigger' USING ERRCODE = '22023';
+  END IF;
+  RETURN NEW;
+END $$`);
+      await admin.query(`CREATE FUNCTION "${t.schema}".refuse_error() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.message_id LIKE 'reject-full-%' AND NEW.last_error IS NOT NULL
+     AND NEW.last_error->>'name' IS DISTINCT FROM 'UnrecordableFailure' THEN
     RAISE EXCEPTION 'refused by test trigger' USING ERRCODE = '22023';
   END IF;
   RETURN NEW;
 END $$`);
       await admin.query(
         `CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON "${t.schema}".inbox FOR EACH ROW EXECUTE FUNCTION "${t.schema}".refuse()`,
+      );
+      await admin.query(
+        `CREATE TRIGGER refuse_error BEFORE INSERT OR UPDATE ON "${t.schema}".inbox_details FOR EACH ROW EXECUTE FUNCTION "${t.schema}".refuse_error()`,
       );
     });
 
