@@ -166,11 +166,22 @@ const consumer = idempotentConsumer<{ id: string; amount: number }, Transaction<
   },
 });
 // The same effect through a statement handler, its query given compiled (as the transports' benches do).
-const statements = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
-  name: 'bench-statements',
-  store,
-  handler: statementHandler((m) => CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount])),
+const statementConsumer = (name: string, through: PostgresInboxStore<BenchDB>) =>
+  idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
+    name,
+    store: through,
+    handler: statementHandler((m) => CompiledQuery.raw(INSERT_EFFECT, [m.id, m.payload.amount])),
+  });
+const statements = statementConsumer('bench-statements', store);
+// The A/B of each fast path (docs/core.md, "What each mechanism buys"): the same consumers with it off.
+const plainConsumer = idempotentConsumer<{ id: string; amount: number }, Transaction<BenchDB>>({
+  name: 'bench-plain',
+  store: new PostgresInboxStore<BenchDB>({ db, schema, pipelining: 'off' }),
+  handler: async (m, { tx }) => {
+    await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id, amount) VALUES (${m.id}, ${m.payload.amount})`.execute(tx);
+  },
 });
+const plainStatements = statementConsumer('bench-statements-plain', new PostgresInboxStore<BenchDB>({ db, schema, temporaryFunctions: false }));
 
 function handling(through = consumer) {
   return (ids: readonly string[]) =>
@@ -216,6 +227,13 @@ const SCENARIOS: Scenario[] = [
     ids: (t) => inFlight(`${t}-stb`, slice),
     run: batching(statements),
   },
+  { name: 'handle(), in flight, pipelining off', ids: (t) => inFlight(`${t}-plain`, slice), run: handling(plainConsumer) },
+  { name: 'statementHandler, in flight, one-round-trip path off', ids: (t) => inFlight(`${t}-stp`, slice), run: handling(plainStatements) },
+  {
+    name: `statementHandler handleBatch(${BATCH_SIZE}), in flight, one-round-trip path off`,
+    ids: (t) => inFlight(`${t}-stbp`, slice),
+    run: batching(plainStatements),
+  },
 ];
 
 /** The figures reported, each a ratio of two scenarios of one round, with the issue's target. */
@@ -232,6 +250,17 @@ const RATIOS: { name: string; of: string; to: string; target?: number }[] = [
     name: 'statementHandler handleBatch(50) / bare transaction',
     of: `statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates in flight`,
     to: 'bare pg transaction (no dedupe)',
+  },
+  { name: 'A/B pipelining (BEGIN with the claim, COMMIT tag): handle() auto / off', of: 'handle(), 30% duplicates in flight', to: 'handle(), in flight, pipelining off' },
+  {
+    name: 'A/B one-round-trip statement path: statementHandler on / off',
+    of: 'statementHandler, 30% duplicates in flight',
+    to: 'statementHandler, in flight, one-round-trip path off',
+  },
+  {
+    name: 'A/B one-round-trip statement path: statementHandler handleBatch(50) on / off',
+    of: `statementHandler handleBatch(${BATCH_SIZE}), 30% duplicates in flight`,
+    to: `statementHandler handleBatch(${BATCH_SIZE}), in flight, one-round-trip path off`,
   },
 ];
 
