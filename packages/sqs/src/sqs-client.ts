@@ -31,7 +31,11 @@ import type {
  * const client: SqsClient = new SQSClient({ region: 'eu-west-1' });
  */
 export interface SqsClient {
-  send(command: ReceiveMessageCommand): Promise<ReceiveMessageCommandOutput>;
+  /** `abortSignal` ends a long poll early (the consumer's `stop()`). */
+  send(
+    command: ReceiveMessageCommand,
+    options?: { readonly abortSignal?: AbortSignal },
+  ): Promise<ReceiveMessageCommandOutput>;
   send(command: DeleteMessageBatchCommand): Promise<DeleteMessageBatchCommandOutput>;
   send(command: DeleteMessageCommand): Promise<DeleteMessageCommandOutput>;
   send(command: ChangeMessageVisibilityCommand): Promise<ChangeMessageVisibilityCommandOutput>;

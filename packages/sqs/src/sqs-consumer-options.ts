@@ -76,6 +76,18 @@ export interface SqsConsumerOptions<P = unknown, Tx = unknown> {
    */
   readonly closeTimeoutMs?: number;
   /**
+   * `stop()` aborts a ReceiveMessage long poll in flight, so it does not wait up to `waitTimeSeconds` (20 s
+   * by default) before draining the handlers, nor hold a deploy's shutdown that long. SQS keeps an aborted
+   * poll open on its side until its wait runs out, and messages it hands that poll are hidden for one
+   * visibility timeout: they are not lost and cost no attempt, they come later (and their
+   * ApproximateReceiveCount rises by one). `false` waits for the poll instead and returns what it brings to
+   * the queue at once. Default is `true`.
+   *
+   * @example
+   * sqsConsumer({ client, queueUrl, deadLetterQueueUrl, handler, abortReceiveOnStop: false });
+   */
+  readonly abortReceiveOnStop?: boolean;
+  /**
    * How long a delete waits for others to share its DeleteMessageBatch request when nothing else is being
    * handled, in ms. Ten queued deletes go out at once. Default is 5.
    */
@@ -128,6 +140,7 @@ export interface SqsConsumerConfig {
   readonly useSqsMessageIdAsId: boolean;
   readonly resolveMessageId: ((message: Message) => string | undefined) | undefined;
   readonly closeTimeoutMs: number;
+  readonly abortReceiveOnStop: boolean;
   readonly deleteBatchDelayMs: number;
   readonly deleteBatchMaxDelayMs: number;
   readonly checkQueues: boolean;
@@ -265,6 +278,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     useSqsMessageIdAsId: options.useSqsMessageIdAsId ?? false,
     resolveMessageId: options.resolveMessageId,
     closeTimeoutMs,
+    abortReceiveOnStop: options.abortReceiveOnStop ?? true,
     deleteBatchDelayMs,
     deleteBatchMaxDelayMs,
     checkQueues: options.checkQueues ?? true,

@@ -108,8 +108,10 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   /** The DLQ's size limit (its `MaximumMessageSize`, read at start), for picking the dead letter's form. */
   #deadLetterMaxBytes = DEFAULT_MAX_SQS_MESSAGE_BYTES;
   #running = false;
-  /** Aborted by `stop()`: ends the back-off pause after a failed receive (never a receive itself). */
+  /** Aborted by `stop()`: ends the back-off pause after a failed receive. */
   readonly #abort = new AbortController();
+  /** Aborted by `stop()` when `abortReceiveOnStop`: ends a long poll in flight. */
+  readonly #abortReceive = new AbortController();
   /** Aborted by `stop()` first thing: ends a start that is still retrying. */
   readonly #startAbort = new AbortController();
   /** Set once `stop()` gave up waiting: late outcomes are then left to the visibility timeout. */
@@ -214,12 +216,14 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     if (!this.#started) return;
     this.#running = false;
     // Wakes pollers and messages waiting for a handler (they go back to the queue), and ends a back-off
-    // pause. A long poll in progress is not aborted: SQS would still hand it messages, which would then stay
-    // hidden for a whole visibility timeout; it ends within waitTimeSeconds and what it brings is returned to
-    // the queue at once.
+    // pause. A long poll in flight is aborted too (abortReceiveOnStop), so stop() does not wait up to
+    // waitTimeSeconds for it: SQS keeps the aborted poll open on its side until its wait runs out, and what it
+    // hands that poll stays hidden for one visibility timeout (no attempt is charged). Not aborted, the poll
+    // ends within waitTimeSeconds and what it brings is returned to the queue at once.
     this.#buffer.close();
     this.#handlers.close();
     this.#abort.abort();
+    if (config.abortReceiveOnStop) this.#abortReceive.abort();
     await Promise.all(this.#pollers);
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
@@ -270,6 +274,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
             // instead of leaving those hidden and their groups blocked until the visibility timeout.
             ...(config.fifo ? { ReceiveRequestAttemptId: randomUUID() } : {}),
           }),
+          { abortSignal: this.#abortReceive.signal },
         );
         messages = result.Messages ?? [];
         backoffMs = FIRST_POLL_BACKOFF_MS;

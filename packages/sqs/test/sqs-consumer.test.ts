@@ -297,7 +297,9 @@ describe('sqsConsumer', () => {
         body: '{}',
       })),
     );
-    const transport = await start(q, consumer);
+    // Not aborting the long poll in flight: SQS would hand b and c to the aborted poll once a is deleted, and
+    // they would reappear only after the visibility timeout (sqs-stop.test.ts covers the default).
+    const transport = await start(q, consumer, { abortReceiveOnStop: false });
     await entered;
     const stopped = transport.stop();
     release();

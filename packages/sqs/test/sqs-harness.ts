@@ -27,9 +27,9 @@ export class KillableSqsClient {
     this.#dead = true;
   }
 
-  readonly send = (async (command: Parameters<SqsClient['send']>[0]) => {
+  readonly send = (async (command: Parameters<SqsClient['send']>[0], options?: unknown) => {
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
-    const result = await (this.#inner.send as (c: unknown) => Promise<unknown>)(command);
+    const result = await (this.#inner.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options);
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
     return result;
   }) as SqsClient['send'];
