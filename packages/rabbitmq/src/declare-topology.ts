@@ -4,6 +4,7 @@
 
 import { ConfigurationError } from '@inboxkit/core';
 import type { AmqpChannel } from './amqp-types.js';
+import { fitsShortString } from './short-string.js';
 
 /**
  * Delay buckets, in ms: a retry waits in the smallest bucket at least as long as the requested delay (the
@@ -24,19 +25,28 @@ export interface TopologyNames {
   readonly deadLetterExchange: string;
   /** Routing key of dead letters on `deadLetterExchange`: the work queue's name. */
   readonly deadLetterRoutingKey: string;
-  /** The DLQ, bound to `deadLetterExchange`: `<queue>.dlq`. */
+  /** The DLQ, bound to `deadLetterExchange`: `<queue>.dlq` unless named otherwise (`deadLetterQueue`). */
   readonly deadLetterQueue: string;
   /** The delay queue of one bucket: `<queue>.retry.<ms>`. */
   delayQueue(bucketMs: number): string;
 }
 
-/** Names of the topology of `queue`. */
-export function topologyNames(queue: string): TopologyNames {
+/**
+ * Names of the topology of `queue`; `options.deadLetterQueue` names the DLQ (default `<queue>.dlq`).
+ *
+ * @example
+ * topologyNames('orders').deadLetterQueue; // 'orders.dlq'
+ * topologyNames('orders', { deadLetterQueue: 'all.dlq' }).deadLetterQueue; // 'all.dlq'
+ */
+export function topologyNames(
+  queue: string,
+  options: { readonly deadLetterQueue?: string | undefined } = {},
+): TopologyNames {
   return Object.freeze({
     queue,
     deadLetterExchange: `${queue}.dlx`,
     deadLetterRoutingKey: queue,
-    deadLetterQueue: `${queue}.dlq`,
+    deadLetterQueue: options.deadLetterQueue ?? `${queue}.dlq`,
     delayQueue: (bucketMs: number) => `${queue}.retry.${bucketMs}`,
   });
 }
@@ -64,6 +74,14 @@ export interface TopologyOptions {
   readonly delayBucketsMs?: readonly number[];
   /** Bindings of the work queue to existing exchanges. Default is none. */
   readonly bindings?: readonly { readonly exchange: string; readonly routingKey: string }[];
+  /**
+   * The DLQ's name. It is bound to `<queue>.dlx` with routing key `<queue>`, so several work queues may name
+   * the same DLQ (declared with the type of the first that declares it). Default is `<queue>.dlq`.
+   *
+   * @example
+   * await declareTopology(channel, { queue: 'orders', deadLetterQueue: 'shop.dlq' });
+   */
+  readonly deadLetterQueue?: string;
 }
 
 /** The resolved topology: names plus the settings in force. */
@@ -120,8 +138,24 @@ export function resolveTopology(options: TopologyOptions): DeclaredTopology {
       );
     }
   }
+  const names = topologyNames(queue, { deadLetterQueue: options.deadLetterQueue });
+  const dlq = names.deadLetterQueue;
+  const delayQueues = new Set(buckets.map((b) => names.delayQueue(b)));
+  if (
+    typeof dlq !== 'string' ||
+    dlq.length === 0 ||
+    !fitsShortString(dlq) ||
+    dlq.startsWith('amq.') ||
+    dlq === queue ||
+    delayQueues.has(dlq)
+  ) {
+    throw new ConfigurationError(
+      `topology: \`deadLetterQueue\` must be a queue name of 1–255 bytes, not starting with 'amq.' (reserved ` +
+        `by RabbitMQ) and other than the work queue and its delay queues; got ${JSON.stringify(String(dlq).slice(0, 80))}`,
+    );
+  }
   return Object.freeze({
-    ...topologyNames(queue),
+    ...names,
     queueType,
     deliveryLimit,
     delayBucketsMs: Object.freeze([...new Set(buckets)]),
