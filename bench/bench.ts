@@ -66,7 +66,7 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
   core: {
     script: 'packages/core/bench/core-bench.ts',
     args: quick ? ['--quick', '--rounds', '3'] : ['--deliveries', '20000', '--rounds', '5'],
-    timeout: quick ? 240 : 900,
+    timeout: quick ? 240 : 1800,
   },
   floor: {
     script: 'packages/core/bench/sql-floor.ts',

@@ -1,11 +1,14 @@
 // The store conformance suite against every store core ships, over the Postgres store's options: real Postgres
-// (each fast path on, and off), PGlite and in-memory; statement handlers where the store's transaction runs SQL.
+// (each fast path on, and off), PGlite and in-memory; statement handlers where the store's transaction runs SQL;
+// and a seam of another shape: a callback-style library's (docs/core.md, "Implementing a seam").
 
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { describeInboxStoreConformance } from '../../testing/src/store-conformance.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
 import { PostgresInboxStore, type PostgresInboxStoreOptions } from '../src/postgres/index.js';
+import { callbackSeam, pgCallbackLibrary } from './support/callback-seam.js';
 import { openPglite } from './support/pglite.js';
 import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestDB, type TestTx } from './support/postgres.js';
 
@@ -17,6 +20,10 @@ describeInboxStoreConformance<InMemoryTransaction>('in-memory', async () => {
     countEffects: async (consumer, messageId) => store.countEffects(consumer, messageId),
   };
 });
+
+const failStatementQuietly = async (tx: TestTx): Promise<void> => {
+  await sql`SELECT 1 / 0`.execute(tx).catch(() => undefined);
+};
 
 let pglite: { db: Kysely<TestDB>; schema: string; close(): Promise<void> } | undefined;
 afterAll(async () => {
@@ -32,6 +39,7 @@ describeInboxStoreConformance<TestTx>('PGlite', async () => {
     applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
     countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
     statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
+    failStatementQuietly,
   };
 });
 
@@ -57,6 +65,21 @@ for (const [label, option] of options) {
       applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
       countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
       statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
+      failStatementQuietly,
     };
   });
 }
+
+describeInboxStoreConformance<pg.PoolClient>('Postgres, a callback-style seam (node-postgres client as the transaction)', async () => {
+  const { db, schema, pool } = postgres;
+  return {
+    store: new PostgresInboxStore({ seam: callbackSeam(pgCallbackLibrary(pool)), schema }),
+    applyEffect: async (client, consumer, messageId) => {
+      await client.query(`INSERT INTO "${schema}".effects (consumer, message_id) VALUES ($1, $2)`, [consumer, messageId]);
+    },
+    countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+    failStatementQuietly: async (client) => {
+      await client.query('SELECT 1 / 0').catch(() => undefined);
+    },
+  };
+});

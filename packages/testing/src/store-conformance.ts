@@ -34,6 +34,12 @@ export interface InboxStoreUnderTest<Tx> {
    * its statement-handler cases too. A store whose transaction cannot run statements leaves it out.
    */
   statementEffect?(consumer: string, messageId: string): EffectStatement;
+  /**
+   * Sends, through the handler's transaction, a statement Postgres refuses (`SELECT 1 / 0`) and catches its error,
+   * as a handler that swallows a failed statement does: when given, the suite checks that such an attempt commits
+   * nothing and is not acked. A store whose transaction cannot be aborted that way leaves it out.
+   */
+  readonly failStatementQuietly?: (tx: Tx) => Promise<void>;
   /** Releases what the factory created. */
   close?(): Promise<void>;
 }
@@ -139,6 +145,27 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
     });
 
     describe('failures, retries and dead letters', () => {
+      it('does not ack a message whose handler swallowed a failed statement: nothing was committed', async (ctx) => {
+        const under = subject;
+        if (under.failStatementQuietly === undefined) return ctx.skip();
+        const swallowing = idempotentConsumer<unknown, Tx>({
+          name: consumerName,
+          store: subject.store,
+          backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+          handler: async (m, { tx }) => {
+            await subject.applyEffect(tx, consumerName, m.id);
+            if (m.id.startsWith('bad')) await under.failStatementQuietly!(tx);
+          },
+        });
+        expect(await swallowing.handle(testMessage('bad-1'))).toMatchObject({ status: 'retry', reason: 'handler-error', attempt: 1 });
+        const outcomes = await swallowing.handleBatch([testMessage('ok-1'), testMessage('bad-2'), testMessage('ok-2')]);
+        expect(outcomes.map((o) => o.status)).toEqual(['processed', 'retry', 'processed']);
+        expect(await effects('bad-1')).toBe(0);
+        expect(await effects('bad-2')).toBe(0);
+        expect(await effects()).toBe(2);
+        expect(await subject.store.findRows(consumerName, ['bad-1'])).toMatchObject([{ status: 'failed', attempts: 1 }]);
+      });
+
       it('records a failure with its delay and refuses to run the message early', async () => {
         let runs = 0;
         const c = consumer({}, () => {
