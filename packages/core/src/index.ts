@@ -29,12 +29,13 @@ export { clipText, recordableDate, recordableText, REPLACEMENT_CHARACTER } from 
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 export { canonicalJson, exactCanonicalJson, fingerprintJson, fingerprintPayload } from './fingerprint.js';
 export { downstreamKey } from './downstream-key.js';
-export { decodeJson, decodeJsonBody } from './decode-payload.js';
+export { decodeJson, decodeJsonBody, validatePayload } from './decode-payload.js';
 export { toErrorInfo } from './error-info.js';
 export { METRIC_NAMES } from './consumer-metrics.js';
 export { silentLogger } from './silent-logger.js';
 export { pruneInbox, startPruner, startPruneSchedule, type Pruner, type PrunerOptions, type PruneScheduleOptions } from './prune-inbox.js';
 export { replayDecision, type ReplayDecision } from './replay-decision.js';
+export { amendmentOutcome, forgetOutcome, parseOperatorAudit, type OperatorAudit } from './operator-audit.js';
 export {
   StartTimeoutError,
   retryStart,

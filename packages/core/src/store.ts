@@ -272,6 +272,61 @@ export interface InboxInspector {
 }
 
 /**
+ * Edit and retry: the audited act that lets one dead-lettered message be replayed with a corrected payload under
+ * its own id. Without it, a replay whose payload differs from the one recorded is dead-lettered as
+ * `payload-mismatch`; with it, the row records the corrected payload's fingerprint, so the replay that carries
+ * that payload reopens the row once (and any other payload, the old one included, is still a mismatch).
+ */
+export interface PayloadAmendment {
+  readonly consumer: string;
+  readonly messageId: string;
+  /**
+   * The fingerprint the operator saw on the row (`null`: none recorded): the amendment applies only while the
+   * row still holds it, so two operators editing at once cannot overwrite each other unseen.
+   */
+  readonly fromFingerprint: string | null;
+  /** `fingerprintJson`/`fingerprintPayload` of the corrected payload, as the consumer will compute it. */
+  readonly toFingerprint: string;
+  /** The replay id the corrected message will carry; the audit line is recorded under it. */
+  readonly replayId: string;
+  readonly requestedBy: string;
+  /** Why, in the operator's words (required: an amendment is a deliberate act). */
+  readonly reason: string;
+}
+
+/**
+ * The result of `amendDeadLetter`: `amended` (the row now holds `toFingerprint`, audited), `not-dead-lettered`
+ * (only a dead letter can be amended), `fingerprint-changed` (the row no longer holds `fromFingerprint`), or
+ * `no-row`. Nothing is written unless `amended`.
+ */
+export type AmendmentResult =
+  | { readonly kind: 'amended'; readonly row: InboxRow }
+  | { readonly kind: 'not-dead-lettered'; readonly row: InboxRow }
+  | { readonly kind: 'fingerprint-changed'; readonly row: InboxRow }
+  | { readonly kind: 'no-row' };
+
+/** Forget one id: delete its completed row on purpose, so the message can be processed again. */
+export interface ForgetRequest {
+  readonly consumer: string;
+  readonly messageId: string;
+  /** The id of the act, recorded as the audit line's replay id. */
+  readonly actionId: string;
+  readonly requestedBy: string;
+  /** Why, in the operator's words (required: forgetting is a deliberate act). */
+  readonly reason: string;
+}
+
+/**
+ * The result of `forgetCompleted`: `forgotten` (the row, as it was, is deleted and the act audited),
+ * `not-completed` (only a completed row is forgotten: a dead letter is replayed, work in flight is left alone),
+ * or `no-row`. Nothing is written unless `forgotten`.
+ */
+export type ForgetResult =
+  | { readonly kind: 'forgotten'; readonly row: InboxRow }
+  | { readonly kind: 'not-completed'; readonly row: InboxRow }
+  | { readonly kind: 'no-row' };
+
+/**
  * An inbox store whose handler transactions have type `Tx`. Every method rejects with a
  * `StoreUnavailableError` when the store cannot be reached; the consumer turns that into `retry`.
  */
@@ -337,6 +392,27 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
 
   /** Appends a line to the replay audit. */
   recordReplay(entry: ReplayAuditEntry): Promise<void>;
+
+  /**
+   * Edit and retry (operators only, never the message path): sets a dead-lettered row's fingerprint from
+   * `fromFingerprint` to `toFingerprint` and appends the act to the replay audit (`amendmentOutcome`: who, when,
+   * both fingerprints, the reason), atomically, waiting at most 5 s for a delivery holding the row (then a
+   * `StoreUnavailableError`). State, attempts and replay bookkeeping are untouched: the replay that follows
+   * reopens the row as any replay does, once. Optional for other stores; both of inboxkit's implement it.
+   *
+   * @example
+   * const r = await store.amendDeadLetter({ consumer: 'orders', messageId: 'o-1', fromFingerprint: row.fingerprint,
+   *   toFingerprint: fingerprintPayload(fixed), replayId, requestedBy: 'alice', reason: 'amount was negative' });
+   */
+  amendDeadLetter?(amendment: PayloadAmendment): Promise<AmendmentResult>;
+
+  /**
+   * Forget one id (operators only): deletes a `completed` row (and whatever else the store keeps of it) and
+   * appends the act to the replay audit (`forgetOutcome`), atomically, waiting at most 5 s for a delivery
+   * holding the row. Rows in any other state are left as they are. The next delivery of the id is processed as
+   * new. Optional for other stores; both of inboxkit's implement it.
+   */
+  forgetCompleted?(request: ForgetRequest): Promise<ForgetResult>;
 
   /**
    * The store's clock: the one expiry, leases, retry times and pruning are measured on (Postgres `now()`). The

@@ -5,7 +5,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   downstreamKey,
+  fingerprintJson,
   idempotentConsumer,
+  parseOperatorAudit,
   PermanentError,
   RetryableError,
   statementHandler,
@@ -312,6 +314,127 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         // A later replay run may try again.
         expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay: { replayId: 'r2' } }))).toMatchObject({ status: 'dead-letter' });
         expect(runs).toBe(3);
+      });
+    });
+
+    describe("operators' acts: edit and retry, forget one id", () => {
+      /** A consumer that refuses a negative amount for good (dead-lettered at once). */
+      const amounts = (): IdempotentConsumer<unknown, Tx> =>
+        consumer({
+          handler: async (message, context) => {
+            if ((message.payload as { amount: number }).amount < 0) throw new PermanentError('negative amount');
+            await subject.applyEffect(context.tx, consumerName, message.id);
+          },
+        });
+      const fp = (payload: unknown): string => fingerprintJson(JSON.stringify(payload), payload);
+      const audit = () => subject.store.listReplays({ consumer: consumerName, messageId: 'm1' });
+
+      it('edit and retry: the amended payload is replayed once, audited; the old one and an unaudited other one stay payload-mismatch', async () => {
+        const store = subject.store;
+        expect('amendDeadLetter' in store, 'the store implements amendDeadLetter').toBe(true);
+        const c = amounts();
+        const bad = { amount: -5 };
+        const fixed = { amount: 5 };
+        expect(await c.handle(testMessage('m1', bad))).toMatchObject({ status: 'dead-letter', reason: 'permanent-error' });
+        // Without the audited act, another payload under the same id is refused.
+        expect(await c.handle(testMessage('m1', fixed, { replay: { replayId: 'r0' } }))).toMatchObject({
+          status: 'dead-letter',
+          reason: 'payload-mismatch',
+        });
+        const [before] = await store.findRows(consumerName, ['m1']);
+        expect(before).toMatchObject({ status: 'dead_lettered', fingerprint: fp(bad) });
+
+        const amendment = {
+          consumer: consumerName,
+          messageId: 'm1',
+          fromFingerprint: fp(bad),
+          toFingerprint: fp(fixed),
+          replayId: 'r1',
+          requestedBy: 'alice',
+          reason: 'the amount was entered negative',
+        };
+        const amended = await store.amendDeadLetter!(amendment);
+        expect(amended).toMatchObject({ kind: 'amended', row: { status: 'dead_lettered', fingerprint: fp(fixed) } });
+        const [row] = await store.findRows(consumerName, ['m1']);
+        expect(row).toEqual({ ...before, fingerprint: fp(fixed) });
+        const line = (await audit()).find((a) => a.replayId === 'r1');
+        expect(line).toMatchObject({ requestedBy: 'alice' });
+        expect(line!.at).toBeInstanceOf(Date);
+        expect(parseOperatorAudit(line!.outcome)).toEqual({
+          action: 'amended',
+          fromFingerprint: fp(bad),
+          toFingerprint: fp(fixed),
+          reason: 'the amount was entered negative',
+        });
+        // A second operator who saw the old fingerprint changes nothing.
+        const lines = (await audit()).length;
+        expect(await store.amendDeadLetter!({ ...amendment, replayId: 'r9', toFingerprint: fp({ amount: 9 }) })).toMatchObject({
+          kind: 'fingerprint-changed',
+          row: { fingerprint: fp(fixed) },
+        });
+        expect(await audit()).toHaveLength(lines);
+
+        // The old payload and any other payload are refused; the amended one is applied once.
+        expect(await c.handle(testMessage('m1', bad, { replay: { replayId: 'r2' } }))).toMatchObject({ reason: 'payload-mismatch' });
+        expect(await c.handle(testMessage('m1', { amount: 7 }, { replay: { replayId: 'r3' } }))).toMatchObject({
+          reason: 'payload-mismatch',
+        });
+        expect(await effects('m1')).toBe(0);
+        expect(await c.handle(testMessage('m1', fixed, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'processed' });
+        expect(await c.handle(testMessage('m1', fixed, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'duplicate' });
+        expect(await c.handle(testMessage('m1', fixed))).toMatchObject({ status: 'duplicate' });
+        expect(await effects('m1')).toBe(1);
+        expect(await store.amendDeadLetter!({ ...amendment, fromFingerprint: fp(fixed) })).toMatchObject({
+          kind: 'not-dead-lettered',
+          row: { status: 'completed' },
+        });
+        expect(await store.amendDeadLetter!({ ...amendment, messageId: 'nope' })).toEqual({ kind: 'no-row' });
+      });
+
+      it('forget one id: deletes a completed row, audited, so the next delivery is processed again; other states are left alone', async () => {
+        const store = subject.store;
+        expect('forgetCompleted' in store, 'the store implements forgetCompleted').toBe(true);
+        const c = amounts();
+        await c.handle(testMessage('m1', { amount: 1 }));
+        expect(await c.handle(testMessage('m1', { amount: 1 }))).toMatchObject({ status: 'duplicate' });
+        await c.handle(testMessage('m2', { amount: -1 }));
+        const request = { consumer: consumerName, messageId: 'm1', actionId: 'f1', requestedBy: 'bob', reason: 'reprocess after the fix' };
+        const [before] = await store.findRows(consumerName, ['m1']);
+        expect(await store.forgetCompleted!(request)).toEqual({ kind: 'forgotten', row: before });
+        expect(await store.findRows(consumerName, ['m1'])).toEqual([]);
+        const [line] = await audit();
+        expect(line).toMatchObject({ replayId: 'f1', requestedBy: 'bob' });
+        expect(parseOperatorAudit(line!.outcome)).toEqual({ action: 'forgotten', fingerprint: fp({ amount: 1 }), reason: 'reprocess after the fix' });
+
+        // On purpose, the next delivery applies it again, as a new message.
+        expect(await c.handle(testMessage('m1', { amount: 1 }))).toMatchObject({ status: 'processed', attempt: 1 });
+        expect(await effects('m1')).toBe(2);
+        expect((await store.findRows(consumerName, ['m1']))[0]).toMatchObject({ status: 'completed', attempts: 1, replayCount: 0 });
+
+        // Only completed rows.
+        const [dead] = await store.findRows(consumerName, ['m2']);
+        expect(await store.forgetCompleted!({ ...request, messageId: 'm2' })).toEqual({ kind: 'not-completed', row: dead });
+        expect(await store.findRows(consumerName, ['m2'])).toEqual([dead]);
+        expect(await store.forgetCompleted!({ ...request, messageId: 'nope' })).toEqual({ kind: 'no-row' });
+        expect(await store.listReplays({ consumer: consumerName })).toHaveLength(1);
+      });
+
+      it('forgets a row that has details (a replayed dead letter): the next delivery starts from nothing', async () => {
+        let fail = true;
+        const c = consumer({}, () => {
+          if (fail) throw new PermanentError('bad');
+        });
+        await c.handle(testMessage('m1'));
+        fail = false;
+        expect(await c.handle(testMessage('m1', { id: 'm1' }, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'processed' });
+        expect((await subject.store.findRows(consumerName, ['m1']))[0]).toMatchObject({ replayCount: 1, lastReplayId: 'r1' });
+        expect(
+          await subject.store.forgetCompleted!({ consumer: consumerName, messageId: 'm1', actionId: 'f', requestedBy: 'x', reason: 'y' }),
+        ).toMatchObject({ kind: 'forgotten' });
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'processed', attempt: 1 });
+        const [row] = await subject.store.findRows(consumerName, ['m1']);
+        expect(row).toMatchObject({ status: 'completed', attempts: 1, replayCount: 0, lastReplayId: null, lastError: null, deadLetterReason: null });
+        expect(await effects('m1')).toBe(2);
       });
     });
 

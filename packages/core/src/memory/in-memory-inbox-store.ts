@@ -3,7 +3,10 @@
 // exactly (the store conformance suite runs against both), with a clock tests can move.
 
 import { randomUUID } from 'node:crypto';
+import { StoreUnavailableError } from '../errors.js';
+import { amendmentOutcome, forgetOutcome } from '../operator-audit.js';
 import type {
+  AmendmentResult,
   BatchRun,
   ClaimedDelivery,
   ClaimedFrom,
@@ -11,6 +14,8 @@ import type {
   ClaimSettings,
   FailureRecord,
   FailureWrite,
+  ForgetRequest,
+  ForgetResult,
   InboxRow,
   InboxRowState,
   InboxStatus,
@@ -18,6 +23,7 @@ import type {
   InspectionFilter,
   LeaseClaim,
   LeaseRun,
+  PayloadAmendment,
   ProcessingRow,
   PruneOptions,
   PruneResult,
@@ -45,6 +51,8 @@ type Decision =
   | { readonly kind: 'not-claimed' };
 
 const DEFAULT_LIMIT = 100;
+/** How long an operator's act waits for a delivery holding the row. */
+const OPERATOR_LOCK_TIMEOUT_MS = 5_000;
 
 /**
  * An `InboxStore` in memory, for unit tests: single-process only, never for production. Handlers get an
@@ -312,6 +320,61 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
   async recordReplay(entry: ReplayAuditEntry): Promise<void> {
     this.#check();
     this.#replays.push(Object.freeze({ ...entry, at: new Date(this.#clock()) }));
+  }
+
+  async amendDeadLetter(amendment: PayloadAmendment): Promise<AmendmentResult> {
+    this.#check();
+    const key = keyOf(amendment.consumer, amendment.messageId);
+    const release = await this.#locks.acquire(key, OPERATOR_LOCK_TIMEOUT_MS);
+    if (release === undefined) throw new StoreUnavailableError('the row is locked by a delivery in progress; try again');
+    try {
+      const row = this.#rows.get(key);
+      if (row === undefined) return { kind: 'no-row' };
+      if (row.status !== 'dead_lettered') return { kind: 'not-dead-lettered', row: freeze(row) };
+      if (row.fingerprint !== amendment.fromFingerprint) return { kind: 'fingerprint-changed', row: freeze(row) };
+      row.fingerprint = amendment.toFingerprint;
+      this.#replays.push(
+        Object.freeze({
+          replayId: amendment.replayId,
+          consumer: amendment.consumer,
+          messageId: amendment.messageId,
+          requestedBy: amendment.requestedBy,
+          requestedAt: new Date(this.#clock()),
+          outcome: amendmentOutcome(amendment.fromFingerprint, amendment.toFingerprint, amendment.reason),
+          at: new Date(this.#clock()),
+        }),
+      );
+      return { kind: 'amended', row: freeze(row) };
+    } finally {
+      release();
+    }
+  }
+
+  async forgetCompleted(request: ForgetRequest): Promise<ForgetResult> {
+    this.#check();
+    const key = keyOf(request.consumer, request.messageId);
+    const release = await this.#locks.acquire(key, OPERATOR_LOCK_TIMEOUT_MS);
+    if (release === undefined) throw new StoreUnavailableError('the row is locked by a delivery in progress; try again');
+    try {
+      const row = this.#rows.get(key);
+      if (row === undefined) return { kind: 'no-row' };
+      if (row.status !== 'completed') return { kind: 'not-completed', row: freeze(row) };
+      this.#rows.delete(key);
+      this.#replays.push(
+        Object.freeze({
+          replayId: request.actionId,
+          consumer: request.consumer,
+          messageId: request.messageId,
+          requestedBy: request.requestedBy,
+          requestedAt: new Date(this.#clock()),
+          outcome: forgetOutcome(row.fingerprint, request.reason),
+          at: new Date(this.#clock()),
+        }),
+      );
+      return { kind: 'forgotten', row: freeze(row) };
+    } finally {
+      release();
+    }
   }
 
   /** The store's clock (the `clock` option). */

@@ -1,11 +1,14 @@
 // The inbox on Postgres, through one seam (sql-seam.ts): the application's Kysely instance by default, or any
 // SQL library's seam. The store never creates or destroys a client; every statement it sends is in
-// inbox-sql.ts (the state machine) or inbox-inspection.ts (the reads), and it knows no driver.
+// inbox-sql.ts (the state machine), inbox-inspection.ts (the reads) or inbox-operator-sql.ts (operators' acts),
+// and it knows no driver.
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { StoreUnavailableError } from '../errors.js';
+import { amendmentOutcome, forgetOutcome } from '../operator-audit.js';
 import type {
+  AmendmentResult,
   BatchRun,
   BusyReason,
   ClaimedDelivery,
@@ -14,15 +17,20 @@ import type {
   ClaimSettings,
   FailureRecord,
   FailureWrite,
+  ForgetRequest,
+  ForgetResult,
+  InboxRow,
   InboxStore,
   LeaseClaim,
   LeaseRun,
+  PayloadAmendment,
   ReplayAuditEntry,
   TransactionalRun,
   UnclaimedResult,
 } from '../store.js';
 import { claimAnswer, row, type ClaimAnswer } from './inbox-answer.js';
 import { InboxInspection, storeUnavailable as unavailable } from './inbox-inspection.js';
+import { InboxOperatorSql } from './inbox-operator-sql.js';
 import { InboxSql } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { kyselySeam, type KyselySeamOptions } from './kysely/kysely-seam.js';
@@ -70,6 +78,7 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
   readonly kind = 'postgres';
   readonly #seam: SqlSeam<Tx>;
   readonly #sql: InboxSql;
+  readonly #operator: InboxOperatorSql;
   readonly #fast: StatementFastPath | undefined;
   readonly #batchSavepoints: 'on-failure' | 'always';
 
@@ -82,6 +91,7 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     super(seam, resolveInboxTableNames(options));
     this.#seam = seam;
     this.#sql = new InboxSql(this.names);
+    this.#operator = new InboxOperatorSql(this.names);
     this.#fast = seam.statementFastPath;
     this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';
   }
@@ -275,6 +285,55 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::text)`;
     const parameters = [entry.replayId, entry.consumer, entry.messageId, entry.requestedBy ?? null, entry.requestedAt ?? null, entry.outcome];
     await this.#query(() => this.#seam.query({ sql, parameters }));
+  }
+
+  async amendDeadLetter(amendment: PayloadAmendment): Promise<AmendmentResult> {
+    const outcome = amendmentOutcome(amendment.fromFingerprint, amendment.toFingerprint, amendment.reason);
+    return this.#operatorAct(amendment.consumer, amendment.messageId, async (t, current) => {
+      if (current === undefined) return { kind: 'no-row' };
+      if (current.status !== 'dead_lettered') return { kind: 'not-dead-lettered', row: current };
+      if (current.fingerprint !== amendment.fromFingerprint) return { kind: 'fingerprint-changed', row: current };
+      await t.query(this.#operator.amend(amendment, outcome));
+      return { kind: 'amended', row: { ...current, fingerprint: amendment.toFingerprint } };
+    });
+  }
+
+  async forgetCompleted(request: ForgetRequest): Promise<ForgetResult> {
+    return this.#operatorAct(request.consumer, request.messageId, async (t, current) => {
+      if (current === undefined) return { kind: 'no-row' };
+      if (current.status !== 'completed') return { kind: 'not-completed', row: current };
+      await t.query(this.#operator.forget(request, forgetOutcome(current.fingerprint, request.reason)));
+      return { kind: 'forgotten', row: current };
+    });
+  }
+
+  /**
+   * An operator's act on one row: in a transaction whose lock waits are bounded, the row locked and read, then
+   * `act` (which writes only when the row is what it expects). A delivery holding the row past the bound is a
+   * `StoreUnavailableError` saying to try again.
+   */
+  async #operatorAct<R extends { readonly kind: string }>(
+    consumer: string,
+    messageId: string,
+    act: (t: SeamTransaction<Tx>, current: InboxRow | undefined) => Promise<R>,
+  ): Promise<R> {
+    try {
+      return await this.#seam.transaction<R>(
+        async (t) => {
+          const [locked] = await t.query(this.#operator.lockRow(consumer, messageId));
+          const value = await act(t, locked === undefined ? undefined : row(locked['row']));
+          return { end: 'commit', value };
+        },
+        { first: this.#operator.lockTimeout() },
+      );
+    } catch (error) {
+      if (sqlState(error) === '55P03') {
+        throw new StoreUnavailableError('a delivery of this message holds its inbox row: nothing was changed; try again in a moment', {
+          cause: error,
+        });
+      }
+      throw unavailable(error);
+    }
   }
 
   /** The database's clock, which expiry, leases and retry times are measured on (for the late-message rule). */
