@@ -593,8 +593,99 @@ function facts(title, rows) {
 }
 
 /** @param {any} entry a listed dead letter */
-async function showMessage(entry) {
-  const params = new URLSearchParams({ dlq: entry.dlq, position: entry.position });
+function showMessage(entry) {
+  return showRecord(new URLSearchParams({ dlq: entry.dlq, position: entry.position }));
+}
+
+/**
+ * The operator's acts on one message: edit and retry for a dead letter whose row is dead-lettered, forget
+ * for a completed row. Each needs a typed reason; the server audits who, when and why.
+ * @param {any} m the message's record
+ */
+function operatorActs(m) {
+  const row = m.row;
+  const out = h('p', { class: 'act-result', role: 'status' });
+  /** @param {Promise<any>} call @param {(r: any) => string} say */
+  const run = (call, say) => {
+    out.textContent = 'working…';
+    out.classList.remove('error');
+    call
+      .then((r) => {
+        out.textContent = say(r);
+        refresh().catch(showError);
+      })
+      .catch((error) => {
+        out.textContent = error instanceof Error ? error.message : String(error);
+        out.classList.add('error');
+      });
+  };
+  if (m.deadLetter && row?.status === 'dead_lettered') {
+    const payload = /** @type {HTMLTextAreaElement} */ (
+      h('textarea', { id: 'edit-payload', rows: 8, spellcheck: 'false', 'aria-label': 'corrected payload' })
+    );
+    payload.value = pretty(m.deadLetter.body);
+    const reason = /** @type {HTMLInputElement} */ (
+      h('input', { id: 'edit-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
+    );
+    const button = h('button', { type: 'button', id: 'edit-retry', class: 'primary' }, 'Edit and retry');
+    button.addEventListener('click', () =>
+      run(
+        api('/api/edit', {
+          dlq: m.dlq,
+          consumer: m.consumer,
+          id: m.id,
+          payload: payload.value,
+          reason: reason.value,
+        }),
+        (r) =>
+          r.kind === 'replayed'
+            ? `replayed with the corrected payload (${r.amended ? `amended ${String(r.fromFingerprint).slice(0, 12)}… → ${r.toFingerprint.slice(0, 12)}…` : 'already amended'}, replay ${r.replayId.slice(0, 8)})`
+            : `not replayed: ${r.entry?.detail ?? r.kind}`,
+      ),
+    );
+    return h(
+      'section',
+      { class: 'acts' },
+      h('h3', {}, 'Edit and retry'),
+      h(
+        'p',
+        { class: 'note' },
+        'Replays this message once with the payload below under its own id. The change is audited (who, when, both fingerprints, your reason); the payload is checked against the consumer’s schema first.',
+      ),
+      payload,
+      h('div', { class: 'act-row' }, reason, button),
+      out,
+    );
+  }
+  if (row?.status === 'completed') {
+    const reason = /** @type {HTMLInputElement} */ (
+      h('input', { id: 'forget-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
+    );
+    const button = h('button', { type: 'button', id: 'forget', class: 'danger' }, 'Forget this id');
+    button.addEventListener('click', () =>
+      run(
+        api('/api/forget', { consumer: m.consumer, id: m.id, reason: reason.value }),
+        (r) => `forgotten (audited under ${r.actionId.slice(0, 8)}): its next delivery is processed as new`,
+      ),
+    );
+    return h(
+      'section',
+      { class: 'acts' },
+      h('h3', {}, 'Forget'),
+      h(
+        'p',
+        { class: 'note' },
+        'Deletes this completed inbox row on purpose, so the message can be processed again. Audited.',
+      ),
+      h('div', { class: 'act-row' }, reason, button),
+      out,
+    );
+  }
+  return '';
+}
+
+/** @param {URLSearchParams} params */
+async function showRecord(params) {
   const m = await api(`/api/message?${params}`);
   const panel = $('#detail');
   panel.hidden = false;
@@ -618,6 +709,7 @@ async function showMessage(entry) {
       m.predictionText,
     ),
     m.deadLetter ? h('div', { class: 'detail-actions' }, replayOne) : '',
+    operatorActs(m),
     facts('Dead letter', [
       ['consumer', m.consumer],
       ['reason', record?.reason],
@@ -774,6 +866,12 @@ function wire() {
   $('#filters').addEventListener('submit', (event) => {
     event.preventDefault();
     listDeadLetters().catch(showError);
+  });
+  $('#lookup').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const consumer = /** @type {HTMLInputElement} */ ($('#lookup-consumer')).value.trim();
+    const id = /** @type {HTMLInputElement} */ ($('#lookup-id')).value.trim();
+    if (consumer !== '' && id !== '') showRecord(new URLSearchParams({ consumer, id })).catch(showError);
   });
   $('#select-all').addEventListener('click', () => {
     for (const e of state.listing?.entries ?? []) if (e.id !== undefined) state.selected.add(e.id);

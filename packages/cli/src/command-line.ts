@@ -21,6 +21,8 @@ export const COMMANDS = [
   'prune',
   'dlq list',
   'dlq replay',
+  'dlq edit',
+  'forget',
   'doctor',
   'console',
 ] as const;
@@ -86,6 +88,28 @@ export interface DlqReplayCommand extends DlqCommon {
   readonly includeParked: boolean;
   readonly requestedBy: string;
 }
+export interface DlqEditCommand extends Common {
+  readonly command: 'dlq edit';
+  readonly transport: TransportName;
+  readonly from: string;
+  readonly group: string | undefined;
+  readonly to: string | undefined;
+  readonly consumer: string;
+  readonly messageId: string;
+  /** `--payload-file FILE` (`-` = stdin): the corrected payload. */
+  readonly payloadFile: string;
+  readonly reason: string;
+  /** `--schemas MODULE`: a module exporting `schemas`, the consumers' payload schemas by consumer name. */
+  readonly schemasModule: string | undefined;
+  readonly requestedBy: string;
+}
+export interface ForgetCommand extends Common {
+  readonly command: 'forget';
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly reason: string;
+  readonly requestedBy: string;
+}
 export interface DoctorCommand extends Common {
   readonly command: 'doctor';
   /** Path of a JSON config file with consumer settings. */
@@ -115,6 +139,8 @@ export interface ConsoleCommand extends Common {
   readonly requestedBy: string;
   /** `--sample-interval`: how often the chart's state counts are read. Default 10 s. */
   readonly sampleIntervalMs: number;
+  /** `--schemas MODULE`: the consumers' payload schemas, which edits are checked against. */
+  readonly schemasModule: string | undefined;
 }
 
 export type ParsedCommand =
@@ -125,6 +151,8 @@ export type ParsedCommand =
   | PruneCommand
   | DlqListCommand
   | DlqReplayCommand
+  | DlqEditCommand
+  | ForgetCommand
   | DoctorCommand
   | ConsoleCommand;
 
@@ -195,6 +223,26 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     'include-parked': { type: 'boolean' },
     by: { type: 'string' },
   },
+  'dlq edit': {
+    ...CONNECTION_OPTIONS,
+    transport: { type: 'string' },
+    from: { type: 'string' },
+    group: { type: 'string' },
+    to: { type: 'string' },
+    consumer: { type: 'string' },
+    id: { type: 'string' },
+    'payload-file': { type: 'string' },
+    reason: { type: 'string' },
+    schemas: { type: 'string' },
+    by: { type: 'string' },
+  },
+  forget: {
+    ...CONNECTION_OPTIONS,
+    consumer: { type: 'string' },
+    id: { type: 'string' },
+    reason: { type: 'string' },
+    by: { type: 'string' },
+  },
   doctor: {
     ...CONNECTION_OPTIONS,
     config: { type: 'string' },
@@ -213,6 +261,7 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     'token-file': { type: 'string' },
     by: { type: 'string' },
     'sample-interval': { type: 'string' },
+    schemas: { type: 'string' },
   },
 };
 
@@ -254,11 +303,13 @@ function resolveCommand(argv: readonly string[]): {
   if (first === 'dlq') {
     if (second === undefined || second.startsWith('-')) {
       if (second === '--help' || second === '-h') return { command: 'help', rest: [], topic: 'dlq list' };
-      throw new UsageError('`inboxkit dlq` needs a subcommand: list or replay');
+      throw new UsageError('`inboxkit dlq` needs a subcommand: list, replay or edit');
     }
     const name = `dlq ${second}`;
     if (!(COMMANDS as readonly string[]).includes(name)) {
-      throw new UsageError(`unknown command \`inboxkit dlq ${second}\`: use \`dlq list\` or \`dlq replay\``);
+      throw new UsageError(
+        `unknown command \`inboxkit dlq ${second}\`: use \`dlq list\`, \`dlq replay\` or \`dlq edit\``,
+      );
     }
     return { command: name as CommandName, rest: others };
   }
@@ -452,6 +503,41 @@ export function parseCommandLine(
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
       };
     }
+    case 'dlq edit':
+    case 'forget': {
+      const need = (name: string, what: string): string => {
+        const v = str(name);
+        if (v === undefined) throw new UsageError(`\`inboxkit ${command}\` needs --${name} ${what}`, command);
+        return v;
+      };
+      const by = str('by') ?? env.USER ?? env.USERNAME ?? env.LOGNAME;
+      const act = {
+        ...common,
+        consumer: need('consumer', 'NAME'),
+        messageId: need('id', 'ID'),
+        reason: need('reason', 'TEXT (why, for the audit)'),
+        requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+      };
+      if (command === 'forget') return { command, ...act };
+      const transport = transportOf(str('transport'), command, true)!;
+      const group = str('group');
+      if (group !== undefined && transport !== 'kafka') {
+        throw new UsageError(
+          '--group applies to --transport kafka only (the consumer group of the DLQ topic)',
+          command,
+        );
+      }
+      return {
+        command,
+        ...act,
+        transport,
+        from: need('from', 'DLQ (the dead-letter topic, queue name or queue URL)'),
+        group,
+        to: str('to'),
+        payloadFile: need('payload-file', 'FILE (the corrected payload; - reads stdin)'),
+        schemasModule: str('schemas'),
+      };
+    }
     case 'console': {
       const dlqs = ((values.dlq as string[] | undefined) ?? []).map((value) => {
         const colon = value.indexOf(':');
@@ -483,6 +569,7 @@ export function parseCommandLine(
         port: portNumber,
         allowRemote: values['allow-remote'] === true,
         tokenFile: str('token-file'),
+        schemasModule: str('schemas'),
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
         sampleIntervalMs:
           interval === undefined ? 10_000 : parseDuration(interval, '--sample-interval', command),

@@ -11,7 +11,9 @@ import { EXIT } from './commands/command-context.js';
 import type { CommandContext } from './commands/command-context.js';
 import { runConsole } from './commands/console-command.js';
 import { runDlqList } from './commands/dlq-list-command.js';
+import { runDlqEdit } from './commands/dlq-edit-command.js';
 import { runDlqReplay } from './commands/dlq-replay-command.js';
+import { runForget } from './commands/forget-command.js';
 import { runDoctor } from './commands/doctor-command.js';
 import { runMigrate } from './commands/migrate-command.js';
 import { runPrune } from './commands/prune-command.js';
@@ -47,6 +49,10 @@ async function dispatch(
       return runDlqList(command, context);
     case 'dlq replay':
       return runDlqReplay(command, context);
+    case 'dlq edit':
+      return runDlqEdit(command, context);
+    case 'forget':
+      return runForget(command, context);
     case 'doctor':
       return runDoctor(command, context);
     case 'console':

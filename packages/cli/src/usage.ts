@@ -22,6 +22,8 @@ Commands:
   prune         delete expired completed rows (and HTTP idempotency keys) in batches
   dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
+  dlq edit      replay one dead letter with a corrected payload (audited)
+  forget        delete one completed inbox row on purpose (audited)
   doctor        check connectivity and configuration invariants
   console       a web page over the inbox and the DLQs: charts, filters, replay
   help [cmd]    show help for a command (also: <command> --help)
@@ -36,7 +38,8 @@ ${CONNECTION}
 const COMMAND_USAGE: Readonly<Record<CommandName, string>> = {
   console: `Usage: inboxkit console [--dlq TRANSPORT:DLQ]… [--bind 127.0.0.1] [--port 7070]
                         [--allow-remote] [--token-file FILE] [--by NAME]
-                        [--sample-interval 10s] [connection flags]
+                        [--sample-interval 10s] [--schemas MODULE]
+                        [connection flags]
 
 Serves the operator console: per consumer, rows by state over time and dead
 letters per hour; the dead letters of each --dlq grouped by reason, with
@@ -55,7 +58,9 @@ the path of \`dlq replay\`: publish, confirm, then remove; the inbox decides.
                      It is never printed
   --by NAME          who replays are recorded as (default $USER); a basic-auth
                      user name takes its place
-  --sample-interval  how often the chart's counts are read (default 10s)`,
+  --sample-interval  how often the chart's counts are read (default 10s)
+  --schemas MODULE   a module exporting \`schemas\` (payload schemas by consumer
+                     name): edits from the page are checked against them`,
   migrate: `Usage: inboxkit migrate [--reconciliation] [connection flags] [--json]
 
 Creates or updates the inbox table (schema --schema, table --table) with the
@@ -116,6 +121,37 @@ stay in the DLQ. Interrupted runs lose nothing; run the same command again.
                   so one bad message cannot loop a bulk replay)
   --group G       Kafka: consumer group that tracks replay progress on the DLQ
                   topic (default inboxkit-dlq-replay.<DLQ>)`,
+  'dlq edit': `Usage: inboxkit dlq edit --transport kafka|rabbitmq|sqs --from DLQ
+                         --consumer NAME --id ID --payload-file FILE|-
+                         --reason TEXT [--schemas MODULE] [--to SOURCE]
+                         [--by NAME] [--group G] [--json] [connection flags]
+
+Edit and retry: replays one dead letter with a corrected payload under its own
+message id. The payload is checked first (JSON, then the consumer's schema
+from --schemas) and refused with the schema's message before anything is
+written or published. Then, with the DLQ copy in hand, the inbox row is
+amended to the new payload's fingerprint and the act audited (who, when, old
+and new fingerprints, --reason); the corrected copy is published with a
+replay marker and the DLQ copy removed. The consumer applies it once; the old
+payload, or another one sent without this act, stays payload-mismatch.
+
+  --payload-file F  the corrected payload (JSON); - reads stdin
+  --reason TEXT     why, for the audit (required)
+  --schemas MODULE  a module exporting \`schemas\`: payload schemas by consumer
+                    name (the ones the consumers use)
+  --to SOURCE       publish here instead of the recorded source
+  --by NAME         who asked (default $USER)
+  --group G         Kafka: consumer group that tracks the DLQ topic`,
+  forget: `Usage: inboxkit forget --consumer NAME --id ID --reason TEXT [--by NAME]
+                       [--json] [connection flags]
+
+Forget one id: deletes its completed inbox row on purpose, audited (who, when,
+the fingerprint it had, --reason), so its next delivery is processed as new.
+Rows in any other state are left alone (exit 1). With a fast path (Redis)
+in front of the inbox, delete the id's fast-path key too.
+
+  --reason TEXT  why, for the audit (required)
+  --by NAME      who asked (default $USER)`,
   doctor: `Usage: inboxkit doctor [--config FILE] [--transport T [--source Q] [--dlq Q]]
                        [--max-attempts N] [--dedupe-window D] [--handler-timeout D]
                        [--lease D] [--mode transactional|leased]

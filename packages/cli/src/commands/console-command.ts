@@ -9,6 +9,7 @@ import { ConfigurationError } from '@inboxkit/core';
 
 import type { ConsoleCommand } from '../command-line.js';
 import { startConsoleServer } from '../console/console-server.js';
+import { loadSchemas } from '../settings/load-schemas.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -38,7 +39,12 @@ export async function runConsole(command: ConsoleCommand, context: CommandContex
   const credential = await readCredential(command, context);
   const database = await services.openDatabase(command.connection);
   try {
+    const schemas =
+      command.schemasModule === undefined
+        ? undefined
+        : await loadSchemas(command.schemasModule, io.cwd ?? process.cwd());
     const server = await startConsoleServer({
+      schemas,
       host: command.host,
       port: command.port,
       allowRemote: command.allowRemote,

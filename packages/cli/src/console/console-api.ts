@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 
 import { parseDeadLetterHeaders } from '@inboxkit/core';
-import type { DeadLetterEntry, InboxInspector } from '@inboxkit/core';
+import type { DeadLetterEntry, ForgetResult, InboxInspector, InboxStore } from '@inboxkit/core';
 
 import type { CliServices } from '../cli-services.js';
 import type { InboxLookup } from '../inbox/inbox-lookup.js';
@@ -17,7 +17,10 @@ import { displayName } from '../output/display-text.js';
 import { describePrediction, predictReplay } from '../replay/predict-replay.js';
 import { recordedConsumer } from '../replay/recorded-consumer.js';
 import { replayFingerprint } from '../replay/replay-fingerprint.js';
+import { editAndRetry } from '../replay/edit-and-retry.js';
+import type { EditAndRetryResult } from '../replay/edit-and-retry.js';
 import { replayFromDlq } from '../replay/replay-from-dlq.js';
+import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
 import { dlqId } from './console-dlq.js';
@@ -43,6 +46,10 @@ export interface ConsoleApiOptions {
   readonly services: CliServices;
   readonly connection: ConnectionSettings;
   readonly inspector: InboxInspector;
+  /** The inbox's operator acts (edit and retry, forget one id). */
+  readonly store: Pick<InboxStore, 'findRows' | 'amendDeadLetter' | 'forgetCompleted'>;
+  /** The consumers' payload schemas: edits are checked against them. Default is none (JSON only). */
+  readonly schemas?: ConsumerSchemas | undefined;
   readonly lookup: InboxLookup;
   readonly clock: Clock;
   readonly sampleIntervalMs: number;
@@ -97,6 +104,12 @@ function selection(body: Record<string, unknown>): DeadLetterFilter {
     since: time(body.since, 'since'),
     ids: stringList(body.ids, 'ids'),
   };
+}
+
+function required(value: unknown, field: string): string {
+  const text = optionalString(value, field);
+  if (text === undefined || text.trim() === '') throw new HttpError(400, `${field} is required`);
+  return text;
 }
 
 /** `includeParked`: replay parked dead letters too (default false). */
@@ -348,6 +361,65 @@ export class ConsoleApi {
       },
       { services, connection, inbox: lookup, clock },
     );
+  }
+
+  /**
+   * Edit and retry of one dead letter (`{dlq, consumer, id, payload, reason}`): checked against the consumer's
+   * schema, amended (audited, by `requestedBy`) and replayed once through `editAndRetry`. A refusal — the
+   * schema's message, a row that is not dead-lettered, a copy no longer in the DLQ — is a 422 and changes
+   * nothing.
+   */
+  async edit(body: Record<string, unknown>, requestedBy: string): Promise<EditAndRetryResult> {
+    const dlq = this.#dlq(body.dlq);
+    const consumer = required(body.consumer, 'consumer');
+    const messageId = required(body.id, 'id');
+    const payload = optionalString(body.payload, 'payload') ?? '';
+    const reason = required(body.reason, 'reason');
+    const { services, connection, lookup, clock, log, store, schemas } = this.#options;
+    const replayId = randomUUID();
+    const result = await editAndRetry(
+      {
+        transport: dlq.transport,
+        from: dlq.name,
+        group: dlq.group,
+        consumer,
+        messageId,
+        payload,
+        reason,
+        requestedBy,
+        replayId,
+        schema: schemas?.[consumer],
+      },
+      { services, connection, store, inbox: lookup, clock },
+    );
+    if (result.kind === 'refused') throw new HttpError(422, result.why);
+    log(
+      `edit ${replayId} by ${displayName(requestedBy)} of ${displayName(messageId)} (${displayName(consumer)}): ${result.kind}${result.amended ? `, amended ${result.fromFingerprint ?? 'none'} -> ${result.toFingerprint}` : ''}`,
+    );
+    return result;
+  }
+
+  /** Forget one id (`{consumer, id, reason}`): its completed row deleted, audited. Anything else is a 409. */
+  async forget(
+    body: Record<string, unknown>,
+    requestedBy: string,
+  ): Promise<ForgetResult & { actionId: string }> {
+    const consumer = required(body.consumer, 'consumer');
+    const messageId = required(body.id, 'id');
+    const reason = required(body.reason, 'reason');
+    const actionId = randomUUID();
+    const forget = this.#options.store.forgetCompleted?.bind(this.#options.store);
+    if (forget === undefined) throw new HttpError(501, 'this inbox store cannot forget a row');
+    const result = await forget({ consumer, messageId, actionId, requestedBy, reason });
+    if (result.kind === 'no-row')
+      throw new HttpError(409, `${messageId} has no inbox row in consumer ${consumer}`);
+    if (result.kind === 'not-completed') {
+      throw new HttpError(409, `${messageId} is ${result.row.status}: only a completed row is forgotten`);
+    }
+    this.#options.log(
+      `forget ${actionId} by ${displayName(requestedBy)} of ${displayName(messageId)} (${displayName(consumer)})`,
+    );
+    return { actionId, ...result };
   }
 
   /**

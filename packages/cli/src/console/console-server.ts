@@ -18,6 +18,7 @@ import { displayName } from '../output/display-text.js';
 import { systemClock } from '../replay/clock.js';
 import type { Clock } from '../replay/clock.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
+import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
 import { acceptableHost, checkAuthorization, isLoopback, MIN_CREDENTIAL_LENGTH } from './console-auth.js';
@@ -46,6 +47,8 @@ export interface ConsoleServerOptions {
   readonly db: Kysely<any>;
   /** Who replays are recorded as when the request names nobody (basic auth user). */
   readonly operator: string;
+  /** The consumers' payload schemas by consumer name: edits from the page are checked against them. Default is none. */
+  readonly schemas?: ConsumerSchemas | undefined;
   /** How often the inbox's state counts are read for the chart. Default is 10,000 ms. */
   readonly sampleIntervalMs?: number | undefined;
   /** Default is the system clock. */
@@ -158,6 +161,8 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     services: options.services,
     connection: options.connection,
     inspector: store,
+    store,
+    schemas: options.schemas,
     lookup: postgresInboxLookup(options.db, store),
     clock: options.clock ?? systemClock,
     sampleIntervalMs: options.sampleIntervalMs ?? 10_000,
@@ -210,6 +215,10 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       return send(response, 200, await api.dryRun(await readJson(request), requestedBy));
     if (route === 'POST /api/replays')
       return send(response, 202, api.startReplay(await readJson(request), requestedBy));
+    if (route === 'POST /api/edit')
+      return send(response, 200, await api.edit(await readJson(request), requestedBy));
+    if (route === 'POST /api/forget')
+      return send(response, 200, await api.forget(await readJson(request), requestedBy));
     if (route === 'GET /api/replays') return send(response, 200, api.jobs.list());
     if (request.method === 'GET' && job !== null) {
       const view = api.jobs.get(job[1]!);

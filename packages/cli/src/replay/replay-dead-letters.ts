@@ -64,6 +64,17 @@ export interface ReplayDeadLettersOptions {
   readonly clock?: Clock | undefined;
   /** Aborting stops the run after the entry in hand; nothing taken is lost (it is released). */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Called with each dead letter in hand just before its copy is published (never in a dry run): the body to
+   * publish instead of the DLQ's (edit and retry), or `refused` to leave it in the DLQ (reported `failed` with
+   * the reason). Throwing counts as refused. Default publishes the DLQ's body.
+   */
+  readonly beforePublish?:
+    | ((
+        entry: DeadLetterEntry,
+        id: string,
+      ) => Promise<{ readonly body: string } | { readonly refused: string }>)
+    | undefined;
   /** Called once per selected dead letter, after it was handled. */
   readonly onEntry?: ((result: ReplayEntryResult) => void) | undefined;
 }
@@ -383,8 +394,22 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     lookupDetail: string | undefined,
   ): Promise<ReplayEntryResult> {
     const withDestination = { ...base, destination: destination.label };
+    let body = entry.body;
+    if (options.beforePublish !== undefined) {
+      let decided: { readonly body: string } | { readonly refused: string };
+      try {
+        decided = await options.beforePublish(entry, id);
+      } catch (error) {
+        decided = { refused: errorText(error) };
+      }
+      if ('refused' in decided) {
+        await entry.release().catch(() => undefined);
+        return { ...withDestination, action: 'failed', detail: `not published: ${decided.refused}` };
+      }
+      body = decided.body;
+    }
     try {
-      await publisher!.publish([replayMessage(entry, id, destination, marker)]);
+      await publisher!.publish([replayMessage({ ...entry, body }, id, destination, marker)]);
     } catch (error) {
       await entry.release().catch(() => undefined);
       return { ...withDestination, action: 'failed', detail: `publish failed: ${errorText(error)}` };

@@ -9,7 +9,7 @@ import type { ConnectionSettings } from '../settings/connection-settings.js';
 import type { Clock } from './clock.js';
 import type { DeadLetterFilter } from './dead-letter-filter.js';
 import { replayDeadLetters } from './replay-dead-letters.js';
-import type { ReplayEntryResult, ReplaySummary } from './replay-dead-letters.js';
+import type { ReplayDeadLettersOptions, ReplayEntryResult, ReplaySummary } from './replay-dead-letters.js';
 
 /** One replay (or dry run) of a DLQ, as an operator asked for it. */
 export interface DlqReplayRequest {
@@ -41,6 +41,8 @@ export interface ReplayFromDlqContext {
   /** Called once the transport is open, before the first message (the CLI prints its header line here). */
   readonly onOpened?: ((transport: OpenedTransport, to: string | undefined) => void) | undefined;
   readonly onEntry?: ((result: ReplayEntryResult) => void) | undefined;
+  /** See `ReplayDeadLettersOptions.beforePublish` (edit and retry). */
+  readonly beforePublish?: ReplayDeadLettersOptions['beforePublish'];
 }
 
 /**
@@ -81,6 +83,7 @@ export async function replayFromDlq(
       clock: context.clock,
       signal: context.signal,
       onEntry: context.onEntry,
+      beforePublish: context.beforePublish,
     });
   } finally {
     await transport.close().catch(() => undefined);

@@ -243,4 +243,76 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await expect.poll(() => page.locator('#dlq-table .pill.parked').count(), { timeout: 20_000 }).toBe(2);
     await screenshot(page, 'console-parked');
   });
+
+  it("edits and retries a parked message from the page: a payload failing the schema is refused with the schema's message, the corrected one is applied once and audited", async () => {
+    await page.selectOption('#f-reason', 'schema-invalid');
+    await page.click('#list');
+    await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(2);
+    await page.click('#dlq-table tbody tr[data-id="ord-3001"] a.id');
+    await expect.poll(() => page.locator('#edit-payload').isVisible(), { timeout: 20_000 }).toBe(true);
+    expect(await page.locator('#edit-payload').inputValue()).toContain('"amountCents": -100');
+    const before = { rows: await world.database.rows('orders'), depth: await world.broker.dlqDepth() };
+
+    // Still negative: the schema refuses it, nothing changes.
+    await page.fill('#edit-payload', JSON.stringify({ orderId: 'ord-3001', amountCents: -1 }, null, 2));
+    await page.fill('#edit-reason', 'sign flipped');
+    await page.click('#edit-retry');
+    await expect
+      .poll(() => page.locator('#detail .act-result').textContent(), { timeout: 20_000 })
+      .toMatch(/the edited payload is refused: the payload does not match the schema: amountCents: /);
+    expect(await page.locator('#detail .act-result.error').count()).toBe(1);
+    expect(await world.database.rows('orders')).toEqual(before.rows);
+    expect(await world.broker.dlqDepth()).toBe(before.depth);
+
+    // Corrected: amended (audited), replayed once.
+    const processed = world.recorder.count('processed');
+    await page.fill('#edit-payload', JSON.stringify({ orderId: 'ord-3001', amountCents: 100 }, null, 2));
+    await page.fill('#edit-reason', 'the amount was entered negative');
+    await screenshot(page, 'console-edit');
+    await page.click('#edit-retry');
+    await expect
+      .poll(() => page.locator('#detail .act-result').textContent(), { timeout: 30_000 })
+      .toMatch(/^replayed with the corrected payload \(amended /);
+    await world.recorder.waitForCount(processed + 1, { status: 'processed', timeoutMs: 30_000 });
+    expect((await world.database.effects()).get('ord-3001')).toBe(1);
+    expect((await world.database.effects()).get('ord-3002')).toBeUndefined();
+    await eventually(
+      async () => (await world.broker.dlqDepth()) === before.depth - 1,
+      async () => `DLQ depth ${await world.broker.dlqDepth()}`,
+    );
+    const audit = await world.database.store.listReplays({ consumer: 'orders', messageId: 'ord-3001' });
+    expect(
+      audit.some((a) =>
+        /^amended [0-9a-f]{64} -> [0-9a-f]{64}: the amount was entered negative$/.test(a.outcome),
+      ),
+    ).toBe(true);
+    expect(audit.find((a) => a.outcome.startsWith('amended'))?.requestedBy).toBe('console-test');
+    await page.click('#detail-close');
+  });
+
+  it('forgets one completed id from the page, audited; its next delivery is applied again', async () => {
+    await page.fill('#lookup-consumer', 'orders');
+    await page.fill('#lookup-id', 'ord-4001');
+    await page.click('#lookup-open');
+    await expect.poll(() => page.locator('#forget').isVisible(), { timeout: 20_000 }).toBe(true);
+    await page.click('#forget');
+    await expect
+      .poll(() => page.locator('#detail .act-result').textContent(), { timeout: 20_000 })
+      .toMatch(/reason is required/);
+    expect(await world.database.store.findRows('orders', ['ord-4001'])).toHaveLength(1);
+    await page.fill('#forget-reason', 'reprocess after the tax fix');
+    await screenshot(page, 'console-forget');
+    await page.click('#forget');
+    await expect
+      .poll(() => page.locator('#detail .act-result').textContent(), { timeout: 20_000 })
+      .toMatch(/^forgotten \(audited under [0-9a-f]{8}\)/);
+    expect(await world.database.store.findRows('orders', ['ord-4001'])).toEqual([]);
+    const [line] = await world.database.store.listReplays({ consumer: 'orders', messageId: 'ord-4001' });
+    expect(line?.outcome).toMatch(/^forgotten [0-9a-f]{64}: reprocess after the tax fix$/);
+    const processed = world.recorder.count('processed');
+    await world.publish([{ id: 'ord-4001', amountCents: 1000 }], 0);
+    await world.recorder.waitForCount(processed + 1, { status: 'processed', timeoutMs: 30_000 });
+    expect((await world.database.effects()).get('ord-4001')).toBe(2);
+    await page.click('#detail-close');
+  });
 });

@@ -7,7 +7,7 @@ import type { IdempotentConsumer } from '@inboxkit/core';
 import { OutcomeRecorder } from '@inboxkit/testing';
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
-import { z } from 'zod';
+import type { z } from 'zod';
 
 import { startConsoleServer } from '../../src/console/console-server.js';
 import type { ConsoleServer, ConsoleServerOptions } from '../../src/console/console-server.js';
@@ -16,12 +16,12 @@ import { defaultCliServices } from '../../src/transports/default-cli-services.js
 import { eventually } from './eventually.js';
 import { inboxDatabase } from './inbox-database.js';
 import type { InboxDatabase } from './inbox-database.js';
+import { Order, schemas } from './order-schemas.js';
 import { rabbitmqFixture } from './rabbitmq-fixture.js';
 import type { ReplayFixture } from './replay-fixture.js';
 import { requireService } from './services.js';
 
-/** What an order message carries; a negative amount fails the schema. */
-export const Order = z.object({ orderId: z.string(), amountCents: z.number().int().nonnegative() });
+export { Order };
 
 /** The world one console test file works in. */
 export interface ConsoleWorld {
@@ -93,6 +93,7 @@ export async function consoleWorld(): Promise<ConsoleWorld> {
         db: database.db,
         operator: 'console-test',
         sampleIntervalMs: 500,
+        schemas,
         log: (line) => log.push(line),
         ...options,
       });
