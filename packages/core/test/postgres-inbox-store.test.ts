@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { CamelCasePlugin, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RetryableError } from '../src/errors.js';
+import { PermanentError, RetryableError, StoreUnavailableError } from '../src/errors.js';
+import { fingerprintJson } from '../src/fingerprint.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { InboxSql } from '../src/postgres/inbox-sql.js';
@@ -61,6 +62,55 @@ describe('PostgresInboxStore', () => {
     } finally {
       await db.destroy();
     }
+  });
+
+  it("an operator's act waits for a delivery holding the row: it sees the delivery's outcome, or gives up after 5 s changing nothing", async () => {
+    const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
+    const name = 'operator-waits';
+    let fail = true;
+    let hold: Promise<void> = Promise.resolve();
+    let entered: () => void = () => undefined;
+    const consumer = idempotentConsumer<unknown, TestTx>({
+      name,
+      store,
+      handler: async (m, { tx }) => {
+        if (fail) throw new PermanentError('bad');
+        entered();
+        await hold;
+        await insertEffect(tx, t.schema, name, m.id);
+      },
+    });
+    const fp = (p: unknown): string => fingerprintJson(JSON.stringify(p), p);
+    for (const id of ['m1', 'm2']) expect((await consumer.handle(message(id))).status).toBe('dead-letter');
+    fail = false;
+    const amend = (id: string) =>
+      store.amendDeadLetter({
+        consumer: name, messageId: id, fromFingerprint: fp({ id }), toFingerprint: fp({ id, fixed: true }),
+        replayId: `edit-${id}`, requestedBy: 'ops', reason: 'race',
+      });
+
+    // A replay holds m1 while its handler runs; the amendment waits for it and then finds the row completed.
+    let release: () => void = () => undefined;
+    hold = new Promise((r) => (release = r));
+    let running = new Promise<void>((r) => (entered = r));
+    const replay = consumer.handle({ ...message('m1'), replay: { replayId: 'r1' } });
+    await running;
+    const amended = amend('m1');
+    release();
+    expect(await replay).toMatchObject({ status: 'processed' });
+    expect(await amended).toMatchObject({ kind: 'not-dead-lettered', row: { status: 'completed', fingerprint: fp({ id: 'm1' }) } });
+
+    // A delivery holding m2 longer than 5 s: the act gives up, nothing written.
+    hold = new Promise((r) => (release = r));
+    running = new Promise<void>((r) => (entered = r));
+    const long = consumer.handle({ ...message('m2'), replay: { replayId: 'r2' } });
+    await running;
+    await expect(amend('m2')).rejects.toThrow(StoreUnavailableError);
+    release();
+    expect(await long).toMatchObject({ status: 'processed' });
+    expect(await countEffects(t.db, t.schema, name)).toBe(2);
+    const audit = await store.listReplays({ consumer: name });
+    expect(audit.filter((a) => a.outcome.startsWith('amended'))).toEqual([]);
   });
 
   it('claims an id whose attempt was recorded as started with the same one statement, in the same round trip as BEGIN', async () => {
