@@ -4,7 +4,8 @@
 //   - every distinct non-poison id applied exactly once: no id applied twice, none missing;
 //   - every poison id in the DLQ (copies deduplicated by original id; extra copies counted, not failed) with
 //     the reason it must carry, and never applied;
-//   - nothing else applied and nothing else dead-lettered;
+//   - nothing else applied and nothing else dead-lettered: a healthy id in the DLQ (e.g. `max-attempts` after
+//     crashes that charged it attempts it never ran) is a violation;
 //   - the inbox agrees: good ids `completed`, poison ids `dead_lettered`.
 
 import type { MessagePlan } from './message-plan.js';
@@ -29,6 +30,8 @@ export interface Verdict {
   readonly extraEffectRows: number;
   /** Good ids never applied. */
   readonly lost: number;
+  /** Good (healthy, non-poison) ids with a copy in the DLQ. */
+  readonly healthyDeadLettered: number;
   /** Poison ids in the DLQ (distinct) / expected. */
   readonly deadLettered: number;
   readonly poisonExpected: number;
@@ -103,14 +106,17 @@ export function checkInvariant(plan: MessagePlan, evidence: Evidence): Verdict {
     violations.push(`poison missing from the DLQ: ${missing.length} ids (${examples(missing)})`);
   if (wrongReason.length > 0)
     violations.push(`poison dead-lettered with the wrong reason: ${examples(wrongReason)}`);
-  const wronglyDead: string[] = [];
+  const healthyDead: string[] = [];
+  const unknownDead: string[] = [];
   for (const [id, reasons] of copies) {
     if (plan.poison.has(id)) continue;
     extraCopies += reasons.length - 1;
-    wronglyDead.push(`${id} (${[...new Set(reasons)].join('/')})`);
+    (plan.good.has(id) ? healthyDead : unknownDead).push(`${id} (${[...new Set(reasons)].join('/')})`);
   }
-  if (wronglyDead.length > 0)
-    violations.push(`dead-lettered but not poison: ${wronglyDead.length} ids (${examples(wronglyDead)})`);
+  if (healthyDead.length > 0)
+    violations.push(`healthy ids dead-lettered: ${healthyDead.length} ids (${examples(healthyDead)})`);
+  if (unknownDead.length > 0)
+    violations.push(`dead letters of ids never sent: ${unknownDead.length} ids (${examples(unknownDead)})`);
 
   // The inbox must say the same.
   const notCompleted: string[] = [];
@@ -141,6 +147,7 @@ export function checkInvariant(plan: MessagePlan, evidence: Evidence): Verdict {
     appliedTwice: twice.length,
     extraEffectRows: extraRows,
     lost: lost.length,
+    healthyDeadLettered: healthyDead.length,
     deadLettered,
     poisonExpected: plan.poison.size,
     extraDeadLetterCopies: extraCopies,

@@ -121,6 +121,11 @@ export class ConsumerPool {
     return this.#slots.filter((s) => s.ready).map((s) => s.index);
   }
 
+  /** The process id of consumer `index` while it runs (the effects table records it per row). */
+  pidOf(index: number): number | undefined {
+    return this.#slots[index]?.child?.pid;
+  }
+
   /** SIGKILLs consumer `index` and starts it again after `restartAfterMs`. */
   async kill(index: number, restartAfterMs: number): Promise<void> {
     const slot = this.#slots[index]!;

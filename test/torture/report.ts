@@ -28,7 +28,10 @@ export function formatReport(reports: readonly TransportReport[]): string {
     ['duplicates delivered (≥)', (r) => r.duplicatesDelivered],
     ['duplicates suppressed (≥)', (r) => r.duplicatesSuppressed],
     ['retries (≥)', (r) => r.retries],
+    ['consumers (processes)', (r) => r.consumers],
     ['consumer kills (SIGKILL)', (r) => r.kills],
+    ['  busy: effects growing at the kill', (r) => r.busyKills],
+    ['  IDLE: found doing nothing', (r) => r.idleKills],
     ['consumer starts', (r) => r.consumerStarts],
     ['consumer exits not caused by the harness', (r) => exits(r)],
     ['broker restart', (r) => r.brokerRestart],
@@ -36,6 +39,7 @@ export function formatReport(reports: readonly TransportReport[]): string {
     ['quiescent', (r) => (r.quiescent ? 'yes' : `no (backlog ${cell(r.backlogAtEnd)})`)],
     ['EFFECTS APPLIED TWICE', (r) => r.verdict?.appliedTwice],
     ['LOST', (r) => r.verdict?.lost],
+    ['HEALTHY IDS DEAD-LETTERED', (r) => r.verdict?.healthyDeadLettered],
     [
       'dead-lettered (poison ids in DLQ)',
       (r) => (r.verdict ? `${r.verdict.deadLettered}/${r.verdict.poisonExpected}` : undefined),

@@ -1,7 +1,9 @@
 // One torture run per transport: plan the stream from the seed, create the run's schema (inbox + an effects
 // table with no unique constraint) and topic/queues, start the consumer processes, produce at a steady pace
-// while SIGKILLing consumers at seeded moments and restarting the broker and Postgres once, wait for
-// quiescence, stop the consumers, and check the invariant from the effects table, the inbox and the DLQ.
+// while SIGKILLing consumers at seeded moments — each kill waits until its victim's effects are growing, so
+// that it lands on a consumer with work in flight (a kill that found its victim idle is counted apart) — and
+// restarting the broker and Postgres once, wait for quiescence, stop the consumers, and check the invariant
+// from the effects table, the inbox and the DLQ.
 
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -14,7 +16,7 @@ import { migrateInbox } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 
-import { requireService, restartService } from '../support/services.js';
+import { requireService, restartService, stopService } from '../support/services.js';
 import type { Verdict } from './check-invariant.js';
 import { checkInvariant } from './check-invariant.js';
 import { ConsumerPool } from './consumer-pool.js';
@@ -24,6 +26,7 @@ import type { PlannedMessage } from './message-plan.js';
 import type { Random } from './prng.js';
 import { seededRandom } from './prng.js';
 import { kafkaRig } from './transports/kafka-rig.js';
+import type { KafkaTortureMode } from './transports/kafka-rig.js';
 import { rabbitmqRig } from './transports/rabbitmq-rig.js';
 import { sqsRig } from './transports/sqs-rig.js';
 import type { TransportRig } from './transports/transport-rig.js';
@@ -34,7 +37,13 @@ export interface TortureOptions {
   readonly messages: number;
   /** SIGKILLs per transport. */
   readonly kills: number;
-  readonly consumers: number;
+  /** Consumer processes per transport. Default: 2 for Kafka (two group members), 3 for the others. */
+  readonly consumers?: number;
+  /**
+   * Kafka consumers' mode: `mixed` alternates `message` and `batch` by slot (one of each with two members).
+   * Default is `mixed`.
+   */
+  readonly kafkaMode?: KafkaTortureMode;
   readonly seed: number;
   /** The chaos window: production and kills are spread over it. */
   readonly durationSeconds: number;
@@ -42,6 +51,16 @@ export interface TortureOptions {
   readonly drainTimeoutSeconds: number;
   readonly restartBroker: boolean;
   readonly restartPostgres: boolean;
+  /**
+   * How long Postgres stays down at its restart (stopped, then started after this long): long enough for every
+   * consumer to meet the outage, retry and redeliver. Default is 0 (a plain restart).
+   */
+  readonly postgresOutageMs?: number;
+  /**
+   * How long a kill waits for its victim's effects to grow before it kills it anyway (counted idle): long enough
+   * to outlast a broker restart, during which nothing grows. Default is 60,000 ms.
+   */
+  readonly busyWaitMs?: number;
   /**
    * A shell command that restarts Postgres, for a Postgres that is not the project's own (DATABASE_URL set to
    * a private server). Default: `services.sh restart postgres`.
@@ -73,6 +92,10 @@ export interface TransportReport {
   readonly duplicatesSuppressed: number;
   readonly retries: number;
   readonly kills: number;
+  /** Kills that found their victim's effects growing (work in flight), and those that waited in vain. */
+  readonly busyKills: number;
+  readonly idleKills: number;
+  readonly consumers: number;
   readonly consumerStarts: number;
   readonly brokerRestart: string;
   readonly postgresRestart: string;
@@ -89,7 +112,7 @@ export interface TransportReport {
 function rigFor(name: TransportName, options: TortureOptions, log: (line: string) => void): TransportRig {
   switch (name) {
     case 'kafka':
-      return kafkaRig();
+      return kafkaRig({ mode: options.kafkaMode ?? 'mixed' });
     case 'rabbitmq':
       return rabbitmqRig({ log });
     case 'sqs':
@@ -105,13 +128,19 @@ interface ChaosEvent {
   readonly restartAfterMs: number;
 }
 
+/** Consumer processes per transport when `--consumers` is not given: Kafka runs a group of two members. */
+export const DEFAULT_CONSUMERS: Readonly<Record<TransportName, number>> = { kafka: 2, rabbitmq: 3, sqs: 3 };
+
+/** Production is spread over this share of the chaos window; kills fall inside it, where work flows. */
+const PRODUCTION_SHARE = 0.8;
+
 /** Every moment of chaos, decided from the seed: kill times, victims, restart delays, the two restarts. */
 function chaosSchedule(random: Random, options: TortureOptions): ChaosEvent[] {
   const window = options.durationSeconds * 1_000;
   const events: ChaosEvent[] = [];
   for (let k = 0; k < options.kills; k++) {
     events.push({
-      at: window * (0.05 + 0.9 * random.next()),
+      at: window * (0.05 + (PRODUCTION_SHARE - 0.1) * random.next()),
       kind: 'kill',
       pick: random.next(),
       restartAfterMs: random.int(200, 2_500),
@@ -143,16 +172,23 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
     prefix: `${transport}-${options.seed}`,
   });
   const schedule = chaosSchedule(random.fork('chaos'), options);
+  const consumers = options.consumers ?? DEFAULT_CONSUMERS[transport];
   const databaseUrl = requireService('postgres').url;
   const schema = `torture_${transport}_${randomBytes(4).toString('hex')}`;
-  const dbPool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+  // Bounded waits: while Postgres is down, a query must fail, not hang (the kill loop polls through it).
+  const dbPool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 3,
+    connectionTimeoutMillis: 5_000,
+    query_timeout: 10_000,
+  });
   dbPool.on('error', () => undefined);
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: dbPool }) });
   const rig = rigFor(transport, options, log);
   const consumerName = `torture-${transport}`;
   const logDir = join(tmpdir(), `inboxkit-torture-${schema}`);
   const pool = new ConsumerPool({
-    count: options.consumers,
+    count: consumers,
     log,
     logDir,
     settings: (index) => ({
@@ -175,31 +211,45 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   let verdict: Verdict | undefined;
   let error: string | undefined;
   let keep = options.keep === 'always';
+  const kills = { busy: 0, idle: 0 };
   try {
     log(
-      `seed ${options.seed}: ${plan.sends.length} sends, ${plan.kinds.size} distinct ids, ${plan.poison.size} poison, schema ${schema}, consumer logs in ${logDir}`,
+      `seed ${options.seed}: ${plan.sends.length} sends, ${plan.kinds.size} distinct ids, ${plan.poison.size} poison, ${consumers} consumers, maxAttempts ${options.maxAttempts}, schema ${schema}, consumer logs in ${logDir}`,
     );
     await migrateInbox(db, { schema });
     await dbPool.query(
       `CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, message_id text NOT NULL, pid integer, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
     );
     await dbPool.query(`CREATE INDEX ON "${schema}".effects (message_id)`);
+    await dbPool.query(`CREATE INDEX ON "${schema}".effects (pid)`);
     await rig.setup();
     await pool.startAll();
-    log(`${options.consumers} consumers ready; chaos for ${options.durationSeconds} s`);
+    log(`${consumers} consumers ready; chaos for ${options.durationSeconds} s`);
 
     const t0 = Date.now();
     const background: Promise<void>[] = [];
-    const producing = produce(rig, plan.sends, t0, options.durationSeconds * 800, log);
+    const spreadMs = options.durationSeconds * 1_000 * PRODUCTION_SHARE;
+    const killTimes = schedule.filter((e) => e.kind === 'kill').map((e) => e.at);
+    let killsDone = 0;
+    // Production keeps pace with the kills: a kill waits for its victim to be busy, and a Kafka group needs
+    // seconds to rebalance after each, so the kills can fall behind their schedule. Were the sends to go on
+    // regardless, the stream would be consumed before the last kills and those would find idle consumers.
+    const producing = produce(rig, plan.sends, t0, spreadMs, log, async (fraction) => {
+      const due = killTimes.filter((at) => at <= fraction * spreadMs).length - 1;
+      while (killsDone < due) await sleep(100);
+    });
     for (const event of schedule) {
       const wait = t0 + event.at - Date.now();
       if (wait > 0) await sleep(wait);
       if (event.kind === 'kill') {
-        await pool.waitUntil(() => pool.readyIndexes().length > 0, 60_000, 'a ready consumer to kill');
-        const ready = pool.readyIndexes();
-        const victim = ready[Math.floor(event.pick * ready.length)]!;
-        log(`SIGKILL consumer ${victim} (start again in ${event.restartAfterMs} ms)`);
-        await pool.kill(victim, event.restartAfterMs);
+        const chosen = await chooseBusyVictim(pool, dbPool, schema, event.pick, options.busyWaitMs ?? 60_000);
+        if (chosen.busy) kills.busy += 1;
+        else kills.idle += 1;
+        log(
+          `SIGKILL consumer ${chosen.victim} (${chosen.busy ? `busy: its effects grew, after waiting ${chosen.waitedMs} ms` : `IDLE: its effects did not grow within ${chosen.waitedMs} ms`}; start again in ${event.restartAfterMs} ms)`,
+        );
+        await pool.kill(chosen.victim, event.restartAfterMs);
+        killsDone += 1;
       } else if (event.kind === 'broker') {
         log(`broker restart: ${rig.restartLabel}`);
         const t = Date.now();
@@ -216,10 +266,13 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
           ),
         );
       } else {
-        log(`Postgres restart (${options.postgresRestartCommand ?? 'services.sh restart postgres'})`);
+        const outage = options.postgresOutageMs ?? 0;
+        log(
+          `Postgres restart (${options.postgresRestartCommand ?? 'services.sh restart postgres'}${outage > 0 && options.postgresRestartCommand === undefined ? `, down for ${outage} ms` : ''})`,
+        );
         const t = Date.now();
         background.push(
-          restartPostgres(options.postgresRestartCommand).then(
+          restartPostgres(options.postgresRestartCommand, outage).then(
             () => {
               postgresRestart = `restarted (${((Date.now() - t) / 1000).toFixed(1)} s)`;
               log('Postgres back');
@@ -244,9 +297,11 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
       const progress = await drainProgress(dbPool, schema, consumerName).catch(() => undefined);
       const backlog = await rig.backlog();
       backlogAtEnd = backlog;
+      // Settled one way or the other: a healthy id dead-lettered by mistake will never be applied, and waiting
+      // for it would only delay the verdict that reports it.
       const done =
         progress !== undefined &&
-        progress.applied >= plan.good.size &&
+        progress.applied + progress.deadLettered >= plan.good.size + plan.poison.size &&
         progress.deadLettered >= plan.poison.size &&
         backlog === 0;
       calm = done ? calm + 1 : 0;
@@ -290,6 +345,9 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
     duplicatesSuppressed: tally.byStatus.duplicate,
     retries: tally.byStatus.retry,
     kills: pool.kills,
+    busyKills: kills.busy,
+    idleKills: kills.idle,
+    consumers,
     consumerStarts: pool.starts,
     brokerRestart,
     postgresRestart,
@@ -303,25 +361,83 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   };
 }
 
-/** Restarts the test Postgres (services.sh), or runs `command` when the run was given one. */
-export async function restartPostgres(command: string | undefined): Promise<void> {
-  if (command === undefined) return restartService('postgres', { timeoutMs: 240_000 });
+/**
+ * Restarts the test Postgres (services.sh) — stopped for `outageMs` first when given — or runs `command` when
+ * the run was given one.
+ */
+export async function restartPostgres(command: string | undefined, outageMs = 0): Promise<void> {
+  if (command === undefined) {
+    if (outageMs > 0) {
+      await stopService('postgres');
+      await sleep(outageMs);
+    }
+    return restartService('postgres', { timeoutMs: 240_000 });
+  }
   await promisify(execFile)('bash', ['-c', command], { timeout: 240_000 });
 }
 
-/** Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (catching up after an outage). */
+/**
+ * Picks the victim of a kill among the consumers that are up (`pick`, a fraction of the list, from the seed)
+ * and waits until its effects are growing — rows it committed in the effects table, by pid, more than a moment
+ * ago — so that the kill lands on work in flight. After `maxWaitMs` it is killed anyway, reported idle.
+ */
+async function chooseBusyVictim(
+  pool: ConsumerPool,
+  db: pg.Pool,
+  schema: string,
+  pick: number,
+  maxWaitMs: number,
+): Promise<{ victim: number; busy: boolean; waitedMs: number }> {
+  const started = Date.now();
+  const effectsOf = async (pid: number): Promise<number | undefined> => {
+    try {
+      const { rows } = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".effects WHERE pid = $1`,
+        [pid],
+      );
+      return rows[0]!.n;
+    } catch {
+      return undefined; // Postgres restarting: no evidence either way
+    }
+  };
+  let victim: number | undefined;
+  let pid: number | undefined;
+  let seen: number | undefined;
+  for (;;) {
+    await pool.waitUntil(() => pool.readyIndexes().length > 0, 120_000, 'a ready consumer to kill');
+    const ready = pool.readyIndexes();
+    if (victim === undefined || !ready.includes(victim) || pool.pidOf(victim) !== pid) {
+      victim = ready[Math.floor(pick * ready.length)]!;
+      pid = pool.pidOf(victim);
+      seen = undefined;
+    }
+    const count = pid === undefined ? undefined : await effectsOf(pid);
+    if (count !== undefined && seen !== undefined && count > seen)
+      return { victim, busy: true, waitedMs: Date.now() - started };
+    if (count !== undefined) seen = count;
+    if (Date.now() - started >= maxWaitMs) return { victim, busy: false, waitedMs: Date.now() - started };
+    await sleep(150);
+  }
+}
+
+/**
+ * Sends the planned stream in chunks of 20, spread evenly over `spreadMs` (catching up after an outage).
+ * `gate(fraction)`, when given, is awaited before each chunk: the harness holds production back with it.
+ */
 export async function produce(
   rig: TransportRig,
   sends: readonly PlannedMessage[],
   t0: number,
   spreadMs: number,
   log: (l: string) => void,
+  gate?: (fraction: number) => Promise<void>,
 ): Promise<void> {
   const chunk = 20;
   for (let i = 0; i < sends.length; i += chunk) {
     const due = t0 + (i / sends.length) * spreadMs;
     const wait = due - Date.now();
     if (wait > 0) await sleep(wait);
+    await gate?.(i / sends.length);
     await rig.send(sends.slice(i, i + chunk));
   }
   log(

@@ -2,8 +2,8 @@
 // invariant is violated on any transport (or a run fails), 2 on bad arguments.
 //
 //   npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages 10000] [--kills 20] [--seed N]
-//                      [--consumers 3] [--duration 90] [--drain-timeout 300] [--restarts broker,postgres|none]
-//                      [--max-attempts 5] [--keep] [--quick]
+//                      [--consumers N] [--kafka-mode mixed|message|batch] [--duration 80] [--drain-timeout 300]
+//                      [--restarts broker,postgres|none] [--pg-outage 5] [--max-attempts 3] [--keep] [--quick]
 
 import { parseArgs } from 'node:util';
 
@@ -29,11 +29,13 @@ function parse() {
       messages: { type: 'string' },
       kills: { type: 'string' },
       seed: { type: 'string' },
-      consumers: { type: 'string', default: '3' },
+      consumers: { type: 'string' },
+      'kafka-mode': { type: 'string', default: 'mixed' },
+      'pg-outage': { type: 'string' },
       duration: { type: 'string' },
       'drain-timeout': { type: 'string' },
       restarts: { type: 'string', default: 'broker,postgres' },
-      'max-attempts': { type: 'string', default: '5' },
+      'max-attempts': { type: 'string', default: '3' },
       'handler-delay': { type: 'string', default: '4' },
       // For a Postgres that is not the project's own (DATABASE_URL pointing elsewhere): how to restart it.
       'pg-restart-cmd': { type: 'string' },
@@ -58,7 +60,8 @@ const v = args.values;
 if (v.help) {
   process.stdout.write(
     'npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
-      '                   [--duration S] [--drain-timeout S] [--restarts broker,postgres|none] [--max-attempts N] [--keep] [--quick]\n' +
+      '                   [--kafka-mode mixed|message|batch] [--duration S] [--drain-timeout S] [--restarts broker,postgres|none]\n' +
+      '                   [--pg-outage S] [--max-attempts N] [--keep] [--quick]\n' +
       '                   [--pipeline-messages N] [--pipeline-kills N] [--pipeline-duration S]\n' +
       'See docs/torture.md.\n',
   );
@@ -87,7 +90,11 @@ for (const r of restarts)
   if (r !== 'broker' && r !== 'postgres') fail(`--restarts takes broker, postgres or none, got ${r}`);
 const seed = count('seed', v.seed, randomSeed());
 const messages = count('messages', v.messages, v.quick ? 1_000 : 10_000, 1);
-const kills = count('kills', v.kills, v.quick ? 4 : 20);
+const kills = count('kills', v.kills, v.quick ? 6 : 20);
+const KAFKA_MODES = ['mixed', 'message', 'batch'] as const;
+const kafkaMode =
+  KAFKA_MODES.find((m) => m === v['kafka-mode']) ??
+  fail(`--kafka-mode must be mixed, message or batch, got ${v['kafka-mode']}`);
 
 const pipelineMessages = count('pipeline-messages', v['pipeline-messages'], v.quick ? 600 : 4_000, 1);
 const pipelineKills = count('pipeline-kills', v['pipeline-kills'], v.quick ? 6 : 18);
@@ -97,14 +104,16 @@ const options = {
   transports,
   messages,
   kills,
-  consumers: count('consumers', v.consumers, 3, 1),
+  ...(v.consumers !== undefined ? { consumers: count('consumers', v.consumers, 0, 1) } : {}),
+  kafkaMode,
+  postgresOutageMs: count('pg-outage', v['pg-outage'], v.quick ? 3 : 5) * 1_000,
   seed,
   durationSeconds: count('duration', v.duration, v.quick ? 25 : Math.max(60, kills * 4), 5),
   drainTimeoutSeconds: count('drain-timeout', v['drain-timeout'], v.quick ? 120 : 300, 10),
   restartBroker: restarts.includes('broker'),
   restartPostgres: restarts.includes('postgres'),
   broken: v.break,
-  maxAttempts: count('max-attempts', v['max-attempts'], 5, 1),
+  maxAttempts: count('max-attempts', v['max-attempts'], 3, 1),
   handlerDelayMs: count('handler-delay', v['handler-delay'], 4),
   keep: v.keep ? ('always' as const) : ('on-failure' as const),
   ...(v['pg-restart-cmd'] !== undefined ? { postgresRestartCommand: v['pg-restart-cmd'] } : {}),
@@ -117,21 +126,23 @@ const reproduce = [
   `--transport ${selected.join(',')}`,
   `--messages ${messages}`,
   `--kills ${kills}`,
-  `--consumers ${options.consumers}`,
+  ...(options.consumers !== undefined ? [`--consumers ${options.consumers}`] : []),
+  ...(kafkaMode !== 'mixed' ? [`--kafka-mode ${kafkaMode}`] : []),
   `--duration ${options.durationSeconds}`,
   `--restarts ${restarts.length > 0 ? restarts.join(',') : 'none'}`,
+  `--pg-outage ${options.postgresOutageMs / 1_000}`,
   ...(pipeline
     ? [
         `--pipeline-messages ${pipelineMessages} --pipeline-kills ${pipelineKills} --pipeline-duration ${pipelineDuration}`,
       ]
     : []),
-  ...(options.maxAttempts !== 5 ? [`--max-attempts ${options.maxAttempts}`] : []),
+  `--max-attempts ${options.maxAttempts}`,
   ...(v['pg-restart-cmd'] !== undefined ? [`--pg-restart-cmd ${JSON.stringify(v['pg-restart-cmd'])}`] : []),
   ...(v.break ? ['--break'] : []),
 ].join(' ');
 process.stderr.write(
   `torture: seed ${seed}; ${selected.join(', ')}; ${messages} messages each (${SHARES.duplicates * 100}% duplicate sends, ${SHARES.poison * 100}% poison), ` +
-    `${kills} kills, ${options.consumers} consumers${pipeline ? `; pipeline: ${pipelineMessages} messages, ${pipelineKills} kills over ${pipelineDuration} s` : ''}, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
+    `${kills} kills, ${options.consumers ?? 'default'} consumers, maxAttempts ${options.maxAttempts}${pipeline ? `; pipeline: ${pipelineMessages} messages, ${pipelineKills} kills over ${pipelineDuration} s` : ''}, restarts: ${restarts.join(' and ') || 'none'}${v.break ? '; BROKEN consumer (self-test)' : ''}\n`,
 );
 
 // Interrupted (Ctrl-C, a CI timeout): take the consumer processes down too, or they would go on consuming.

@@ -14,7 +14,11 @@ import { retrying } from './transport-rig.js';
 
 const PARTITIONS = 6;
 
-export function kafkaRig(): TransportRig {
+/** Which path of the transport the consumers run: `mixed` alternates `message` and `batch` by slot. */
+export type KafkaTortureMode = 'mixed' | 'message' | 'batch';
+
+export function kafkaRig(options: { readonly mode?: KafkaTortureMode } = {}): TransportRig {
+  const mode = options.mode ?? 'mixed';
   const brokers = requireService('kafka').brokers;
   const kafka = new Kafka({
     clientId: 'torture-harness',
@@ -75,13 +79,13 @@ export function kafkaRig(): TransportRig {
       );
     },
     consumerSettings(index) {
-      // Consumers alternate between the single-message and the batch path of the transport.
+      // Mixed: consumers alternate between the single-message and the batch path of the transport.
       return {
         kafka: {
           brokers,
           topic,
           groupId,
-          mode: index % 2 === 0 ? 'message' : 'batch',
+          mode: mode === 'mixed' ? (index % 2 === 0 ? 'message' : 'batch') : mode,
           partitionConcurrency: 2,
         },
       };

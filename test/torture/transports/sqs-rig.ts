@@ -1,7 +1,7 @@
 // The SQS side of a torture run (ElasticMQ): a standard queue and its DLQ wired by the transport's
 // createQueues (redrive above maxAttempts), batched sends, visible + in-flight messages as the backlog, the DLQ
-// read with the transport's own reader, and a broker outage through a TCP proxy (see tcp-proxy.ts for why not
-// a restart).
+// read with the transport's own reader, and a real broker restart (services.sh restart elasticmq: ElasticMQ
+// keeps its queues and messages in H2 there), checked to keep the queue's messages.
 
 import {
   GetQueueAttributesCommand,
@@ -13,45 +13,51 @@ import { HEADERS } from '@inboxkit/core';
 import { createQueues, sqsDeadLetterQueue } from '@inboxkit/sqs';
 import { uniqueName } from '@inboxkit/testing';
 
-import { requireService } from '../../support/services.js';
+import { requireService, restartService } from '../../support/services.js';
 import type { PlannedMessage } from '../message-plan.js';
-import { TcpProxy } from './tcp-proxy.js';
 import type { DeadLetterCopy, TransportRig } from './transport-rig.js';
 import { retrying } from './transport-rig.js';
 
 const VISIBILITY_SECONDS = 5;
-const OUTAGE_MS = 8_000;
 
 export function sqsRig(options: { readonly maxAttempts: number }): TransportRig {
   const service = requireService('sqs');
-  const endpoint = new URL(service.endpoint);
   const client = new SQSClient({
     endpoint: service.endpoint,
     region: service.region,
     credentials: service.credentials,
   });
-  const proxy = new TcpProxy({ host: endpoint.hostname, port: Number(endpoint.port) });
   const name = uniqueName('torture');
   let queueUrl = '';
   let deadLetterQueueUrl = '';
   let resent = 0;
 
-  /** The queue URL as the consumers reach it: through the proxy. */
-  function viaProxy(url: string): string {
-    const u = new URL(url);
-    u.hostname = '127.0.0.1';
-    u.port = String(proxy.port);
-    return u.toString();
+  /** Messages in the queue: visible, in flight and delayed. */
+  async function depth(): Promise<number> {
+    const { Attributes = {} } = await client.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: queueUrl,
+        AttributeNames: [
+          'ApproximateNumberOfMessages',
+          'ApproximateNumberOfMessagesNotVisible',
+          'ApproximateNumberOfMessagesDelayed',
+        ],
+      }),
+    );
+    return (
+      Number(Attributes.ApproximateNumberOfMessages ?? 0) +
+      Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0) +
+      Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0)
+    );
   }
 
   return {
     name: 'sqs',
-    restartLabel: 'SQS outage (proxy)',
+    restartLabel: 'ElasticMQ restarted',
     get resent() {
       return resent;
     },
     async setup() {
-      await proxy.listen();
       const created = await createQueues({
         client,
         name,
@@ -64,9 +70,9 @@ export function sqsRig(options: { readonly maxAttempts: number }): TransportRig 
     consumerSettings() {
       return {
         sqs: {
-          endpoint: `http://127.0.0.1:${proxy.port}`,
-          queueUrl: viaProxy(queueUrl),
-          deadLetterQueueUrl: viaProxy(deadLetterQueueUrl),
+          endpoint: service.endpoint,
+          queueUrl,
+          deadLetterQueueUrl,
           concurrency: 8,
           visibilityTimeoutSeconds: VISIBILITY_SECONDS,
         },
@@ -98,21 +104,7 @@ export function sqsRig(options: { readonly maxAttempts: number }): TransportRig 
     },
     async backlog() {
       try {
-        const { Attributes = {} } = await client.send(
-          new GetQueueAttributesCommand({
-            QueueUrl: queueUrl,
-            AttributeNames: [
-              'ApproximateNumberOfMessages',
-              'ApproximateNumberOfMessagesNotVisible',
-              'ApproximateNumberOfMessagesDelayed',
-            ],
-          }),
-        );
-        return (
-          Number(Attributes.ApproximateNumberOfMessages ?? 0) +
-          Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0) +
-          Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0)
-        );
+        return await depth();
       } catch {
         return undefined;
       }
@@ -134,11 +126,16 @@ export function sqsRig(options: { readonly maxAttempts: number }): TransportRig 
       return copies;
     },
     async restartBroker() {
-      await proxy.outage(OUTAGE_MS);
-      return `sqs: every consumer connection reset and refused for ${OUTAGE_MS / 1000} s (ElasticMQ is in-memory here: a restart would delete the queues)`;
+      // What the queue holds just before the restart must still be there after it (less what consumers deleted
+      // while ElasticMQ was stopping): an in-memory ElasticMQ would come back without the queue at all.
+      const before = await depth();
+      await restartService('sqs', { timeoutMs: 240_000 });
+      const after = await retrying('sqs queue depth after the restart', depth, 60_000);
+      if (before >= 20 && after === 0)
+        throw new Error(`ElasticMQ lost the queue's ${before} messages across its restart`);
+      return `sqs: ElasticMQ restarted (services.sh restart elasticmq); the queue held ${before} messages before, ${after} after`;
     },
     async teardown() {
-      await proxy.close();
       for (const url of [queueUrl, deadLetterQueueUrl]) {
         if (url !== '') await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
       }
