@@ -127,6 +127,8 @@ class RabbitmqConsumer implements TransportConsumer {
 
   readonly #pending: Delivery[] = [];
   readonly #running = new Set<Promise<void>>();
+  /** The redelivery running alone, if one is (see `#pump`). */
+  #alone: Promise<void> | undefined;
   /** Copies of each message id being handled in this process right now (see `#recordAttemptStarted`). */
   readonly #inFlight = new Map<string, number>();
 
@@ -351,24 +353,49 @@ class RabbitmqConsumer implements TransportConsumer {
     this.#pump();
   }
 
+  /**
+   * Starts deliveries while handlers are free. A redelivery runs alone: it waits until every running handler
+   * has finished, and nothing starts beside it until it settles. A redelivered message may have been running
+   * when its process died, so it is charged a started attempt before it runs (`#recordAttemptStarted`); run
+   * together, every redelivery running at the next crash would be charged again, and a process that dies
+   * soon after each start (a crash loop elsewhere, a deploy gone wrong) would dead-letter healthy messages at
+   * the head of the queue. Alone, a crash costs an attempt to one redelivery at most, and each of them runs to
+   * its end before the next is charged. Redeliveries follow crashes, broker restarts and lost connections
+   * only: the steady state is not slowed.
+   */
   #pump(): void {
     while (
       this.#state === 'running' &&
+      this.#alone === undefined &&
       this.#running.size < this.#o.concurrency &&
       this.#pending.length > 0
     ) {
-      const first = this.#pending.shift()!;
+      const first = this.#pending[0]!;
       // A dead channel's deliveries are redelivered by the broker; don't start them.
-      if (!first.session.alive) continue;
+      if (!first.session.alive) {
+        this.#pending.shift();
+        continue;
+      }
+      if (first.message.fields.redelivered) {
+        // Alone: once what runs now has finished (its end pumps again).
+        if (this.#running.size > 0) return;
+        this.#pending.shift();
+        const run: Promise<void> = this.#process(first).finally(() => {
+          this.#running.delete(run);
+          this.#alone = undefined;
+          this.#pump();
+        });
+        this.#alone = run;
+        this.#running.add(run);
+        return;
+      }
+      this.#pending.shift();
       const batch = [first];
-      // Only fresh deliveries already waiting join a batch: a redelivery may be the one that crashed its
-      // process, and alone it cannot take other messages down with it again.
-      if (!first.message.fields.redelivered) {
-        while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
-          const next = this.#pending[0]!;
-          if (next.session !== first.session || next.message.fields.redelivered) break;
-          batch.push(this.#pending.shift()!);
-        }
+      // Fresh deliveries already waiting join a batch (a redelivery never does: it runs alone).
+      while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
+        const next = this.#pending[0]!;
+        if (next.session !== first.session || next.message.fields.redelivered) break;
+        batch.push(this.#pending.shift()!);
       }
       const run: Promise<void> = (
         batch.length === 1 ? this.#process(first) : this.#processBatch(batch)
