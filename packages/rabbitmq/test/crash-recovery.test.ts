@@ -127,43 +127,47 @@ describe('consumer process crashes', () => {
     await last.kill('SIGTERM');
   });
 
-  it('a process killed as soon as it applies anything, six times over, dead-letters nothing: the redelivered messages run one at a time, so a kill charges at most one of them (maxAttempts 2, four handlers)', async () => {
-    const { h, pg, start } = await setup('busykill');
-    const ids = Array.from({ length: 24 }, (_, n) => `busykill-${n}`);
-    await h.publish(ids.map((id, n) => ({ id, body: JSON.stringify({ n }) })));
-    const applied = async () => (await pg.effectCounts()).size;
-    for (let round = 1; round <= 6; round += 1) {
-      // Four handlers of 100–600 ms and a prefetch of 12: a kill right after the first effect commits finds
-      // the others running. Each round's process receives the previous one's unsettled messages again first,
-      // redelivered; were they run together, the slow ones would be charged an attempt at every kill.
-      const p = await start({
-        concurrency: 4,
-        prefetch: 12,
-        maxAttempts: 2,
-        handlerDelayMs: 100,
-        handlerJitterMs: 500,
-      });
-      const before = await applied();
+  it(
+    'a process killed as soon as it applies anything, six times over, dead-letters nothing: the redelivered messages run one at a time, so a kill charges at most one of them (maxAttempts 2, four handlers)',
+    { timeout: 180_000 },
+    async () => {
+      const { h, pg, start } = await setup('busykill');
+      const ids = Array.from({ length: 24 }, (_, n) => `busykill-${n}`);
+      await h.publish(ids.map((id, n) => ({ id, body: JSON.stringify({ n }) })));
+      const applied = async () => (await pg.effectCounts()).size;
+      for (let round = 1; round <= 6; round += 1) {
+        // Four handlers of 100–600 ms and a prefetch of 12: a kill right after the first effect commits finds
+        // the others running. Each round's process receives the previous one's unsettled messages again first,
+        // redelivered; were they run together, the slow ones would be charged an attempt at every kill.
+        const p = await start({
+          concurrency: 4,
+          prefetch: 12,
+          maxAttempts: 2,
+          handlerDelayMs: 100,
+          handlerJitterMs: 500,
+        });
+        const before = await applied();
+        await until(
+          async () => (await applied()) > before || (await h.messageCount(`${h.queue}.dlq`)) > 0,
+          `round ${round}: one more effect`,
+        );
+        expect(await p.kill('SIGKILL')).toBe('SIGKILL');
+      }
+      const last = await start({ concurrency: 4, maxAttempts: 2 });
+      await until(async () => (await h.messageCount(h.queue)) === 0, 'an empty queue');
       await until(
-        async () => (await applied()) > before || (await h.messageCount(`${h.queue}.dlq`)) > 0,
-        `round ${round}: one more effect`,
+        async () => (await applied()) + (await h.messageCount(`${h.queue}.dlq`)) >= ids.length,
+        'every id settled',
       );
-      expect(await p.kill('SIGKILL')).toBe('SIGKILL');
-    }
-    const last = await start({ concurrency: 4, maxAttempts: 2 });
-    await until(async () => (await h.messageCount(h.queue)) === 0, 'an empty queue');
-    await until(
-      async () => (await applied()) + (await h.messageCount(`${h.queue}.dlq`)) >= ids.length,
-      'every id settled',
-    );
-    expect(await deadLetters(h), 'healthy messages dead-lettered').toEqual([]);
-    const counts = await pg.effectCounts();
-    expect(
-      ids.filter((id) => counts.get(id) !== 1),
-      'ids not applied exactly once',
-    ).toEqual([]);
-    await last.kill('SIGTERM');
-  });
+      expect(await deadLetters(h), 'healthy messages dead-lettered').toEqual([]);
+      const counts = await pg.effectCounts();
+      expect(
+        ids.filter((id) => counts.get(id) !== 1),
+        'ids not applied exactly once',
+      ).toEqual([]);
+      await last.kill('SIGTERM');
+    },
+  );
 
   for (const queueType of ['quorum', 'classic'] as const) {
     it(`a message that kills its process every time reaches the DLQ after maxAttempts + 1 deaths (${queueType} queue)`, async () => {
