@@ -47,3 +47,8 @@ export {
   abortableSleep,
   type RetryStartOptions,
 } from './start-retry.js';
+export {
+  isTransientDatabaseError,
+  retryDatabaseStart,
+  type DatabaseStartRetryOptions,
+} from './database-start-retry.js';

@@ -120,6 +120,8 @@ export interface RetryStartOptions<T> {
   readonly what: string;
   /** Logged with every failure (queue, topics, …). */
   readonly context: Readonly<Record<string, unknown>>;
+  /** What cannot be reached, in the timeout's message. Default is `the broker`. */
+  readonly service?: string;
 }
 
 function summary(error: unknown): { name: string; message: string; code?: unknown } {
@@ -174,7 +176,7 @@ export async function retryStart<T>(o: RetryStartOptions<T>): Promise<{ readonly
     const last = summary(cause);
     return new StartTimeoutError(
       `${opts.what} could not connect within startTimeoutMs (${opts.timeoutMs} ms, ${attempts} attempt(s)); ` +
-        `last error: ${last.name}: ${last.message}. Check that the broker is up and reachable at the address ` +
+        `last error: ${last.name}: ${last.message}. Check that ${opts.service ?? 'the broker'} is up and reachable at the address ` +
         'given, or raise startTimeoutMs',
       { cause, attempts },
     );

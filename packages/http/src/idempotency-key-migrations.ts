@@ -2,6 +2,7 @@
 // it with its own migration table, so it never mixes with the inbox's or the application's migrations.
 
 import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import type { DatabaseStartRetryOptions } from '@inboxkit/core';
 import { runSchemaMigrations } from '@inboxkit/core/postgres';
 import {
   idempotencyKeySchemaDownStatements,
@@ -33,14 +34,15 @@ export function idempotencyKeyMigrations(options: IdempotencyKeyTableOptions = {
 }
 
 /** Options of `migrateIdempotencyKeys`. */
-export interface MigrateIdempotencyKeysOptions extends IdempotencyKeyTableOptions {
+export interface MigrateIdempotencyKeysOptions extends IdempotencyKeyTableOptions, DatabaseStartRetryOptions {
   /** Kysely's migration bookkeeping table. Default is `inboxkit_http_migrations` (in the same schema). */
   readonly migrationTable?: string;
 }
 
 /**
  * Brings the idempotency-key table up to date (safe from several processes at once: the Migrator takes a
- * lock). Rejects with the migration error, if any.
+ * lock). While the database is down or restarting it keeps trying, as `migrateInbox` does
+ * (`DatabaseStartRetryOptions`; default without a time limit). Rejects with the migration error, if any.
  *
  * @example
  * await migrateIdempotencyKeys(db); // inboxkit.idempotency_key
@@ -55,9 +57,13 @@ export async function migrateIdempotencyKeys<DB>(
     schema: names.schema,
     table: options.migrationTable ?? 'inboxkit_http_migrations',
   }).table;
-  return runSchemaMigrations(db, {
-    schema: names.schema,
-    migrationTable,
-    provider: idempotencyKeyMigrations(options),
-  });
+  return runSchemaMigrations(
+    db,
+    {
+      schema: names.schema,
+      migrationTable,
+      provider: idempotencyKeyMigrations(options),
+    },
+    { ...options, what: 'migrateIdempotencyKeys' },
+  );
 }

@@ -2,6 +2,7 @@
 // runs it with its own migration table so it never mixes with the application's (or the inbox's) migrations.
 
 import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import type { DatabaseStartRetryOptions } from '@inboxkit/core';
 import { runSchemaMigrations } from '@inboxkit/core/postgres';
 import { outboxSchemaDownStatements, outboxSchemaStatements } from './outbox-schema.js';
 import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
@@ -28,14 +29,15 @@ export function outboxMigrations(options: OutboxTableOptions = {}): MigrationPro
 }
 
 /** Options of `migrateOutbox`. */
-export interface MigrateOutboxOptions extends OutboxTableOptions {
+export interface MigrateOutboxOptions extends OutboxTableOptions, DatabaseStartRetryOptions {
   /** Kysely's migration bookkeeping table. Default is `inboxkit_outbox_migrations` (in the outbox schema). */
   readonly migrationTable?: string;
 }
 
 /**
  * Brings the outbox schema up to date with Kysely's `Migrator` (safe from several processes at once: the
- * Migrator takes a lock). Rejects with the migration error, if any.
+ * Migrator takes a lock). While the database is down or restarting it keeps trying, as `migrateInbox` does
+ * (`DatabaseStartRetryOptions`; default without a time limit). Rejects with the migration error, if any.
  *
  * @example
  * await migrateOutbox(db); // inboxkit.outbox
@@ -51,9 +53,13 @@ export async function migrateOutbox<DB>(
     schema: names.schema,
     table: options.migrationTable ?? 'inboxkit_outbox_migrations',
   }).table;
-  return runSchemaMigrations(db, {
-    schema: names.schema,
-    migrationTable,
-    provider: outboxMigrations(options),
-  });
+  return runSchemaMigrations(
+    db,
+    {
+      schema: names.schema,
+      migrationTable,
+      provider: outboxMigrations(options),
+    },
+    { ...options, what: 'migrateOutbox' },
+  );
 }

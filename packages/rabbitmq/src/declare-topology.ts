@@ -2,8 +2,10 @@
 // broker delivery limit as the crash-loop backstop), one delay queue per delay bucket that dead-letters back
 // to the work queue, and a dead-letter exchange with its DLQ. Idempotent: declaring twice changes nothing.
 
-import { ConfigurationError } from '@inboxkit/core';
-import type { AmqpChannel } from './amqp-types.js';
+import { ConfigurationError, retryStart, silentLogger, startRetryDelay } from '@inboxkit/core';
+import type { Logger } from '@inboxkit/core';
+import type { AmqpChannel, AmqpConnection } from './amqp-types.js';
+import { startFailure } from './rabbitmq-consumer.js';
 import { fitsShortString } from './short-string.js';
 
 /**
@@ -174,22 +176,92 @@ function queueArguments(type: 'quorum' | 'classic'): Record<string, unknown> {
     : { 'x-queue-type': 'classic' };
 }
 
+/** How `declareTopology` waits for a broker that is down or restarting (only when given `connect`). */
+export interface DeclareTopologyRetryOptions {
+  /**
+   * How long to keep trying while the broker cannot be reached before rejecting with a `StartTimeoutError`.
+   * Default is `Infinity`, as the consumer's `startTimeoutMs`.
+   */
+  readonly startTimeoutMs?: number;
+  /** Backoff between attempts (×2 per attempt, with jitter). Default is 500 ms up to 30,000 ms. */
+  readonly reconnect?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number };
+  /** Receives a warning per failed attempt. Default is silent. */
+  readonly logger?: Logger;
+  /** Aborting it ends the wait: the call rejects with the signal's reason. Default is none. */
+  readonly signal?: AbortSignal;
+}
+
+function positiveMs(name: string, value: number | undefined, fallback: number): number {
+  const ms = value ?? fallback;
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms <= 0) {
+    throw new ConfigurationError(
+      `declareTopology: ${name} must be a positive number of ms, got ${String(value)}`,
+    );
+  }
+  return ms;
+}
+
 /**
- * Declares the work queue, the delay queues, the dead-letter exchange and the DLQ on `channel`, and binds
- * the work queue to `bindings`. Safe to call on every start. Fails (and amqplib closes the channel) when a
- * queue already exists with other arguments: RabbitMQ cannot change a queue's arguments; use a policy or
- * delete the queue.
+ * Declares the work queue, the delay queues, the dead-letter exchange and the DLQ, and binds the work queue
+ * to `bindings`. Safe to call on every start. Fails when a queue already exists with other arguments
+ * (RabbitMQ cannot change a queue's arguments; use a policy or delete the queue).
+ *
+ * Given a `channel`, it declares on it once (and amqplib closes the channel on a failure). Given `connect`
+ * (e.g. `() => amqp.connect(url)`), it opens a connection, declares, and closes the connection again; while
+ * the broker cannot be reached it keeps trying as the consumer's `start()` does (`retry`; default without a
+ * time limit), so a process started during a broker restart waits instead of dying. What retrying cannot fix
+ * (other queue arguments, a refused login or permission) rejects at once with a `ConfigurationError`.
  *
  * @example
+ * await declareTopology(() => amqp.connect(url), { queue: 'orders', maxAttempts: 5 }, { logger });
+ * // or, on a channel of your own:
  * const channel = await connection.createChannel();
  * await declareTopology(channel, { queue: 'orders', maxAttempts: 5 });
  * await channel.close();
  */
 export async function declareTopology(
-  channel: AmqpChannel,
+  target: AmqpChannel | (() => Promise<AmqpConnection>),
   options: TopologyOptions,
+  retry: DeclareTopologyRetryOptions = {},
 ): Promise<DeclaredTopology> {
   const topology = resolveTopology(options);
+  if (typeof target !== 'function') return declareOn(target, topology, options);
+  const connect = target;
+  const initialMs = positiveMs('reconnect.initialDelayMs', retry.reconnect?.initialDelayMs, 500);
+  const maxMs = positiveMs('reconnect.maxDelayMs', retry.reconnect?.maxDelayMs, Math.max(30_000, initialMs));
+  const signal = retry.signal ?? new AbortController().signal;
+  const declared = await retryStart({
+    attempt: async () => {
+      const connection = await connect();
+      // A connection the broker closes while we declare must not crash the process through 'error'.
+      const ignore = (): void => undefined;
+      connection.on('error', ignore);
+      try {
+        const channel = await connection.createChannel();
+        channel.on('error', ignore);
+        return await declareOn(channel, topology, options);
+      } finally {
+        await connection.close().catch(() => undefined);
+      }
+    },
+    permanent: (err) => startFailure(err, topology.queue),
+    delayMs: (n) => startRetryDelay(n, initialMs, maxMs),
+    timeoutMs: positiveMs('startTimeoutMs', retry.startTimeoutMs, Infinity),
+    signal,
+    abandon: (attempt) => void attempt.catch(() => undefined),
+    logger: retry.logger ?? silentLogger,
+    what: 'declareTopology',
+    context: { queue: topology.queue },
+  });
+  if (declared === undefined) throw signal.reason ?? new Error('declareTopology: aborted');
+  return declared.value;
+}
+
+async function declareOn(
+  channel: AmqpChannel,
+  topology: DeclaredTopology,
+  options: TopologyOptions,
+): Promise<DeclaredTopology> {
   const args = queueArguments(topology.queueType);
   await channel.assertExchange(topology.deadLetterExchange, 'direct', { durable: true });
   await channel.assertQueue(topology.deadLetterQueue, {

@@ -20,7 +20,8 @@ export async function runMigrate(command: MigrateCommand, context: CommandContex
   const { schema, table } = command.connection;
   const database = await context.services.openDatabase(command.connection);
   try {
-    const result = await migrateInbox(database.db, { schema, table });
+    // One attempt: a command typed by hand should say at once that the database cannot be reached.
+    const result = await migrateInbox(database.db, { schema, table, startTimeoutMs: 0 });
     const applied = (result.results ?? []).map((r) => ({
       migration: r.migrationName,
       direction: r.direction,
@@ -65,6 +66,6 @@ async function createReconciliationTables(
     return new Set(rows.map((r) => r.name));
   };
   const before = await existing();
-  await migrateReconciliation(db, { schema });
+  await migrateReconciliation(db, { schema, startTimeoutMs: 0 });
   return { schema, created: RECONCILIATION_TABLES.filter((t) => !before.has(t)) };
 }

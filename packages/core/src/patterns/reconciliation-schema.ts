@@ -1,6 +1,7 @@
 // The two tables of the reconciliation sweeper: each sweeper's watermark, and the differences it found that are
 // not resolved yet (the "unreconciled" gauge counts those). Plain SQL, run by `migrateReconciliation`.
 
+import { retryDatabaseStart, type DatabaseStartRetryOptions } from '../database-start-retry.js';
 import { sqlExecutorOf, type SqlTransaction } from './sql-executor.js';
 import { quoteIdentifier } from './sql-identifier.js';
 
@@ -41,16 +42,23 @@ export function reconciliationSchemaSql(schema = DEFAULT_RECONCILIATION_SCHEMA):
 
 /**
  * Creates the sweeper's tables in `schema` (default `inboxkit`) on `db` — a Kysely instance, a node-postgres
- * client or any `SqlExecutor`. Idempotent.
+ * client or any `SqlExecutor`. Idempotent. While the database is down or restarting it keeps trying, as
+ * `migrateInbox` does (`DatabaseStartRetryOptions`; default without a time limit).
  *
  * @example
  * await migrateReconciliation(db);
  */
 export async function migrateReconciliation(
   db: SqlTransaction,
-  options: { readonly schema?: string } = {},
+  options: { readonly schema?: string } & DatabaseStartRetryOptions = {},
 ): Promise<void> {
   const executor = sqlExecutorOf(db);
-  for (const statement of reconciliationSchemaStatements(options.schema))
-    await executor.execute(statement, []);
+  await retryDatabaseStart(
+    'migrateReconciliation',
+    async () => {
+      for (const statement of reconciliationSchemaStatements(options.schema))
+        await executor.execute(statement, []);
+    },
+    options,
+  );
 }

@@ -9,6 +9,7 @@ import {
   type MigrationProvider,
   type MigrationResultSet,
 } from 'kysely';
+import { retryDatabaseStart, type DatabaseStartRetryOptions } from '../database-start-retry.js';
 import { inboxTablesDown, inboxTableStatements } from './inbox-schema.js';
 import { inboxFunctions, inboxFunctionsDown } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
@@ -57,18 +58,23 @@ export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvi
   return { getMigrations: async () => ({ inboxkit_0001_inbox: v1, inboxkit_0002_lean_row: leanRow }) };
 }
 
-/** Options of `migrateInbox`. */
-export interface MigrateInboxOptions extends InboxTableOptions {
+/**
+ * Options of `migrateInbox`. While the database cannot be reached it keeps trying (`startTimeoutMs`,
+ * `startRetry`, `logger`, `signal`: see `DatabaseStartRetryOptions`).
+ */
+export interface MigrateInboxOptions extends InboxTableOptions, DatabaseStartRetryOptions {
   /** Kysely's migration bookkeeping table. Default is `inboxkit_migrations` (in the inbox schema). */
   readonly migrationTable?: string;
 }
 
 /**
  * Brings the inbox schema up to date with Kysely's `Migrator` (safe to run from several processes at once: the
- * Migrator takes a lock). Rejects with the migration error, if any.
+ * Migrator takes a lock). While the database is down or restarting it keeps trying, as the consumers' start()
+ * does (default: without a time limit; `startTimeoutMs` bounds it). Rejects with the migration error, if any.
  *
  * @example
  * await migrateInbox(db); // inboxkit.inbox and inboxkit.inbox_replays
+ * await migrateInbox(db, { startTimeoutMs: 120_000, logger }); // a StartTimeoutError after two minutes down
  */
 export async function migrateInbox<DB>(
   database: Kysely<DB>,
@@ -81,11 +87,11 @@ export async function migrateInbox<DB>(
     schema: names.schema,
     table: options.migrationTable ?? 'inboxkit_migrations',
   }).table;
-  return runSchemaMigrations(db, {
-    schema: names.schema,
-    migrationTable,
-    provider: inboxMigrations(options),
-  });
+  return runSchemaMigrations(
+    db,
+    { schema: names.schema, migrationTable, provider: inboxMigrations(options) },
+    { ...options, what: 'migrateInbox' },
+  );
 }
 
 /** What `runSchemaMigrations` migrates: one provider, bookkept in its own table inside `schema`. */
@@ -99,12 +105,18 @@ export interface SchemaMigrationsTarget {
 
 /**
  * Creates `schema` if needed and runs `provider` to the latest migration with Kysely's `Migrator`. Shared by
- * the inbox, outbox and HTTP-key migrations. Rejects with the migration error, if any.
+ * the inbox, outbox and HTTP-key migrations. While the database cannot be reached, keeps trying as `retry`
+ * says (`retryDatabaseStart`; `what` names the caller in logs). Rejects with the migration error, if any.
  */
 export async function runSchemaMigrations(
   db: Kysely<unknown>,
   target: SchemaMigrationsTarget,
+  retry: DatabaseStartRetryOptions & { readonly what?: string } = {},
 ): Promise<MigrationResultSet> {
+  return retryDatabaseStart(retry.what ?? 'runSchemaMigrations', () => migrateOnce(db, target), retry);
+}
+
+async function migrateOnce(db: Kysely<unknown>, target: SchemaMigrationsTarget): Promise<MigrationResultSet> {
   await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${target.schema}"`).execute(db);
   const migrator = new Migrator({
     db,
