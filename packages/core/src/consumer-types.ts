@@ -1,7 +1,7 @@
 // The public contract of idempotentConsumer(): its configuration, the handler's context, and the consumer
 // object transports drive. The implementation lives in idempotent-consumer.ts.
 
-import type { MeterProvider } from '@opentelemetry/api';
+import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import type { FastPath } from './fast-path.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import type { DeadLetterReason, Outcome } from './outcome.js';
@@ -165,13 +165,22 @@ export interface IdempotentConsumerConfig<P, Tx> {
   readonly logger?: Logger;
   /** Where metrics go. Default is the global provider of `@opentelemetry/api` (no-op until an SDK registers). */
   readonly meterProvider?: MeterProvider;
+  /**
+   * Where spans go: each delivery's CONSUMER span (a child of the producer's span when the message carries a
+   * W3C `traceparent`) and its handler's INTERNAL span (docs/operations.md#tracing). Default is the global provider
+   * of `@opentelemetry/api` (no-op until an SDK registers).
+   *
+   * @example
+   * idempotentConsumer({ name: 'billing', store, handler, tracerProvider: sdk.tracerProvider });
+   */
+  readonly tracerProvider?: TracerProvider;
 }
 
 /** What a transport drives. */
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'outbox' | 'fastPath'>>> &
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'tracerProvider' | 'outbox' | 'fastPath'>>> &
     IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;

@@ -3,6 +3,7 @@
 // reports. It never acks anything and never rejects: the transport maps the outcome to the broker's action.
 
 import { performance } from 'node:perf_hooks';
+import { context, type Tracer } from '@opentelemetry/api';
 import { backoffDelayMs } from './backoff.js';
 import { classifyError, contentRejection } from './classify-error.js';
 import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-config.js';
@@ -28,6 +29,7 @@ import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcom
 import { recordableDate } from './recordable.js';
 import { silentLogger } from './silent-logger.js';
 import { compileStatements, statementBuilderOf, type StatementBuilder } from './statement-handler.js';
+import { deliveryContext, endDeliverySpan, inboxkitTracer, startDeliverySpan, withHandlerSpan } from './trace-context.js';
 import type {
   BatchRun,
   ClaimedDelivery,
@@ -113,6 +115,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #store: InboxStore<Tx>;
   readonly #settings: ClaimSettings;
   readonly #metrics: ConsumerMetrics;
+  readonly #tracer: Tracer;
   /** The application's logger behind a guard: core's own log calls never throw (guarded-logger.ts). */
   readonly #logger: Logger;
   /** The application's logger as given, for `context.logger`. */
@@ -144,6 +147,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       lockTimeoutMs: config.lockTimeoutMs,
     });
     this.#metrics = new ConsumerMetrics(config.name, config.meterProvider);
+    this.#tracer = inboxkitTracer(config.tracerProvider);
     this.#handlerLogger = config.logger ?? silentLogger;
     this.#logger = guardedLogger(this.#handlerLogger);
     this.#decode = config.decode;
@@ -153,7 +157,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
-    const outcome = await this.#guarded(message, () => this.#handleOne(message));
+    const span = startDeliverySpan(this.#tracer, this.name, message);
+    const outcome = await context.with(deliveryContext(message), () => this.#guarded(message, () => this.#handleOne(message)));
+    endDeliverySpan(span, outcome);
     await this.#report(message, outcome);
     return outcome;
   }
@@ -164,8 +170,12 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       for (const message of messages) outcomes.push(await this.handle(message));
       return outcomes;
     }
+    const spans = messages.map((message) => startDeliverySpan(this.#tracer, this.name, message));
     const outcomes = await this.#handleBatch(messages);
-    for (let i = 0; i < messages.length; i++) await this.#report(messages[i]!, outcomes[i]!);
+    for (let i = 0; i < messages.length; i++) {
+      endDeliverySpan(spans[i]!, outcomes[i]!);
+      await this.#report(messages[i]!, outcomes[i]!);
+    }
     return outcomes;
   }
 
@@ -270,7 +280,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       outbox: this.config.outbox,
     });
     try {
-      await this.config.handler(prepared.decoded, run);
+      await withHandlerSpan(this.#tracer, this.name, prepared.message, claimed.attempt, () => this.config.handler(prepared.decoded, run));
       this.#metrics.handlerDuration(run.elapsedMs, true);
     } catch (error) {
       this.#metrics.handlerDuration(run.elapsedMs, false);

@@ -9,6 +9,14 @@ export type * from './transport.js';
 export type * from './consumer-types.js';
 export * from './store.js';
 export { idempotentConsumer, MAX_BATCH_TRANSACTION_SIZE, MAX_RETRY_DELAY_MS } from './idempotent-consumer.js';
+export {
+  deliveryContext,
+  extractTraceContext,
+  inboxkitTracer,
+  injectTraceHeaders,
+  withIncomingSpan,
+  withSendSpans,
+} from './trace-context.js';
 export { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from './fast-path.js';
 export {
   statementHandler,

@@ -4,7 +4,7 @@
 import type { Transaction } from 'kysely';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { IdempotentRequest } from './idempotent-request.js';
-import { HandlerTimeoutError } from '@inboxkit/core';
+import { HandlerTimeoutError, inboxkitTracer, withIncomingSpan } from '@inboxkit/core';
 import {
   problemResponse,
   toHttpResponse,
@@ -65,6 +65,24 @@ export async function runIdempotent<DB, N>(
   request: IdempotentRequest<N>,
   handler: (context: IdempotencyContext<DB>) => Promise<IdempotentResponseInit>,
   options: IdempotentRouteOptions = {},
+): Promise<HttpResponse> {
+  // The request's span continues the caller's trace (`traceparent`), so the handler's spans and what it
+  // enqueues in the outbox join it.
+  const method = request.method.toUpperCase();
+  return withIncomingSpan(
+    inboxkitTracer(),
+    `${method} ${request.route}`,
+    request.headers,
+    { 'http.request.method': method, 'http.route': request.route },
+    () => runProtocol(keys, request, handler, options),
+  );
+}
+
+async function runProtocol<DB, N>(
+  keys: IdempotencyKeys<DB, N>,
+  request: IdempotentRequest<N>,
+  handler: (context: IdempotencyContext<DB>) => Promise<IdempotentResponseInit>,
+  options: IdempotentRouteOptions,
 ): Promise<HttpResponse> {
   const decision = await keys.begin(request, options);
   if (decision.kind === 'unkeyed') {

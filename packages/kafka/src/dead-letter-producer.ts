@@ -4,7 +4,14 @@
 // produced again in a smaller form (no stack, then no original headers and no error text), so a record whose
 // own bytes fit the DLQ topic always reaches it instead of stalling its partition.
 
-import { clipText, deadLetterHeaders, deadLetterRecord, HEADERS } from '@inboxkit/core';
+import {
+  clipText,
+  deadLetterHeaders,
+  deadLetterRecord,
+  deliveryContext,
+  HEADERS,
+  injectTraceHeaders,
+} from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import type {
   KafkaClientLike,
@@ -183,10 +190,13 @@ export class DeadLetterProducer {
     now: Date,
     form: KafkaDeadLetterForm,
   ): TopicRecords['messages'][number] {
-    const fresh = deadLetterHeadersFor(
+    const facts = deadLetterHeadersFor(
       deadLetterHeaders(deadLetterRecord(this.#consumerName, message, outcome, now)),
       form,
     );
+    // The copy continues the delivery's trace (its `traceparent` replaces the original's), except in the
+    // minimal form, which keeps only what the DLQ cannot do without.
+    const fresh = form === 'minimal' ? facts : injectTraceHeaders(facts, deliveryContext(message));
     return {
       key: record.key,
       value: record.value,

@@ -1,7 +1,7 @@
 // The Kafka implementation of core's Publisher port: produce with acks from all in-sync replicas, the message
 // id as the `message-id` header, the key as the partition key. Serves DLQ replay and the outbox relay.
 
-import { ConfigurationError, HEADERS, PublishError } from '@inboxkit/core';
+import { ConfigurationError, HEADERS, injectTraceHeaders, PublishError } from '@inboxkit/core';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaProducerLike } from './kafka-client-types.js';
 import { positiveInteger } from './config-checks.js';
@@ -80,7 +80,7 @@ class KafkaPublisher implements Publisher {
           typeof message.body === 'string'
             ? message.body
             : Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
-        headers: { ...message.headers, [HEADERS.messageId]: message.id },
+        headers: { ...injectTraceHeaders(message.headers), [HEADERS.messageId]: message.id },
         ...(message.timestamp !== undefined ? { timestamp: String(message.timestamp.getTime()) } : {}),
       });
     }

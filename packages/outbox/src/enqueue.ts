@@ -1,7 +1,7 @@
 // enqueue(tx, message): writes an outgoing message into the outbox inside the caller's transaction, so it
 // commits (and is later published) exactly when the transaction's effect does. outbox(tx) binds it once.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, injectTraceHeaders } from '@inboxkit/core';
 import { sql, type Kysely } from 'kysely';
 import type { OutboxMessage } from './outbox-message.js';
 import { resolveOutboxTableNames, type OutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
@@ -46,13 +46,14 @@ async function insert(db: Kysely<unknown>, names: OutboxTableNames, message: Out
   const id = message.id ?? uuidv7();
   const text = typeof message.body === 'string';
   const payload = text ? Buffer.from(message.body, 'utf8') : Buffer.from(message.body);
+  // The headers keep the active trace context (the handler's span): the relay's send continues that trace.
   // ON CONFLICT: a deterministic id enqueued again (a replayed handler) keeps the first row; downstream
   // inboxes deduplicate by id anyway. The NOTIFY rides in the same statement (one round trip per enqueue); it is
   // delivered at commit only, and dropped on rollback, so relays LISTENing wake for committed rows without polling.
   const row = sql`INSERT INTO ${sql.raw(names.qualifiedTable)}
       (id, publisher, destination, routing_key, partition_key, headers, payload, payload_text, delay_ms)
     VALUES (${id}, ${message.publisher ?? 'default'}, ${message.destination}, ${message.routingKey ?? null},
-      ${message.key ?? null}, ${JSON.stringify(message.headers ?? {})}::jsonb, ${payload}, ${text}, ${message.delayMs ?? null})
+      ${message.key ?? null}, ${JSON.stringify(injectTraceHeaders(message.headers))}::jsonb, ${payload}, ${text}, ${message.delayMs ?? null})
     ON CONFLICT (id) DO NOTHING`;
   await (notify ? sql`WITH inserted AS (${row}) SELECT pg_notify(${names.channel}, '')` : row).execute(db);
   return id;

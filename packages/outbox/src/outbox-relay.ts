@@ -6,13 +6,15 @@ import {
   ConfigurationError,
   DEFAULT_BACKOFF,
   backoffDelayMs,
+  inboxkitTracer,
   silentLogger,
+  withSendSpans,
   type BackoffPolicy,
   type Logger,
   type OutgoingMessage,
   type Publisher,
 } from '@inboxkit/core';
-import { metrics, type MeterProvider } from '@opentelemetry/api';
+import { metrics, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
 import { sql, type Kysely } from 'kysely';
 import { guardedTransaction } from '@inboxkit/core/postgres';
 import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
@@ -65,6 +67,11 @@ export interface OutboxRelayOptions<DB> extends OutboxTableOptions {
   readonly pruneIntervalMs?: number;
   /** Default is the global OpenTelemetry meter provider. */
   readonly meterProvider?: MeterProvider;
+  /**
+   * Where the relay's PRODUCER spans go: one per row sent, a child of the span the row was enqueued in (its
+   * stored `traceparent`). Default is the global OpenTelemetry tracer provider (no-op until an SDK registers).
+   */
+  readonly tracerProvider?: TracerProvider;
   /** Default is a silent logger. */
   readonly logger?: Logger;
 }
@@ -153,6 +160,7 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
   const table = sql.raw(names.qualifiedTable);
 
   const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter('@inboxkit/outbox');
+  const tracer = inboxkitTracer(options.tracerProvider);
   const attributes = { table: `${names.schema}.${names.table}` };
   const published = meter.createCounter(OUTBOX_METRIC_NAMES.published, { description: 'Rows published and marked dispatched' });
   const failures = meter.createCounter(OUTBOX_METRIC_NAMES.publishFailures, { description: 'Rows whose publish failed' });
@@ -218,7 +226,7 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
         try {
           const publisher = publishers[name];
           if (publisher === undefined) throw new ConfigurationError(`no publisher named ${JSON.stringify(name)} in startOutboxRelay's publishers`);
-          await publisher.publish(group.map(toOutgoing));
+          await withSendSpans(tracer, group.map(toOutgoing), (messages) => publisher.publish(messages));
         } catch (error) {
           failures.add(group.length, attributes);
           const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);

@@ -2,7 +2,7 @@
 // channel, resolved only once the broker confirmed and routed every message. It serves the DLQ path, the
 // delay path, DLQ replay and the outbox relay.
 
-import { ConfigurationError, HEADERS } from '@inboxkit/core';
+import { ConfigurationError, HEADERS, injectTraceHeaders } from '@inboxkit/core';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { AmqpConfirmChannel } from './amqp-types.js';
 import { confirmPublish } from './confirm-publish.js';
@@ -27,7 +27,7 @@ export function toRawPublish(message: OutgoingMessage): RawPublish {
       'rabbitmqPublisher cannot delay a message (`delayMs`): publish it to a delay queue declared by declareTopology',
     );
   }
-  const headers: Record<string, unknown> = { ...message.headers, [HEADERS.messageId]: message.id };
+  const headers: Record<string, unknown> = { ...injectTraceHeaders(message.headers), [HEADERS.messageId]: message.id };
   const contentType = message.headers?.['content-type'];
   return {
     exchange: message.destination,

@@ -2,7 +2,7 @@
 // queue, carrying the attempts made so far) and the dead letter (to the DLX, carrying core's DLQ headers).
 // Both keep the original body, headers and properties, so a replay or a retry is the same message.
 
-import { deadLetterHeaders, deadLetterRecord, HEADERS } from '@inboxkit/core';
+import { deadLetterHeaders, deadLetterRecord, deliveryContext, HEADERS, injectTraceHeaders } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage, RetryOutcome } from '@inboxkit/core';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import type { RawPublish } from './confirm-publish.js';
@@ -115,7 +115,11 @@ export function deadLetterCopy(
     content: message.content,
     options: {
       ...carriedProperties(message, record.originalId),
-      headers: { ...carriedHeaders(message, true), ...deadLetterHeaders(record) },
+      // The copy continues the delivery's trace (its `traceparent` replaces the original's).
+      headers: {
+        ...carriedHeaders(message, true),
+        ...injectTraceHeaders(deadLetterHeaders(record), deliveryContext(inbound)),
+      },
     },
   };
 }

@@ -6,7 +6,14 @@
 // first that fits.
 
 import type { Message, SendMessageCommandInput } from '@aws-sdk/client-sqs';
-import { HEADERS, clipText, deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
+import {
+  HEADERS,
+  clipText,
+  deadLetterHeaders,
+  deadLetterRecord,
+  deliveryContext,
+  injectTraceHeaders,
+} from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { SQS_ATTRIBUTES, encodeMessageAttributes } from './message-attributes.js';
@@ -88,11 +95,12 @@ export function deadLetterMessage(
   const input: SendMessageCommandInput = {
     QueueUrl: deadLetterQueueUrl,
     MessageBody: raw.Body ?? '',
-    MessageAttributes: encodeMessageAttributes(headers, [
-      HEADERS.reason,
-      HEADERS.consumer,
-      SQS_ATTRIBUTES.deadLetter,
-    ]),
+    // The copy continues the delivery's trace (its `traceparent` replaces the original's), except in the
+    // minimal form, which keeps only what the DLQ cannot do without.
+    MessageAttributes: encodeMessageAttributes(
+      form === 'minimal' ? headers : injectTraceHeaders(headers, deliveryContext(message)),
+      [HEADERS.reason, HEADERS.consumer, SQS_ATTRIBUTES.deadLetter],
+    ),
   };
   if (!isFifoQueue(deadLetterQueueUrl)) return input;
   const identity = record.originalId ?? raw.MessageId ?? '';

@@ -3,7 +3,7 @@
 
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import type { SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
-import { HEADERS, PublishError } from '@inboxkit/core';
+import { HEADERS, injectTraceHeaders, PublishError } from '@inboxkit/core';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { encodeMessageAttributes } from './message-attributes.js';
@@ -56,7 +56,7 @@ function bodyText(message: OutgoingMessage): string {
 /** The SendMessageBatch entry for one message. `Id` is set by the caller. */
 function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, 'Id'> {
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(message.headers ?? {}))
+  for (const [k, v] of Object.entries(injectTraceHeaders(message.headers)))
     if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
   headers[HEADERS.messageId] = message.id;
   const entry: Omit<SendMessageBatchRequestEntry, 'Id'> = {

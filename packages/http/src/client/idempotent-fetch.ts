@@ -3,6 +3,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { injectTraceHeaders } from '@inboxkit/core';
 import { retryDelayMs, type ClientBackoff } from './retry-delay.js';
 
 /** Options of `idempotentFetch`. */
@@ -58,6 +59,8 @@ export async function idempotentFetch(
   const doFetch = options.fetch ?? fetch;
   const headers = new Headers(init.headers);
   headers.set('idempotency-key', key);
+  // The caller's trace goes along (`traceparent`), unless the caller set its own.
+  for (const [name, value] of Object.entries(injectTraceHeaders({}))) if (!headers.has(name)) headers.set(name, value);
   for (let attempt = 1; ; attempt++) {
     let reason: string;
     let serverDelay: number | undefined;
