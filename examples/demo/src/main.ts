@@ -17,9 +17,13 @@ const USAGE = `usage: npm run demo [-- --transport learning|kafka|rabbitmq|sqs]
   rabbitmq  real Postgres and RabbitMQ
   sqs       real Postgres and SQS (ElasticMQ locally)
 
-Real services come from DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT (and SQS_REGION), else from
-.services/env, which \`npm run services:up\` writes.
+Real services are found as \`npm test\` finds them: DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT (and
+SQS_REGION), else the project's running services (.services/env, from \`npm run services:up\`), else the
+project's own services are started for this run (scripts/services/services.sh) and stopped after it.
 `;
+
+/** The discovery name of each real transport's broker. */
+const BROKER = { kafka: 'kafka', rabbitmq: 'rabbitmq', sqs: 'sqs' } as const;
 
 async function main(argv: readonly string[]): Promise<number> {
   let transport: TransportName = 'learning';
@@ -46,6 +50,25 @@ async function main(argv: readonly string[]): Promise<number> {
   process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] ??= 'true';
   const colour = colourWanted(process.stdout);
   const p = painter(colour);
+  // A real transport: Postgres and its broker, found (or started for this run) the way `npm test` does.
+  let stopServices = async (): Promise<void> => {};
+  if (transport !== 'learning') {
+    // Loaded only here: the learning demo needs no discovery (nor the testcontainers client it may load).
+    const { findServices, ServicesNotStartedError } = await import('../../../test/support/find-services.js');
+    try {
+      const found = await findServices({
+        names: ['postgres', BROKER[transport]],
+        log: (message) => process.stderr.write(`[services] ${message}\n`),
+        again: `npm run demo -- --transport ${transport}`,
+      });
+      Object.assign(process.env, found.env);
+      stopServices = found.stop;
+    } catch (error) {
+      if (!(error instanceof ServicesNotStartedError)) throw error;
+      process.stderr.write(`${p.paint('✗ cannot run the demo', 'red')}\n${error.message}\n`);
+      return 1;
+    }
+  }
   try {
     const result = await runDemo({
       transport,
@@ -63,6 +86,8 @@ async function main(argv: readonly string[]): Promise<number> {
       `${p.paint('✗ the demo failed', 'red')}\n${(error as Error).stack ?? String(error)}\n`,
     );
     return 1;
+  } finally {
+    await stopServices();
   }
 }
 
