@@ -27,6 +27,8 @@ export const COMMANDS = [
   'console',
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
+/** What `help` explains: a command, or `dlq` (all of its commands). */
+export type HelpTopic = CommandName | 'dlq';
 
 interface Common {
   readonly connection: ConnectionSettings;
@@ -36,7 +38,7 @@ interface Common {
 export interface HelpCommand {
   readonly command: 'help';
   /** The command to explain, or `undefined` for the overview. */
-  readonly topic: CommandName | undefined;
+  readonly topic: HelpTopic | undefined;
 }
 export interface VersionCommand {
   readonly command: 'version';
@@ -286,7 +288,7 @@ function describeUnknown(error: unknown, command: CommandName): UsageError {
 function resolveCommand(argv: readonly string[]): {
   command: CommandName | 'help' | 'version';
   rest: string[];
-  topic?: CommandName;
+  topic?: HelpTopic;
 } {
   const [first, second, ...others] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
@@ -294,15 +296,15 @@ function resolveCommand(argv: readonly string[]): {
       first === 'help' ? [second, ...others].filter((w): w is string => w !== undefined) : [];
     const topic =
       topicWords.length === 0 ? undefined : topicWords.slice(0, topicWords[0] === 'dlq' ? 2 : 1).join(' ');
-    if (topic !== undefined && !(COMMANDS as readonly string[]).includes(topic)) {
+    if (topic !== undefined && topic !== 'dlq' && !(COMMANDS as readonly string[]).includes(topic)) {
       throw new UsageError(`no help for unknown command ${JSON.stringify(topic)}`);
     }
-    return { command: 'help', rest: [], ...(topic !== undefined ? { topic: topic as CommandName } : {}) };
+    return { command: 'help', rest: [], ...(topic !== undefined ? { topic: topic as HelpTopic } : {}) };
   }
   if (first === '--version' || first === '-v' || first === 'version') return { command: 'version', rest: [] };
   if (first === 'dlq') {
     if (second === undefined || second.startsWith('-')) {
-      if (second === '--help' || second === '-h') return { command: 'help', rest: [], topic: 'dlq list' };
+      if (second === '--help' || second === '-h') return { command: 'help', rest: [], topic: 'dlq' };
       throw new UsageError('`inboxkit dlq` needs a subcommand: list, replay or edit');
     }
     const name = `dlq ${second}`;

@@ -1,6 +1,6 @@
 // The help text of every command: printed by `inboxkit help [command]`, `--help`, and after a usage error.
 
-import type { CommandName } from './command-line.js';
+import { COMMANDS, type CommandName, type HelpTopic } from './command-line.js';
 
 const CONNECTION = `Connection (flag, else environment variable):
   --database-url URL      Postgres URL                        DATABASE_URL
@@ -174,8 +174,14 @@ change. Exit code 1 when any check fails.`,
  * The overview, or the usage of one command followed by the connection flags (left out with
  * `brief`, as after a usage error).
  */
-export function usage(command?: CommandName, brief = false): string {
+export function usage(command?: HelpTopic, brief = false): string {
   if (command === undefined) return brief ? `${OVERVIEW.split('\n\nConnection')[0]}\n` : OVERVIEW;
+  if (command === 'dlq') {
+    const all = COMMANDS.filter((name) => name.startsWith('dlq '))
+      .map((name) => COMMAND_USAGE[name])
+      .join('\n\n');
+    return brief ? `${all}\n\nConnection flags: inboxkit help dlq\n` : `${all}\n\n${CONNECTION}\n`;
+  }
   return brief
     ? `${COMMAND_USAGE[command]}\n\nConnection flags: inboxkit help ${command}\n`
     : `${COMMAND_USAGE[command]}\n\n${CONNECTION}\n`;

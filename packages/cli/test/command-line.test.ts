@@ -69,6 +69,21 @@ describe('runCli usage errors', () => {
       expect(out.stdout()).toMatch(/Usage: inboxkit/);
     }
   });
+
+  it('explains every dlq command for dlq --help, dlq -h and help dlq', async () => {
+    for (const argv of [
+      ['dlq', '--help'],
+      ['dlq', '-h'],
+      ['help', 'dlq'],
+    ]) {
+      const out = captureIo();
+      expect(await runCli(argv, out.io), argv.join(' ')).toBe(0);
+      expect(out.stdout()).toContain('Usage: inboxkit dlq list');
+      expect(out.stdout()).toContain('Usage: inboxkit dlq replay');
+      expect(out.stdout()).toContain('Usage: inboxkit dlq edit');
+      expect(out.stdout()).toContain('Connection (flag, else environment variable)');
+    }
+  });
 });
 
 describe('parseCommandLine', () => {
