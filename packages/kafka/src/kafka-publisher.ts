@@ -47,6 +47,8 @@ class KafkaPublisher implements Publisher {
   readonly #kafka: KafkaClientLike | undefined;
   #producer: KafkaProducerLike | undefined;
   #connecting: Promise<KafkaProducerLike> | undefined;
+  /** The producer `#connecting` resolved to, once it did (only for a producer this publisher created). */
+  #created: KafkaProducerLike | undefined;
   #closed = false;
 
   constructor(options: KafkaPublisherOptions) {
@@ -85,7 +87,26 @@ class KafkaPublisher implements Publisher {
       });
     }
     const producer = await this.#connected();
-    await sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs);
+    try {
+      await sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs);
+    } catch (error) {
+      this.#retire(producer);
+      throw error;
+    }
+  }
+
+  // An idempotent producer that failed a send may be stuck for good: after a broker restart kafkajs can keep
+  // answering "out of order sequence number" for its producer id on every later send (seen in the torture's
+  // pipeline: a relay that never recovered). A producer this publisher created is therefore dropped after any
+  // failed send, and the next publish connects a fresh one (a new producer id). The records are not lost: the
+  // caller (relay, replay) did not settle its source and sends them again; the consumer's inbox dedupes.
+  // A producer the application passed in is its own to replace.
+  #retire(producer: KafkaProducerLike): void {
+    // Only the current one: a send of an older producer may fail after a fresh one took its place.
+    if (this.#kafka === undefined || this.#created !== producer) return;
+    this.#connecting = undefined;
+    this.#created = undefined;
+    void producer.disconnect().catch(() => undefined);
   }
 
   async close(): Promise<void> {
@@ -103,6 +124,7 @@ class KafkaPublisher implements Publisher {
     this.#connecting ??= (async () => {
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       await producer.connect();
+      this.#created = producer;
       return producer;
     })();
     try {

@@ -6,6 +6,7 @@ import type { Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { kafkaPublisher } from '../src/index.js';
+import type { KafkaClientLike } from '../src/kafka-client-types.js';
 import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 
@@ -79,5 +80,42 @@ describe('kafkaPublisher', () => {
     await expect(publisher.publish([{ destination: 'not a topic!', id: 'e-1', body: 'x' }])).rejects.toThrow(
       PublishError,
     );
+  });
+
+  it('drops its own producer after a failed send and publishes on a fresh one', async () => {
+    // After a broker restart an idempotent producer can refuse every later send ("out of order sequence
+    // number"): a publisher that kept it would never recover. Any failed send retires the producer it created.
+    const topic = uniqueName('pub-fresh');
+    const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
+    const created: { disconnected: boolean }[] = [];
+    const counting: KafkaClientLike = {
+      ...(kafka as unknown as KafkaClientLike),
+      producer: (config) => {
+        const real = kafka.producer(config);
+        const entry = { disconnected: false };
+        created.push(entry);
+        return {
+          connect: () => real.connect(),
+          sendBatch: (batch) => real.sendBatch(batch),
+          disconnect: async () => {
+            entry.disconnected = true;
+            await real.disconnect();
+          },
+        };
+      },
+    };
+    const publisher = kafkaPublisher({ kafka: counting, timeoutMs: 2_000 });
+    await publisher.publish([{ destination: topic, id: 'f-1', body: 'x' }]);
+    await expect(publisher.publish([{ destination: 'not a topic!', id: 'f-2', body: 'x' }])).rejects.toThrow(
+      PublishError,
+    );
+    await publisher.publish([{ destination: topic, id: 'f-3', body: 'x' }]);
+    expect(created.length).toBe(2);
+    expect(created[0]!.disconnected).toBe(true);
+    expect(created[1]!.disconnected).toBe(false);
+    await publisher.close();
+    expect(created[1]!.disconnected).toBe(true);
+    expect((await readTopic(kafka, topic, 2, 10_000)).map((e) => e.id)).toEqual(['f-1', 'f-3']);
+    await cleanup();
   });
 });
