@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // No 'import'/'module' here: vitest hands these conditions to Node for externalised CommonJS packages too, and
 // with 'import' a require('pg-pool') inside pg would load pg-pool's ESM build ("Class extends value [object Module]").
 const sourceCondition = ['@inboxkit/source', 'node', 'default'];
-const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli', 'outbox', 'http'];
+const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli', 'outbox', 'http', 'data'];
 // Tests that restart a shared broker or database. They run in their own project, after every other project
 // has finished (groupOrder 1) and one file at a time, so a restart never pulls a server from under another
 // package's test.

@@ -2,7 +2,7 @@
 // committed, at least once, each with an id fixed at enqueue that downstream inboxes deduplicate.
 
 export type { OutboxMessage } from './outbox-message.js';
-export { enqueue, outbox, type BoundOutbox, type EnqueueOptions } from './enqueue.js';
+export { enqueue, outbox, type BoundOutbox, type EnqueueOptions, type OutboxTransaction } from './enqueue.js';
 export { deterministicMessageId } from './deterministic-message-id.js';
 export { transactionalOutbox, type HandlerEnqueueOptions } from './transactional-outbox.js';
 export { uuidv7 } from './uuid-v7.js';

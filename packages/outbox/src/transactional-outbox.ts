@@ -3,9 +3,8 @@
 // type this module merges into core's `HandlerOutbox`.
 
 import { ConfigurationError, type OutboxBinder, type OutboxOrigin } from '@inboxkit/core';
-import type { Kysely } from 'kysely';
 import { deterministicMessageId } from './deterministic-message-id.js';
-import { notifyOption, outbox, type EnqueueOptions } from './enqueue.js';
+import { notifyOption, outbox, type EnqueueOptions, type OutboxTransaction } from './enqueue.js';
 import type { OutboxMessage } from './outbox-message.js';
 import { resolveOutboxTableNames } from './outbox-table-names.js';
 
@@ -46,8 +45,9 @@ function checkStep(step: unknown): string | number {
 }
 
 /**
- * The `outbox` option of `idempotentConsumer()`: gives each handler run `context.outbox`, bound to its Kysely
- * transaction, so outgoing messages commit with the inbox record and the effect (a failed attempt leaves none).
+ * The `outbox` option of `idempotentConsumer()`: gives each handler run `context.outbox`, bound to its
+ * transaction (Kysely's, or any data layer's from `@inboxkit/data`), so outgoing messages commit with the inbox
+ * record and the effect (a failed attempt leaves none).
  * Options as `enqueue`'s (table, default `inboxkit.outbox`; `notify`, default true), validated here, once. Pass
  * `{ step }` to `enqueue` for an id derived from (consumer, incoming id, step), the same on every attempt.
  *
@@ -61,14 +61,10 @@ function checkStep(step: unknown): string | number {
  *   },
  * });
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any Kysely transaction, whatever its DB type
-export function transactionalOutbox(options: EnqueueOptions = {}): OutboxBinder<Kysely<any>> {
+export function transactionalOutbox(options: EnqueueOptions = {}): OutboxBinder<OutboxTransaction> {
   const names = resolveOutboxTableNames(options);
   const table = { schema: names.schema, table: names.table, notify: notifyOption(options) };
   return (tx, origin) => {
-    if (typeof tx?.executeQuery !== 'function') {
-      throw new ConfigurationError('transactionalOutbox: the consumer\'s transaction is not a Kysely transaction (use PostgresInboxStore)');
-    }
     const bound = outbox(tx, table);
     const messageId = (step: string | number): string => deterministicMessageId(origin.consumer, origin.messageId, checkStep(step));
     return Object.freeze({

@@ -1,0 +1,96 @@
+// The SqlSeam over a data layer that opens and ends its transactions itself (Knex, postgres.js, TypeORM, Prisma,
+// Drizzle on postgres.js): the store's work runs inside the library's own transaction callback, so the handler's
+// `context.tx` is the library's transaction object, and the library sends BEGIN, COMMIT and ROLLBACK. An adapter
+// says only how to run a statement, how to open a transaction, and how to tell an aborted one (library-driver.ts).
+
+import {
+  registerTransactionQuery,
+  type SeamTransaction,
+  type SqlRow,
+  type SqlSeam,
+  type SqlStatement,
+  type TransactionOptions,
+  type TransactionWork,
+} from '@inboxkit/core/postgres';
+import { abortedTransactionError, postgresError } from './postgres-error.js';
+
+/** One transaction of the data layer, as the seam drives it. */
+export interface LibrarySession<Tx> {
+  /** The library's transaction object, handed to handlers as `context.tx`. */
+  readonly tx: Tx;
+  /** Runs one statement in this transaction. */
+  query(statement: SqlStatement): Promise<SqlRow[]>;
+  /**
+   * True when a failed statement left the transaction aborted, so that the library's COMMIT would quietly roll
+   * it back. An adapter that can read the connection's state does (no round trip); else it asks Postgres.
+   */
+  aborted(): Promise<boolean>;
+}
+
+/** What an adapter supplies for one data layer. */
+export interface LibraryDriver<Tx> {
+  /** Runs one statement outside any transaction, on the library's pool. */
+  query(statement: SqlStatement): Promise<SqlRow[]>;
+  /**
+   * Runs `fn` in one of the library's transactions: committed when `fn` resolves, rolled back when it rejects
+   * (and rejecting with `fn`'s error), as every library's transaction callback does.
+   */
+  transaction<T>(fn: (session: LibrarySession<Tx>) => Promise<T>): Promise<T>;
+}
+
+/** Thrown inside the library's callback to end its transaction with a ROLLBACK; never leaves the seam. */
+class EndWithRollback {
+  constructor(readonly value: unknown) {}
+}
+
+/** Thrown inside the library's callback when the transaction was found aborted (its COMMIT would roll back). */
+class FoundAborted {}
+
+/**
+ * The seam over `driver`.
+ *
+ * @example
+ * const seam = librarySeam<Knex.Transaction>({ query: …, transaction: (fn) => knex.transaction((trx) => fn(session(trx))) });
+ */
+export function librarySeam<Tx>(driver: LibraryDriver<Tx>): SqlSeam<Tx> {
+  return {
+    async query(statement) {
+      try {
+        return await driver.query(statement);
+      } catch (error) {
+        throw postgresError(error);
+      }
+    },
+    async transaction<T>(work: TransactionWork<Tx, T>, options: TransactionOptions = {}): Promise<T> {
+      try {
+        return await driver.transaction(async (session) => {
+          const first = options.first === undefined ? [] : await query(session, options.first);
+          const run = (statement: SqlStatement): Promise<SqlRow[]> => query(session, statement);
+          const transaction: SeamTransaction<Tx> = { tx: session.tx, query: run };
+          const close = registerTransactionQuery(session.tx, run);
+          let end;
+          try {
+            end = await work(transaction, first);
+          } finally {
+            close();
+          }
+          if (end.end !== 'commit') throw new EndWithRollback(end.value);
+          if (await session.aborted()) throw new FoundAborted();
+          return end.value;
+        });
+      } catch (error) {
+        if (error instanceof EndWithRollback) return error.value as T;
+        if (error instanceof FoundAborted) throw abortedTransactionError();
+        throw postgresError(error);
+      }
+    },
+  };
+}
+
+async function query<Tx>(session: LibrarySession<Tx>, statement: SqlStatement): Promise<SqlRow[]> {
+  try {
+    return await session.query(statement);
+  } catch (error) {
+    throw postgresError(error);
+  }
+}
