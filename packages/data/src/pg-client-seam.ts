@@ -35,7 +35,7 @@ export type PgPool = Pick<pg.Pool, 'connect' | 'query'>;
  */
 export function pgClientSeam<Tx>(
   pool: PgPool,
-  txOf: (client: pg.PoolClient) => Tx,
+  txOf: (client: pg.PoolClient) => Tx | Promise<Tx>,
   options: PgClientSeamOptions = {},
 ): SqlSeam<Tx> {
   const pipelining = options.pipelining !== 'off';
@@ -51,7 +51,7 @@ export function pgClientSeam<Tx>(
       const held = new HeldClient(await connect(pool));
       try {
         const first = await held.begin(options.first, pipelining);
-        const tx = txOf(held.client);
+        const tx = await txOf(held.client);
         const query = (statement: SqlStatement): Promise<SqlRow[]> => held.query(statement);
         const close = registerTransactionQuery(tx, query);
         let end;

@@ -105,7 +105,7 @@ async function insert(
   if (!notify) await run({ sql: row, parameters });
   else
     await run({
-      sql: `WITH inserted AS (${row}) SELECT pg_notify($10::text, '')`,
+      sql: `WITH inserted AS (${row}) SELECT 1 AS notified FROM pg_notify($10::text, '')`,
       parameters: [...parameters, names.channel],
     });
   return id;

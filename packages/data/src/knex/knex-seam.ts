@@ -5,7 +5,8 @@ import { ConfigurationError } from '@inboxkit/core';
 import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
 import type { Knex } from 'knex';
 import { librarySeam } from '../library-seam.js';
-import { abortedOn, queryOn, type PgConnection } from '../pg-connection.js';
+import { abortedOn, queryOn, watchCommit, type PgConnection } from '../pg-connection.js';
+import { abortedTransactionError } from '../postgres-error.js';
 
 /** The slice of Knex' client the seam uses: its pool of node-postgres connections. */
 interface KnexClient {
@@ -38,17 +39,24 @@ export function knexSeam(knex: Knex): SqlSeam<Knex.Transaction> {
   return librarySeam<Knex.Transaction>({
     query: (statement) => withConnection((connection) => queryOn(connection, statement)),
     transaction: (fn) =>
-      withConnection((connection) =>
-        knex.transaction(
-          (trx) =>
-            fn({
-              tx: trx,
-              query: (statement) => queryOn(connection, statement),
-              aborted: () => abortedOn(connection),
-            }),
-          { connection },
-        ),
-      ),
+      withConnection(async (connection) => {
+        const commit = watchCommit(connection);
+        try {
+          const value = await knex.transaction(
+            (trx) =>
+              fn({
+                tx: trx,
+                query: (statement) => queryOn(connection, statement),
+                aborted: () => abortedOn(connection),
+              }),
+            { connection },
+          );
+          if (commit.rolledBack) throw abortedTransactionError();
+          return value;
+        } finally {
+          commit.stop();
+        }
+      }),
   });
 }
 

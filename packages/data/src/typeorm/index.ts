@@ -1,0 +1,3 @@
+// @inboxkit/data/typeorm: the inbox over TypeORM; handlers get the `EntityManager` of the inbox's transaction.
+
+export { typeormInboxStore, typeormSeam, type TypeormInboxStoreOptions } from './typeorm-seam.js';

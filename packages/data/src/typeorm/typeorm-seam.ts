@@ -1,0 +1,105 @@
+// TypeORM: the handler's `context.tx` is the `EntityManager` of a QueryRunner in a transaction TypeORM itself
+// started (its `manager.queryRunner` is that QueryRunner), as `dataSource.transaction()` would give it. The
+// store's statements run on the QueryRunner's node-postgres client, and the seam watches the COMMIT TypeORM
+// sends there: Postgres answers the COMMIT of an aborted transaction with a ROLLBACK, which TypeORM ignores.
+
+import { ConfigurationError } from '@inboxkit/core';
+import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
+import type { DataSource, EntityManager } from 'typeorm';
+import { librarySeam } from '../library-seam.js';
+import { abortedOn, queryOn, watchCommit, type PgConnection } from '../pg-connection.js';
+import { abortedTransactionError } from '../postgres-error.js';
+
+/**
+ * The seam over an initialized TypeORM `DataSource` on Postgres: each transaction is a QueryRunner's
+ * (`startTransaction`/`commitTransaction`), and handlers get its `EntityManager` as `context.tx`. Throws a
+ * `ConfigurationError` for a DataSource that is not initialized or not Postgres, and for an EntityManager
+ * (a transaction's would be shared by every delivery).
+ *
+ * @example
+ * const dataSource = await new DataSource({ type: 'postgres', url, entities: [Order] }).initialize();
+ * const store = new PostgresInboxStore({ seam: typeormSeam(dataSource) });
+ * idempotentConsumer({ name: 'orders', store, handler: async (m, { tx }) => { await tx.insert(Order, { id: m.id }); } });
+ */
+export function typeormSeam(dataSource: DataSource): SqlSeam<EntityManager> {
+  checkDataSource(dataSource);
+  return librarySeam<EntityManager>({
+    query: async (statement) => {
+      const runner = dataSource.createQueryRunner('master');
+      try {
+        return await queryOn((await runner.connect()) as PgConnection, statement);
+      } finally {
+        await runner.release();
+      }
+    },
+    transaction: async (fn) => {
+      const runner = dataSource.createQueryRunner('master');
+      try {
+        const client = (await runner.connect()) as PgConnection;
+        const commit = watchCommit(client);
+        try {
+          await runner.startTransaction();
+          let value;
+          try {
+            value = await fn({
+              tx: runner.manager,
+              query: (statement) => queryOn(client, statement),
+              aborted: () => abortedOn(client),
+            });
+          } catch (error) {
+            await runner.rollbackTransaction();
+            throw error;
+          }
+          await runner.commitTransaction();
+          if (commit.rolledBack) throw abortedTransactionError();
+          return value;
+        } finally {
+          commit.stop();
+        }
+      } finally {
+        await runner.release();
+      }
+    },
+  });
+}
+
+/** Options of `typeormInboxStore`. */
+export interface TypeormInboxStoreOptions extends InboxStoreOptions {
+  /** The application's initialized DataSource (type `postgres`). Never destroyed here. */
+  readonly dataSource: DataSource;
+}
+
+/**
+ * The Postgres inbox over TypeORM: `new PostgresInboxStore({ seam: typeormSeam(dataSource) })` with the table
+ * options.
+ *
+ * @example
+ * const store = typeormInboxStore({ dataSource, schema: 'inboxkit' });
+ */
+export function typeormInboxStore(
+  options: TypeormInboxStoreOptions,
+): PostgresInboxStore<unknown, EntityManager> {
+  return new PostgresInboxStore<unknown, EntityManager>({
+    ...options,
+    seam: typeormSeam(options.dataSource),
+  });
+}
+
+function checkDataSource(dataSource: DataSource): void {
+  const candidate = dataSource as Partial<DataSource> | undefined;
+  if (typeof candidate?.createQueryRunner !== 'function' || !('isInitialized' in candidate)) {
+    throw new ConfigurationError(
+      "typeormSeam needs a TypeORM DataSource (an EntityManager, above all a transaction's, would be shared by every delivery): pass the DataSource; the store opens a transaction per delivery and hands its EntityManager to the handler as context.tx",
+    );
+  }
+  if (candidate.options?.type !== 'postgres') {
+    throw new ConfigurationError(
+      `typeormSeam needs a DataSource of type 'postgres', got ${JSON.stringify(candidate.options?.type)}: the inbox lives in Postgres`,
+    );
+  }
+  if (candidate.isInitialized !== true) {
+    throw new ConfigurationError(
+      'typeormSeam needs an initialized DataSource: await dataSource.initialize() before building the store',
+    );
+  }
+}
