@@ -10,6 +10,7 @@ export default tseslint.config(
       '**/node_modules/**',
       '.services/**',
       'packages/data/test/prisma/generated/**',
+      'examples/data-layers/prisma/generated/**',
       '**/*.js',
       '**/*.cjs',
       '**/*.mjs',
