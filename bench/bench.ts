@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,fastpath,kafka,rabbitmq,sqs,outbox,http,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,fastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -38,6 +38,7 @@ const SECTIONS = [
   'sqs',
   'outbox',
   'http',
+  'data',
   'memory',
 ] as const;
 type Section = (typeof SECTIONS)[number];
@@ -121,6 +122,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
     script: 'packages/http/bench/http-bench.ts',
     args: quick ? ['--quick'] : [],
     timeout: quick ? 120 : 300,
+  },
+  data: {
+    script: 'packages/data/bench/data-layers-bench.ts',
+    args: quick ? ['--quick'] : [],
+    timeout: quick ? 300 : 900,
   },
   memory: {
     script: 'bench/memory-run.ts',
@@ -366,9 +372,12 @@ const FLOOR_STEPS: Record<string, string> = {
   'bare pg': 'BEGIN; the one-row effect; COMMIT on node-postgres, no dedupe',
   'narrow claim': '+ a two-column claim row sent with BEGIN: the design brief’s raw-SQL floor',
   'minimal row': '+ the payload fingerprint and the expiry in that row: the least the issue’s features need',
-  'v1 row': 'version 1’s inbox row instead (22 columns, two indexes; a literal insert): what the lean row replaced',
-  'inbox row': 'the inbox table’s lean row instead (+ status, attempts, changed_at; its BRIN index; a literal insert)',
-  'claim statement': 'the store’s own claim (its claim function’s call), sent by hand: all of the SQL, none of the JavaScript',
+  'v1 row':
+    'version 1’s inbox row instead (22 columns, two indexes; a literal insert): what the lean row replaced',
+  'inbox row':
+    'the inbox table’s lean row instead (+ status, attempts, changed_at; its BRIN index; a literal insert)',
+  'claim statement':
+    'the store’s own claim (its claim function’s call), sent by hand: all of the SQL, none of the JavaScript',
   '+ Kysely effect':
     'the same, the effect sent as the handler sends it (a Kysely `sql` template on that connection)',
   'handle()': 'idempotentConsumer().handle() with an ordinary handler doing that insert',
@@ -640,6 +649,28 @@ for (const transport of ['kafka', 'rabbitmq', 'sqs', 'outbox', 'http'] as const)
       `_The script ${run.timedOut ? 'timed out' : `exited with ${run.code}`}: figures may be partial._`,
       '',
     );
+}
+
+// Data layers: the script prints its own Markdown table and one `ratio` line per library.
+{
+  const run = runs.data;
+  if (run !== undefined && !run.missing) {
+    md.push(
+      '## Data layers (@inboxkit/data)',
+      '',
+      `Each library's first delivery through inboxkit vs the same one-row effect through the same library without inboxkit (its own transaction), alternating rounds, concurrency 16. Figures from \`${PLAN.data.script}\`.`,
+      '',
+      ...run.output.split('\n').filter((line) => line.startsWith('|')),
+      '',
+    );
+    const ratios = ratioLines(run.output);
+    targets.push(...ratioTargets('data', ratios));
+    if (run.timedOut || run.code !== 0)
+      md.push(
+        `_The script ${run.timedOut ? 'timed out' : `exited with ${run.code}`}: figures may be partial._`,
+        '',
+      );
+  }
 }
 
 // Memory.

@@ -5,7 +5,7 @@ import type { Transaction } from 'kysely';
 import type { HttpResponse, IdempotentResponseInit } from './http-response.js';
 
 /** The handler may run: the key is claimed with a lease. Settle it exactly once. */
-export interface ProceedDecision<DB> {
+export interface ProceedDecision<DB, Tx = Transaction<DB>> {
   readonly kind: 'proceed';
   readonly key: string;
   /** 1 for the first execution, more after releases or lease takeovers. */
@@ -20,14 +20,14 @@ export interface ProceedDecision<DB> {
    * run and its recorded result is returned, so a retry after a release or a takeover resumes after the last
    * completed phase. Rejects with `LeaseLostError` (rolled back) when another request took the key over.
    */
-  phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
+  phase<T>(name: string, fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**
    * Runs `fn` in a transaction and stores the response it returns in the same transaction, fenced by the
    * lease: business writes and the stored response commit together or not at all. A response that is not
    * stored (5xx by default) rolls the transaction back and releases the key; a thrown error does the same and
    * is rethrown. Rejects with `ResponseTooLargeError` or `LeaseLostError` (both roll back).
    */
-  transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<HttpResponse>;
+  transaction(fn: (tx: Tx) => Promise<IdempotentResponseInit>): Promise<HttpResponse>;
   /** Stores the response in a statement of its own (fenced by the lease), or releases the key for a 5xx. */
   complete(response: IdempotentResponseInit): Promise<HttpResponse>;
   /** Gives the key back so a retry runs again. */
@@ -53,4 +53,5 @@ export interface AnsweredDecision {
 }
 
 /** The result of `begin`. */
-export type IdempotencyDecision<DB> = ProceedDecision<DB> | UnkeyedDecision | AnsweredDecision;
+export type IdempotencyDecision<DB, Tx = Transaction<DB>> =
+  ProceedDecision<DB, Tx> | UnkeyedDecision | AnsweredDecision;

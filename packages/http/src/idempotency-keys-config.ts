@@ -7,15 +7,31 @@ import {
   resolveIdempotencyKeyTableNames,
   type IdempotencyKeyTableOptions,
 } from './idempotency-key-table-names.js';
-import type { InboxTableNames } from '@inboxkit/core/postgres';
+import { kyselySeam, type InboxTableNames, type SqlSeam } from '@inboxkit/core/postgres';
+import type { Transaction } from 'kysely';
 
 /** What `principal` returns: the owner's id, or `undefined`/`null` when the request has none (answered 400). */
 export type PrincipalResult = string | undefined | null;
 
 /** Options of `idempotencyKeys`. */
-export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTableOptions {
-  /** The application's Kysely instance: the keys live in its database, next to the business tables. */
-  readonly db: Kysely<DB>;
+export interface IdempotencyKeysConfig<
+  DB,
+  N = unknown,
+  Tx = Transaction<DB>,
+> extends IdempotencyKeyTableOptions {
+  /**
+   * The application's Kysely instance: the keys live in its database, next to the business tables. Give
+   * either `db` or `seam`.
+   */
+  readonly db?: Kysely<DB>;
+  /**
+   * The application's data layer instead of Kysely (`pgSeam(pool)`, `knexSeam(knex)`, `prismaSeam(prisma)` … from
+   * `@inboxkit/data`): handlers' `transaction` and `phase` then get that library's transaction object.
+   *
+   * @example
+   * const keys = idempotencyKeys({ seam: knexSeam(knex), principal: (req) => req.headers['x-tenant'] as string });
+   */
+  readonly seam?: SqlSeam<Tx>;
   /**
    * Who is asking (the authenticated user, tenant or API key id). Keys are scoped by principal + method +
    * route, so one principal can never see another's stored response. Required: there is no safe default.
@@ -55,8 +71,10 @@ export interface IdempotencyKeysConfig<DB, N = unknown> extends IdempotencyKeyTa
 }
 
 /** The validated configuration. */
-export interface ResolvedIdempotencyKeysConfig<DB, N> {
-  readonly db: Kysely<DB>;
+export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
+  /** The Kysely instance, when the config gave one (`seam` is then the Kysely seam over it). */
+  readonly db: Kysely<DB> | undefined;
+  readonly seam: SqlSeam<Tx>;
   readonly names: InboxTableNames;
   readonly principal: (request: IdempotentRequest<N>) => PrincipalResult | Promise<PrincipalResult>;
   readonly leaseMs: number;
@@ -76,11 +94,15 @@ function positiveInteger(value: number, option: string): number {
 }
 
 /** Validates the configuration and fills in the defaults. Throws a `ConfigurationError`. */
-export function resolveIdempotencyKeysConfig<DB, N>(
-  config: IdempotencyKeysConfig<DB, N>,
-): ResolvedIdempotencyKeysConfig<DB, N> {
-  if (config.db === undefined || config.db === null)
-    throw new ConfigurationError('db (a Kysely instance) is required');
+export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
+  config: IdempotencyKeysConfig<DB, N, Tx>,
+): ResolvedIdempotencyKeysConfig<DB, N, Tx> {
+  const hasDb = config.db !== undefined && config.db !== null;
+  const hasSeam = config.seam !== undefined && config.seam !== null;
+  if (hasDb === hasSeam)
+    throw new ConfigurationError(
+      'give either db (a Kysely instance) or seam (a data layer from @inboxkit/data, e.g. pgSeam(pool)), and only one',
+    );
   if (typeof config.principal !== 'function') {
     throw new ConfigurationError(
       'principal must be a function of the request (the user, tenant or API key that owns the key)',
@@ -116,5 +138,7 @@ export function resolveIdempotencyKeysConfig<DB, N>(
     ),
     retryAfterSeconds,
     handlerTimeoutMs,
+    // Built last, once every option is valid.
+    seam: hasSeam ? config.seam : (kyselySeam(config.db!) as unknown as SqlSeam<Tx>),
   });
 }

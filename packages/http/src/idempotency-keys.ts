@@ -4,7 +4,8 @@
 
 import { randomUUID } from 'node:crypto';
 import { ConfigurationError, LeaseLostError } from '@inboxkit/core';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { SqlRow, SqlSeam, SqlStatement } from '@inboxkit/core/postgres';
+import type { Transaction } from 'kysely';
 import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
 import { ResponseTooLargeError } from './idempotency-errors.js';
 import {
@@ -33,13 +34,13 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 const VISIBLE = /[^\s\p{Default_Ignorable_Code_Point}\p{Cc}]/u;
 
 /** The Idempotency-Key protocol for one table; adapters call `begin` per request. */
-export interface IdempotencyKeys<DB, N = unknown> {
-  readonly config: ResolvedIdempotencyKeysConfig<DB, N>;
+export interface IdempotencyKeys<DB, N = unknown, Tx = Transaction<DB>> {
+  readonly config: ResolvedIdempotencyKeysConfig<DB, N, Tx>;
   /** Decides what to do with a request (see `IdempotencyDecision`). `required` overrides the config's. */
   begin(
     request: IdempotentRequest<N>,
     options?: { readonly required?: boolean },
-  ): Promise<IdempotencyDecision<DB>>;
+  ): Promise<IdempotencyDecision<DB, Tx>>;
 }
 
 interface KeyRow {
@@ -47,7 +48,7 @@ interface KeyRow {
   fingerprint: string;
   response_status: number | null;
   response_headers: Record<string, string> | null;
-  response_body: Buffer | null;
+  response_body: Uint8Array | null;
 }
 
 /** Thrown inside the transaction to roll it back when the response is not to be stored. */
@@ -63,19 +64,21 @@ class NotStored {
  * const keys = idempotencyKeys({ db, principal: (req) => String(req.headers['x-tenant'] ?? 'anonymous') });
  * const decision = await keys.begin({ method: 'POST', route: '/payments', headers, body, native: req });
  */
-export function idempotencyKeys<DB, N = unknown>(
-  config: IdempotencyKeysConfig<DB, N>,
-): IdempotencyKeys<DB, N> {
-  const resolved = resolveIdempotencyKeysConfig(config);
-  const db = resolved.db as unknown as Kysely<unknown>;
-  const table = sql.raw(resolved.names.qualifiedTable);
+export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
+  config: IdempotencyKeysConfig<DB, N, Tx>,
+): IdempotencyKeys<DB, N, Tx> {
+  const resolved = resolveIdempotencyKeysConfig<DB, N, Tx>(config);
+  const seam: SqlSeam<Tx> = resolved.seam;
+  const table = resolved.names.qualifiedTable;
   const leaseSeconds = resolved.leaseMs / 1000;
   const retentionSeconds = resolved.retentionMs / 1000;
+  const run = (sql: string, parameters: readonly unknown[]): Promise<SqlRow[]> =>
+    seam.query({ sql, parameters });
 
   async function begin(
     request: IdempotentRequest<N>,
     options: { readonly required?: boolean } = {},
-  ): Promise<IdempotencyDecision<DB>> {
+  ): Promise<IdempotencyDecision<DB, Tx>> {
     const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined) {
       if (options.required ?? resolved.required) {
@@ -127,7 +130,10 @@ export function idempotencyKeys<DB, N = unknown>(
     const id = { principal, method, route: request.route, key: header };
     const query = canonicalQuery(`?${(request.query ?? '').replace(/^\?/, '')}`);
     const fingerprint = requestFingerprint(method, request.route, request.body, query);
-    const where = sql`principal = ${principal} AND method = ${method} AND route = ${request.route} AND idempotency_key = ${header}`;
+    // $1–$4 name the key in every statement below.
+    const keyParameters = [principal, method, request.route, header];
+    const where =
+      'principal = $1::text AND method = $2::text AND route = $3::text AND idempotency_key = $4::text';
     // Three steps, so that only a request that runs the handler writes: (1) a new key is claimed by a plain
     // INSERT; (2) on a conflict the row is read, and a replay, a 422 or a 409 is answered from it without
     // locking it (ON CONFLICT DO UPDATE would lock the row even when its WHERE refuses, and a replay would then
@@ -136,39 +142,46 @@ export function idempotencyKeys<DB, N = unknown>(
     // request) sends the request round again.
     for (let round = 0; round < 5; round++) {
       const token = randomUUID();
-      const leaseUntil = sql`now() + ${leaseSeconds}::float8 * interval '1 second'`;
-      const expiresAt = sql`now() + ${retentionSeconds}::float8 * interval '1 second'`;
-      const inserted = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
-        INSERT INTO ${table} (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
-        VALUES (${principal}, ${method}, ${request.route}, ${header}, ${fingerprint}, 'processing', ${token}::uuid, ${leaseUntil}, ${expiresAt})
+      const leaseUntil = "now() + $7::float8 * interval '1 second'";
+      const expiresAt = "now() + $8::float8 * interval '1 second'";
+      const parameters = [...keyParameters, fingerprint, token, leaseSeconds, retentionSeconds];
+      const [row] = await run(
+        `INSERT INTO ${table} (principal, method, route, idempotency_key, fingerprint, status, lease_token, locked_until, expires_at)
+        VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, 'processing', $6::uuid, ${leaseUntil}, ${expiresAt})
         ON CONFLICT (principal, method, route, idempotency_key) DO NOTHING
-        RETURNING attempts, recovery_points`.execute(db);
-      const row = inserted.rows[0];
-      if (row !== undefined) return proceed(id, token, row.attempts, { ...row.recovery_points });
-      const existing = await sql<KeyRow & { expired: boolean; lease_over: boolean }>`
-        SELECT status, fingerprint, response_status, response_headers, response_body,
+        RETURNING attempts, recovery_points`,
+        parameters,
+      );
+      if (row !== undefined)
+        return proceed(id, token, Number(row['attempts']), { ...(row['recovery_points'] as object) });
+      const [existing] = await run(
+        `SELECT status, fingerprint, response_status, response_headers, response_body,
                expires_at <= now() AS expired, (status = 'processing' AND locked_until <= now()) AS lease_over
-        FROM ${table} WHERE ${where}`.execute(db);
-      const found = existing.rows[0];
+        FROM ${table} WHERE ${where}`,
+        keyParameters,
+      );
+      const found = existing as (KeyRow & { expired: boolean; lease_over: boolean }) | undefined;
       if (found === undefined) continue;
       if (
         found.expired ||
         (found.fingerprint === fingerprint && (found.status === 'released' || found.lease_over))
       ) {
-        const claimed = await sql<{ attempts: number; recovery_points: Record<string, unknown> }>`
-          UPDATE ${table} AS k SET
-            fingerprint = ${fingerprint}, status = 'processing', lease_token = ${token}::uuid,
+        const [taken] = await run(
+          `UPDATE ${table} AS k SET
+            fingerprint = $5::text, status = 'processing', lease_token = $6::uuid,
             locked_until = ${leaseUntil}, expires_at = ${expiresAt},
             attempts = CASE WHEN k.expires_at <= now() THEN 1 ELSE k.attempts + 1 END,
             created_at = CASE WHEN k.expires_at <= now() THEN now() ELSE k.created_at END,
             recovery_points = CASE WHEN k.expires_at <= now() THEN '{}'::jsonb ELSE k.recovery_points END,
             response_status = NULL, response_headers = NULL, response_body = NULL, completed_at = NULL
           WHERE ${where} AND (k.expires_at <= now()
-             OR (k.fingerprint = ${fingerprint}
+             OR (k.fingerprint = $5::text
                  AND (k.status = 'released' OR (k.status = 'processing' AND k.locked_until <= now()))))
-          RETURNING attempts, recovery_points`.execute(db);
-        const taken = claimed.rows[0];
-        if (taken !== undefined) return proceed(id, token, taken.attempts, { ...taken.recovery_points });
+          RETURNING attempts, recovery_points`,
+          parameters,
+        );
+        if (taken !== undefined)
+          return proceed(id, token, Number(taken['attempts']), { ...(taken['recovery_points'] as object) });
         continue; // another request took it first: answer from the row as it is now
       }
       if (found.fingerprint !== fingerprint) {
@@ -183,9 +196,9 @@ export function idempotencyKeys<DB, N = unknown>(
       }
       if (found.status === 'completed' && found.response_status !== null) {
         return answered('replay', {
-          status: found.response_status,
+          status: Number(found.response_status),
           headers: { ...(found.response_headers ?? {}), 'idempotent-replayed': 'true' },
-          body: found.response_body ?? Buffer.alloc(0),
+          body: found.response_body === null ? Buffer.alloc(0) : Buffer.from(found.response_body),
         });
       }
       return answered(
@@ -210,10 +223,12 @@ export function idempotencyKeys<DB, N = unknown>(
     token: string,
     attempt: number,
     points: Record<string, unknown>,
-  ): ProceedDecision<DB> {
+  ): ProceedDecision<DB, Tx> {
     let settled = false;
-    const where = sql`principal = ${id.principal} AND method = ${id.method} AND route = ${id.route}
-      AND idempotency_key = ${id.key} AND status = 'processing' AND lease_token = ${token}::uuid`;
+    // $1–$5: the key and its lease.
+    const fenced = [id.principal, id.method, id.route, id.key, token];
+    const where = `principal = $1::text AND method = $2::text AND route = $3::text AND idempotency_key = $4::text
+      AND status = 'processing' AND lease_token = $5::uuid`;
 
     function stored(response: HttpResponse): { headers: Record<string, string> } {
       const headers: Record<string, string> = {};
@@ -228,26 +243,31 @@ export function idempotencyKeys<DB, N = unknown>(
       return { headers };
     }
 
-    async function store(executor: Kysely<unknown>, response: HttpResponse): Promise<void> {
+    /** The statement that stores `response`, fenced by the lease: it returns a row only while the lease holds. */
+    function storeStatement(response: HttpResponse): SqlStatement {
       const { headers } = stored(response);
-      const result = await sql`
-        UPDATE ${table} SET status = 'completed', response_status = ${response.status},
-          response_headers = ${JSON.stringify(headers)}::jsonb, response_body = ${response.body},
-          completed_at = now(), expires_at = now() + ${retentionSeconds}::float8 * interval '1 second',
+      return {
+        sql: `UPDATE ${table} SET status = 'completed', response_status = $6::int,
+          response_headers = $7::jsonb, response_body = $8::bytea,
+          completed_at = now(), expires_at = now() + $9::float8 * interval '1 second',
           lease_token = NULL, locked_until = NULL
-        WHERE ${where}`.execute(executor);
-      if (result.numAffectedRows !== 1n) {
-        throw new LeaseLostError(
-          `the lease on Idempotency-Key ${JSON.stringify(id.key)} expired and another request took it over`,
-        );
-      }
+        WHERE ${where} RETURNING 1 AS stored`,
+        parameters: [...fenced, response.status, JSON.stringify(headers), response.body, retentionSeconds],
+      };
+    }
+
+    function leaseLost(): LeaseLostError {
+      return new LeaseLostError(
+        `the lease on Idempotency-Key ${JSON.stringify(id.key)} expired and another request took it over`,
+      );
     }
 
     async function release(): Promise<void> {
       if (settled) return;
       settled = true;
-      await sql`UPDATE ${table} SET status = 'released', lease_token = NULL, locked_until = NULL WHERE ${where}`.execute(
-        db,
+      await run(
+        `UPDATE ${table} SET status = 'released', lease_token = NULL, locked_until = NULL WHERE ${where}`,
+        fenced,
       );
     }
 
@@ -259,35 +279,33 @@ export function idempotencyKeys<DB, N = unknown>(
         return settled;
       },
       recoveryPoints: points,
-      async phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T> {
+      async phase<T>(name: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
         if (settled)
           throw new Error('this idempotency key is settled already: phases run before the response');
         if (Object.hasOwn(points, name)) return points[name] as T;
-        const value = await resolved.db.transaction().execute(async (tx) => {
+        const value = await seam.transaction<T>(async (t) => {
           // JSON round trip: a resumed retry gets exactly what a first run gets.
-          const result = JSON.parse(JSON.stringify((await fn(tx)) ?? null)) as T;
-          const updated = await sql`
-            UPDATE ${table} SET recovery_points = recovery_points || jsonb_build_object(${name}::text, ${JSON.stringify(result)}::jsonb),
-              locked_until = now() + ${leaseSeconds}::float8 * interval '1 second'
-            WHERE ${where}`.execute(tx);
-          if (updated.numAffectedRows !== 1n) {
-            throw new LeaseLostError(
-              `the lease on Idempotency-Key ${JSON.stringify(id.key)} expired and another request took it over`,
-            );
-          }
-          return result;
+          const result = JSON.parse(JSON.stringify((await fn(t.tx)) ?? null)) as T;
+          const updated = await t.query({
+            sql: `UPDATE ${table} SET recovery_points = recovery_points || jsonb_build_object($6::text, $7::jsonb),
+              locked_until = now() + $8::float8 * interval '1 second'
+            WHERE ${where} RETURNING 1 AS kept`,
+            parameters: [...fenced, name, JSON.stringify(result), leaseSeconds],
+          });
+          if (updated.length !== 1) throw leaseLost();
+          return { end: 'commit', value: result };
         });
         points[name] = value;
         return value;
       },
-      async transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<HttpResponse> {
+      async transaction(fn: (tx: Tx) => Promise<IdempotentResponseInit>): Promise<HttpResponse> {
         if (settled) throw new Error('this idempotency key is settled already: call transaction() once');
         try {
-          const response = await resolved.db.transaction().execute(async (tx) => {
-            const response = toHttpResponse(await fn(tx));
+          const response = await seam.transaction<HttpResponse>(async (t) => {
+            const response = toHttpResponse(await fn(t.tx));
             if (!resolved.storeStatus(response.status)) throw new NotStored(response);
-            await store(tx as unknown as Kysely<unknown>, response);
-            return response;
+            if ((await t.query(storeStatement(response))).length !== 1) throw leaseLost();
+            return { end: 'commit', value: response };
           });
           settled = true;
           return response;
@@ -305,7 +323,8 @@ export function idempotencyKeys<DB, N = unknown>(
           return response;
         }
         try {
-          await store(db, response);
+          const statement = storeStatement(response);
+          if ((await seam.query(statement)).length !== 1) throw leaseLost();
         } catch (error) {
           await release();
           throw error;

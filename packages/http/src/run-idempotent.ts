@@ -2,6 +2,7 @@
 // translates its framework's request and writes the returned response.
 
 import type { Transaction } from 'kysely';
+import type { SqlSeam } from '@inboxkit/core/postgres';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { IdempotentRequest } from './idempotent-request.js';
 import { HandlerTimeoutError, inboxkitTracer, withIncomingSpan } from '@inboxkit/core';
@@ -13,7 +14,7 @@ import {
 } from './http-response.js';
 
 /** What a handler gets besides its framework's request. */
-export interface IdempotencyContext<DB> {
+export interface IdempotencyContext<DB, Tx = Transaction<DB>> {
   /** The request's Idempotency-Key, or undefined when none was sent (and none was required). */
   readonly key: string | undefined;
   /** 1 for the first execution of this key, more after a release or a lease takeover. */
@@ -30,7 +31,7 @@ export interface IdempotencyContext<DB> {
    *   return { status: 201, body: payment };
    * });
    */
-  transaction(fn: (tx: Transaction<DB>) => Promise<IdempotentResponseInit>): Promise<IdempotentResponseInit>;
+  transaction(fn: (tx: Tx) => Promise<IdempotentResponseInit>): Promise<IdempotentResponseInit>;
   /**
    * A recovery point for multi-step handlers with external calls between steps: `fn`'s writes and its
    * result commit together; a retry of the same key skips completed phases and gets their recorded results.
@@ -42,10 +43,15 @@ export interface IdempotencyContext<DB> {
    * const charge = await psp.charge({ amount: order.total, idempotencyKey: `order-${order.id}` });
    * return context.transaction(async (tx) => ({ status: 201, body: await recordCharge(tx, order, charge) }));
    */
-  phase<T>(name: string, fn: (tx: Transaction<DB>) => Promise<T>): Promise<T>;
+  phase<T>(name: string, fn: (tx: Tx) => Promise<T>): Promise<T>;
 }
 
 const TIMED_OUT = Symbol('timed out');
+
+/** Runs `fn` in one of `seam`'s transactions, committed when it resolves (an unkeyed request's transaction). */
+function inTransaction<Tx, T>(seam: SqlSeam<Tx>, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return seam.transaction(async (t) => ({ end: 'commit', value: await fn(t.tx) }));
+}
 
 /** Options of a route. */
 export interface IdempotentRouteOptions {
@@ -60,10 +66,10 @@ export interface IdempotentRouteOptions {
  * @example
  * const response = await runIdempotent(keys, request, (context) => context.transaction(async (tx) => …));
  */
-export async function runIdempotent<DB, N>(
-  keys: IdempotencyKeys<DB, N>,
+export async function runIdempotent<DB, N, Tx = Transaction<DB>>(
+  keys: IdempotencyKeys<DB, N, Tx>,
   request: IdempotentRequest<N>,
-  handler: (context: IdempotencyContext<DB>) => Promise<IdempotentResponseInit>,
+  handler: (context: IdempotencyContext<DB, Tx>) => Promise<IdempotentResponseInit>,
   options: IdempotentRouteOptions = {},
 ): Promise<HttpResponse> {
   // The request's span continues the caller's trace (`traceparent`), so the handler's spans and what it
@@ -91,8 +97,8 @@ async function runProtocol<DB, N>(
         key: undefined,
         attempt: 1,
         signal: new AbortController().signal,
-        transaction: (fn) => keys.config.db.transaction().execute(fn),
-        phase: (_name, fn) => keys.config.db.transaction().execute(fn),
+        transaction: (fn) => inTransaction(keys.config.seam, fn),
+        phase: (_name, fn) => inTransaction(keys.config.seam, fn),
       }),
     );
   }

@@ -32,5 +32,6 @@ describe('idempotency-key schema', () => {
       /longer than leaseMs/,
     );
     expect(() => idempotencyKeys({ db, principal, maxResponseBytes: -1 })).toThrow(/maxResponseBytes/);
+    expect(() => idempotencyKeys({ principal })).toThrow(/either db \(a Kysely instance\) or seam/);
   });
 });

@@ -1,6 +1,7 @@
 // idempotentExpressHandler(): the Idempotency-Key protocol around an Express route handler. Mount a body
 // parser (express.json()) before it: the parsed body is part of the fingerprint.
 
+import type { Transaction } from 'kysely';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
@@ -37,9 +38,9 @@ function queryOf(url: string): string {
 }
 
 /** A handler: Express' request and the idempotency context; returns the response to send (and store). */
-export type ExpressIdempotentHandler<DB> = (
+export type ExpressIdempotentHandler<DB, Tx = Transaction<DB>> = (
   request: Request,
-  context: IdempotencyContext<DB>,
+  context: IdempotencyContext<DB, Tx>,
 ) => Promise<IdempotentResponseInit>;
 
 /**
@@ -50,9 +51,9 @@ export type ExpressIdempotentHandler<DB> = (
  * app.post('/payments', express.json(), idempotentExpressHandler(keys, async (req, context) =>
  *   context.transaction(async (tx) => ({ status: 201, body: await charge(tx, req.body) }))));
  */
-export function idempotentExpressHandler<DB>(
-  keys: IdempotencyKeys<DB, Request>,
-  handler: ExpressIdempotentHandler<DB>,
+export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
+  keys: IdempotencyKeys<DB, Request, Tx>,
+  handler: ExpressIdempotentHandler<DB, Tx>,
   options: ExpressHandlerOptions = {},
 ): RequestHandler {
   return (request: Request, response: Response, next: NextFunction): void => {

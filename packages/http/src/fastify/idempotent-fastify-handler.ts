@@ -1,6 +1,7 @@
 // idempotentFastifyHandler(): the Idempotency-Key protocol around a Fastify route handler. Fastify parses JSON
 // bodies itself; the parsed body is part of the fingerprint.
 
+import type { Transaction } from 'kysely';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
@@ -28,9 +29,9 @@ function fastifyRoute(request: FastifyRequest): string {
 }
 
 /** A handler: Fastify's request and the idempotency context; returns the response to send (and store). */
-export type FastifyIdempotentHandler<DB> = (
+export type FastifyIdempotentHandler<DB, Tx = Transaction<DB>> = (
   request: FastifyRequest,
-  context: IdempotencyContext<DB>,
+  context: IdempotencyContext<DB, Tx>,
 ) => Promise<IdempotentResponseInit>;
 
 /**
@@ -40,9 +41,9 @@ export type FastifyIdempotentHandler<DB> = (
  * app.post('/payments', idempotentFastifyHandler(keys, async (req, context) =>
  *   context.transaction(async (tx) => ({ status: 201, body: await charge(tx, req.body) }))));
  */
-export function idempotentFastifyHandler<DB>(
-  keys: IdempotencyKeys<DB, FastifyRequest>,
-  handler: FastifyIdempotentHandler<DB>,
+export function idempotentFastifyHandler<DB, Tx = Transaction<DB>>(
+  keys: IdempotencyKeys<DB, FastifyRequest, Tx>,
+  handler: FastifyIdempotentHandler<DB, Tx>,
   options: FastifyHandlerOptions = {},
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply> {
   return async (request, reply) => {

@@ -1,5 +1,6 @@
 // idempotentNodeHandler(): the Idempotency-Key protocol around a plain node:http request listener.
 
+import type { Transaction } from 'kysely';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isInboxkitError } from '@inboxkit/core';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
@@ -20,10 +21,10 @@ export interface NodeHandlerOptions extends IdempotentRouteOptions {
 }
 
 /** A handler: the request, its parsed body (JSON when the content type says so, else bytes) and the context. */
-export type NodeIdempotentHandler<DB> = (
+export type NodeIdempotentHandler<DB, Tx = Transaction<DB>> = (
   request: IncomingMessage,
   body: unknown,
-  context: IdempotencyContext<DB>,
+  context: IdempotencyContext<DB, Tx>,
 ) => Promise<IdempotentResponseInit>;
 
 class BodyError extends Error {
@@ -76,9 +77,9 @@ export function writeHttpResponse(response: ServerResponse, value: HttpResponse)
  * http.createServer(idempotentNodeHandler(keys, async (req, body, context) =>
  *   context.transaction(async (tx) => ({ status: 201, body: await charge(tx, body) }))));
  */
-export function idempotentNodeHandler<DB>(
-  keys: IdempotencyKeys<DB, IncomingMessage>,
-  handler: NodeIdempotentHandler<DB>,
+export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
+  keys: IdempotencyKeys<DB, IncomingMessage, Tx>,
+  handler: NodeIdempotentHandler<DB, Tx>,
   options: NodeHandlerOptions = {},
 ): (request: IncomingMessage, response: ServerResponse) => void {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
