@@ -84,10 +84,10 @@ export async function runIdempotent<DB, N, Tx = Transaction<DB>>(
   );
 }
 
-async function runProtocol<DB, N>(
-  keys: IdempotencyKeys<DB, N>,
+async function runProtocol<DB, N, Tx>(
+  keys: IdempotencyKeys<DB, N, Tx>,
   request: IdempotentRequest<N>,
-  handler: (context: IdempotencyContext<DB>) => Promise<IdempotentResponseInit>,
+  handler: (context: IdempotencyContext<DB, Tx>) => Promise<IdempotentResponseInit>,
   options: IdempotentRouteOptions,
 ): Promise<HttpResponse> {
   const decision = await keys.begin(request, options);
