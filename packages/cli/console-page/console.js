@@ -487,8 +487,16 @@ async function dryRun() {
 async function replay() {
   const rate = Number(/** @type {HTMLInputElement} */ ($('#rate')).value);
   const body = { ...selectionBody(), ratePerSecond: rate > 0 ? rate : undefined };
-  const job = await api('/api/replays', body);
-  followJob(job);
+  // Until the server answers, the box still shows the previous job: its state says so at once, so nothing (a
+  // person or a test) reads the old job's "done" as this one's.
+  const box = $('#job');
+  box.dataset.state = 'requested';
+  try {
+    followJob(await api('/api/replays', body));
+  } catch (error) {
+    box.dataset.state = 'refused';
+    throw error;
+  }
 }
 
 /** @param {any} job */
