@@ -34,6 +34,9 @@ afterAll(async () => {
   await schema?.cleanup();
 });
 
+/** The provider's clock reading of the latest charge made by `charge`. */
+let lastChargeAt = 0;
+
 /** Charges at the provider as the consumer would, with a key; returns the charge id. */
 async function charge(paymentId: string, amountCents: number, key = randomUUID()): Promise<string> {
   const response = await fetch(`${provider.url}/v1/charges`, {
@@ -41,7 +44,18 @@ async function charge(paymentId: string, amountCents: number, key = randomUUID()
     headers: { 'content-type': 'application/json', 'idempotency-key': key },
     body: JSON.stringify({ paymentId, amountCents, currency: 'EUR', card: 'tok_visa' }),
   });
-  return ((await response.json()) as { id: string }).id;
+  const made = (await response.json()) as { id: string; created: number };
+  lastChargeAt = Math.max(lastChargeAt, made.created);
+  return made.id;
+}
+
+/**
+ * Waits until the clock has passed the latest charge's millisecond. A sweep lists [watermark, now − settleMs):
+ * with settleMs 0, a charge made in the very millisecond of the sweep belongs to the next sweep (as it should),
+ * so a test that expects this sweep to see it must let that millisecond end first.
+ */
+async function afterLastCharge(): Promise<void> {
+  while (Date.now() <= lastChargeAt) await new Promise((resolve) => setTimeout(resolve, 1));
 }
 
 async function record(paymentId: string, chargeId: string, amountCents: number): Promise<void> {
@@ -73,6 +87,7 @@ describe('payments reconciler', () => {
       schema: schema.schema,
       settleMs: 0,
     });
+    await afterLastCharge();
     const report = await reconciler.sweep();
     expect(report.listed).toBe(4);
     expect(report.repaired).toBe(1);
@@ -96,10 +111,11 @@ describe('payments reconciler', () => {
     const reconciler = paymentsReconciler({
       db,
       providerUrl: provider.url,
-      schema: `${schema.schema}`,
+      schema: schema.schema,
       settleMs: 0,
       repair: false,
     });
+    await afterLastCharge();
     const report = await reconciler.sweep();
     expect(report.differences.map((d) => d.operation.key)).toContain(orphan);
     expect(
