@@ -2,6 +2,7 @@
 // once; every other delivery is answered duplicate or retry. Plus the bounded wait of a concurrent duplicate.
 
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
@@ -10,6 +11,17 @@ import { PostgresInboxStore } from '../src/postgres/index.js';
 import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestTx } from './support/postgres.js';
 
 const message = (id: string): InboundMessage => ({ id, body: JSON.stringify({ id }), headers: {}, source: { transport: 'memory' } });
+
+/** Polls until `count` backends whose statement names this test's schema wait on another backend's lock. */
+async function waitUntilBlocked(t: TestDatabase, count: number): Promise<void> {
+  for (;;) {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE cardinality(pg_blocking_pids(pid)) > 0 AND strpos(query, ${t.schema}) > 0`.execute(t.db);
+    if ((rows[0]?.n ?? 0) >= count) return;
+    await sleep(5);
+  }
+}
 
 function shuffle<T>(items: T[]): T[] {
   for (let i = items.length - 1; i > 0; i--) {
@@ -126,7 +138,9 @@ describe('concurrent deliveries on Postgres', () => {
     const first = consumer.handle(message('m1'));
     while (calls === 0) await sleep(1);
     const second = consumer.handle(message('m1'));
-    await sleep(50);
+    // Release the first only once the duplicate is waiting on its row: a fixed pause let a loaded machine
+    // release it before the duplicate's claim had even been sent, which is another scenario.
+    await waitUntilBlocked(t, 1);
     release();
     // The waiting duplicate proceeds once the first rolls back; the first then finds the row completed, so its
     // copy is answered duplicate (safe to ack: the effect is applied).
