@@ -374,6 +374,8 @@ RETURNS void LANGUAGE plpgsql VOLATILE AS $inboxkit$
 #variable_conflict use_column
 DECLARE
   v_new text[];
+  v_day date;
+  v_ts timestamptz;
   p_message_id text;
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
@@ -381,11 +383,11 @@ BEGIN
   WITH inserted AS (
     INSERT INTO "inboxkit"."inbox" AS t (consumer, message_id, status, attempts, started_attempts, changed_at, expires_at)
     SELECT p_consumer, id, 'processing', 0, 1, now(), now() + make_interval(secs => p_window_ms / 1000)
-    FROM (SELECT DISTINCT id FROM unnest(p_message_ids) AS id) AS ids ORDER BY id
+    FROM (SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, NULL::timestamptz[]) AS v(id, ts) ORDER BY id) AS ids ORDER BY id
     ON CONFLICT (consumer, message_id) DO NOTHING
     RETURNING t.message_id)
   SELECT coalesce(array_agg(message_id), '{}') INTO v_new FROM inserted;
-  FOR p_message_id IN SELECT DISTINCT id FROM unnest(p_message_ids) AS id WHERE id <> ALL (v_new) ORDER BY 1 LOOP
+  FOR p_message_id, v_ts IN SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, NULL::timestamptz[]) AS v(id, ts) WHERE id <> ALL (v_new) ORDER BY id LOOP
     SELECT * INTO h FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id;
     SELECT * INTO d FROM "inboxkit"."inbox_details" WHERE consumer = p_consumer AND message_id = p_message_id;
     CONTINUE WHEN NOT ((h.fingerprint IS NULL OR NULL::text IS NULL OR h.fingerprint = NULL::text) AND (

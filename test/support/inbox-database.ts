@@ -1,7 +1,7 @@
 // A fresh schema with the inbox tables and an `effects` table, for any package's tests on the real Postgres.
 // The effects table has no unique key on purpose: an effect applied twice is counted, never prevented.
 
-import { migrateInbox } from '@inboxkit/core/postgres';
+import { migrateInbox, type InboxLayout } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
 import { createTestSchema, requireService } from './services.js';
@@ -21,6 +21,8 @@ export interface InboxTestDatabaseOptions {
   readonly poolSize?: number;
   /** More columns of `effects` after `seq, consumer, message_id`, as SQL (e.g. `group_key text, n int`). */
   readonly extraEffectColumns?: string;
+  /** The inbox's layout. Default is `table`. */
+  readonly layout?: InboxLayout;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function openInboxTestDatabase<DB>(
   pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   try {
-    await migrateInbox(db, { schema });
+    await migrateInbox(db, { schema, ...(options.layout === undefined ? {} : { layout: options.layout }) });
     const extra = options.extraEffectColumns ? `, ${options.extraEffectColumns}` : '';
     await sql
       .raw(

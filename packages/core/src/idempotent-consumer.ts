@@ -180,14 +180,16 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void> {
-    const ids = new Set<string>();
+    const ids = new Map<string, Date | undefined>();
     for (const m of messages) {
-      if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined) ids.add(m.id!);
+      if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined && !ids.has(m.id!)) {
+        ids.set(m.id!, validDate(m.timestamp));
+      }
     }
     if (ids.size === 0) return;
     try {
-      await this.#store.recordAttemptsStarted(this.#settings, [...ids]);
-      for (const id of ids) {
+      await this.#store.recordAttemptsStarted(this.#settings, [...ids.keys()], [...ids.values()]);
+      for (const id of ids.keys()) {
         if (this.#started.size >= STARTED_IDS_KEPT) this.#started.delete(this.#started.values().next().value!);
         this.#started.add(id);
       }
@@ -542,7 +544,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   /**
    * Writes a failure record. When the store refuses it for its content (`contentRejection`: Postgres class 22
-   * or 54), writes a minimal record instead — ASCII error text, no message timestamp — so the attempt still
+   * or 54), writes a minimal record instead — ASCII error text — so the attempt still
    * counts; `undefined` when even that is refused. Any other failure (an outage) rejects: the caller answers
    * retry (store-unavailable) and no attempt is burned.
    */
@@ -870,13 +872,13 @@ function validDate(value: unknown): Date | undefined {
 
 /**
  * The record written when the store refused `record` for its content (`code`, a SQLSTATE): the same attempt,
- * reason and delay, with only ASCII error text and no message timestamp — the fields a sender controls.
+ * reason and delay, with only ASCII error text. The message timestamp stays (it was made recordable by
+ * `validDate`): a store partitioned by day finds the row by it.
  */
 function minimalFailure(record: FailureRecord, code: string): FailureRecord {
   const ascii = (text: string): string => text.replaceAll(/[^\x20-\x7e]/g, '?').slice(0, 200);
   return {
     ...record,
-    messageTimestamp: undefined,
     error: {
       name: 'UnrecordableFailure',
       message: `the inbox refused to record this failure as it was (SQLSTATE ${ascii(code)}); the error was a ${ascii(record.error.name)}`,

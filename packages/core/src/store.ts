@@ -387,8 +387,13 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
   /**
    * Records, in one statement, that an attempt of each id is starting (creating `processing` rows without a
    * lease). Only rows a claim could take are counted, so a delivery that will be refused costs no attempt.
+   * `messageTimestamps` (each id's message timestamp, in order) place the rows of a store partitioned by day.
    */
-  recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[]): Promise<void>;
+  recordAttemptsStarted(
+    settings: ClaimSettings,
+    messageIds: readonly string[],
+    messageTimestamps?: readonly (Date | undefined)[],
+  ): Promise<void>;
 
   /** Appends a line to the replay audit. */
   recordReplay(entry: ReplayAuditEntry): Promise<void>;

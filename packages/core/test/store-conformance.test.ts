@@ -70,6 +70,25 @@ for (const [label, option] of options) {
   });
 }
 
+// The partitioned layout (daily partitions by the message's timestamp) passes the same suite.
+let partitioned: TestDatabase;
+beforeAll(async () => {
+  partitioned = await openTestDatabase('conformance_partitioned', 10, 'daily-partitions');
+});
+afterAll(async () => {
+  await partitioned?.close();
+});
+describeInboxStoreConformance<TestTx>("Postgres, layout: 'daily-partitions'", async () => {
+  const { db, schema } = partitioned;
+  return {
+    store: new PostgresInboxStore({ db, schema, layout: 'daily-partitions' }),
+    applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
+    countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
+    statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
+    failStatementQuietly,
+  };
+});
+
 describeInboxStoreConformance<pg.PoolClient>('Postgres, a callback-style seam (node-postgres client as the transaction)', async () => {
   const { db, schema, pool } = postgres;
   return {

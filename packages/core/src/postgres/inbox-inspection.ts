@@ -19,6 +19,7 @@ import type {
 import { row } from './inbox-answer.js';
 import { rowJson } from './inbox-schema.js';
 import type { InboxTableNames } from './inbox-table-names.js';
+import { pruneStatements, type PruneStatements } from './partitions/prune-statements.js';
 import type { SqlRow, SqlSeam } from './sql-seam.js';
 
 const DEFAULT_LIMIT = 100;
@@ -36,6 +37,7 @@ export class InboxInspection implements InboxInspector {
   readonly #seam: SqlSeam<unknown>;
   readonly #n: InboxTableNames;
   readonly #pruneKey: string;
+  readonly #prune: PruneStatements;
   /** `SELECT <row json> AS row FROM <hot> h LEFT JOIN <details> d …`, then the conditions. */
   readonly #rows: string;
 
@@ -44,6 +46,7 @@ export class InboxInspection implements InboxInspector {
     this.names = this.#n = names;
     this.pruneLockKey = createHash('sha256').update(`inboxkit:prune:${names.qualifiedTable}`).digest().readBigInt64BE(0);
     this.#pruneKey = this.pruneLockKey.toString();
+    this.#prune = pruneStatements(names);
     this.#rows = `SELECT ${rowJson('h', 'd')} AS row FROM ${names.qualifiedTable} h
   LEFT JOIN ${names.qualifiedDetailsTable} d ON d.consumer = h.consumer AND d.message_id = h.message_id`;
   }
@@ -145,38 +148,22 @@ ORDER BY at DESC, id DESC LIMIT $4::int`,
   /**
    * Deletes expired completed rows (and their details), a batch per statement. Each batch takes the prune lock
    * for its own transaction (`pg_try_advisory_xact_lock`), so no two batches run at once; a run that finds it
-   * taken stops and answers `locked` (with what it deleted so far).
+   * taken stops and answers `locked` (with what it deleted so far). In the partitioned layout only the undated
+   * and default partitions are pruned this way; a day's partition is dropped whole (`maintainInboxPartitions`).
    */
   async prune(options: PruneOptions = {}): Promise<PruneResult> {
     const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH;
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError('batchSize must be a positive integer');
     const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
     const consumer = options.consumer ?? null;
-    const expired = `h.status = 'completed' AND h.expires_at < now() AND ($2::text IS NULL OR h.consumer = $2::text)`;
     if (options.dryRun === true) {
-      const [r] = await this.#query(
-        `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, (SELECT count(*)::int FROM ${this.#n.qualifiedTable} h WHERE ${expired}) AS count`,
-        [this.#pruneKey, consumer],
-      );
+      const [r] = await this.#query(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, ${this.#prune.count} AS count`, [this.#pruneKey, consumer]);
       return r?.['locked'] === true ? { status: 'dry-run', deleted: Number(r['count']), batches: 0 } : { status: 'locked', deleted: 0, batches: 0 };
     }
     let deleted = 0;
     let batches = 0;
     while (batches < maxBatches) {
-      const [r] = await this.#query(
-        `WITH lock AS (SELECT pg_try_advisory_xact_lock($1::bigint) AS locked),
-doomed AS (
-  SELECT h.consumer, h.message_id FROM ${this.#n.qualifiedTable} h, lock
-  WHERE lock.locked AND ${expired} LIMIT $3::int FOR UPDATE OF h SKIP LOCKED),
-gone AS (
-  DELETE FROM ${this.#n.qualifiedTable} AS t USING doomed
-  WHERE t.consumer = doomed.consumer AND t.message_id = doomed.message_id AND t.status = 'completed'
-  RETURNING t.consumer, t.message_id),
-details AS (
-  DELETE FROM ${this.#n.qualifiedDetailsTable} AS t USING gone WHERE t.consumer = gone.consumer AND t.message_id = gone.message_id)
-SELECT (SELECT locked FROM lock) AS locked, (SELECT count(*)::int FROM gone) AS deleted`,
-        [this.#pruneKey, consumer, batchSize],
-      );
+      const [r] = await this.#query(this.#prune.batch, [this.#pruneKey, consumer, batchSize]);
       if (r?.['locked'] !== true) return batches === 0 ? { status: 'locked', deleted: 0, batches: 0 } : { status: 'pruned', deleted, batches };
       const n = Number(r['deleted']);
       batches++;

@@ -13,18 +13,34 @@ import { retryDatabaseStart, type DatabaseStartRetryOptions } from '../database-
 import { inboxTablesDown, inboxTableStatements } from './inbox-schema.js';
 import { inboxFunctions, inboxFunctionsDown } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+import {
+  initialPartitions,
+  partitionedTableStatements,
+  partitionFunctions,
+  partitionFunctionsDown,
+} from './partitions/partitioned-schema.js';
 
 /**
  * The DDL of the inbox (the hot table, its details, the replay audit, the functions), one statement per entry,
- * idempotent: it creates the inbox, upgrades a version-1 inbox, and leaves a current one as it is.
+ * idempotent: it creates the inbox, upgrades a version-1 inbox, and leaves a current one as it is. For the
+ * layout `daily-partitions`, the DDL that runs after it: the plain tables (empty) become partitioned ones, with
+ * the days from a week ago to three days ahead.
  */
 export function inboxSchemaStatements(n: InboxTableNames): string[] {
-  return [...inboxTableStatements(n), ...inboxFunctions(n)];
+  if (n.layout === 'table') return [...inboxTableStatements(n), ...inboxFunctions(n)];
+  return [
+    ...partitionedTableStatements(n),
+    // The plain layout's `_start` has one parameter less; the partitioned one is an overload of its own.
+    `DROP FUNCTION IF EXISTS ${n.qualified('_start')}(text, text[], float8)`,
+    ...inboxFunctions(n),
+    ...partitionFunctions(n),
+    initialPartitions(n),
+  ];
 }
 
 /** The DDL that undoes `inboxSchemaStatements` (the schema itself is left in place). */
 export function inboxSchemaDownStatements(n: InboxTableNames): string[] {
-  return [...inboxFunctionsDown(n), ...inboxTablesDown(n)];
+  return [...inboxFunctionsDown(n), ...(n.layout === 'table' ? [] : partitionFunctionsDown(n)), ...inboxTablesDown(n)];
 }
 
 /** The schema as one plain SQL script. */
@@ -35,14 +51,15 @@ export function inboxSchemaSql(n: InboxTableNames): string {
 /**
  * The inbox migrations, for Kysely's `Migrator`. Names are prefixed `inboxkit_` so they can be merged into an
  * application's own provider; the simplest is `migrateInbox`, which keeps them in a migration table of their own.
- * Default schema `inboxkit`, table `inbox`. `inboxkit_0002_lean_row` upgrades a version-1 inbox in place.
+ * Default schema `inboxkit`, table `inbox`. `inboxkit_0002_lean_row` upgrades a version-1 inbox in place; with
+ * `layout: 'daily-partitions'`, `inboxkit_0003_daily_partitions` makes the (empty) plain tables partitioned.
  *
  * @example
  * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
  * await migrator.migrateToLatest();
  */
 export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvider {
-  const names = resolveInboxTableNames(options);
+  const names = resolveInboxTableNames({ ...options, layout: 'table' });
   // Version 1 (one wide row, two indexes) was created by `inboxkit_0001_inbox`. Migration 0002 creates the
   // current schema or upgrades a version-1 one in place (inbox-schema.ts), so on a new database 0001 has nothing
   // left to do; it stays listed because databases that ran it remember its name.
@@ -55,7 +72,27 @@ export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvi
       for (const statement of inboxSchemaDownStatements(names)) await sql.raw(statement).execute(db);
     },
   };
-  return { getMigrations: async () => ({ inboxkit_0001_inbox: v1, inboxkit_0002_lean_row: leanRow }) };
+  if (options.layout !== 'daily-partitions') {
+    return { getMigrations: async () => ({ inboxkit_0001_inbox: v1, inboxkit_0002_lean_row: leanRow }) };
+  }
+  // The partitioned layout starts from the plain one (empty, or refused when populated: see docs/operations.md).
+  const partitioned = resolveInboxTableNames(options);
+  const dailyPartitions: Migration = {
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of inboxSchemaStatements(partitioned)) await sql.raw(statement).execute(db);
+    },
+    async down(db: Kysely<unknown>): Promise<void> {
+      for (const statement of inboxSchemaDownStatements(partitioned)) await sql.raw(statement).execute(db);
+      for (const statement of inboxSchemaStatements(names)) await sql.raw(statement).execute(db);
+    },
+  };
+  return {
+    getMigrations: async () => ({
+      inboxkit_0001_inbox: v1,
+      inboxkit_0002_lean_row: leanRow,
+      inboxkit_0003_daily_partitions: dailyPartitions,
+    }),
+  };
 }
 
 /**

@@ -4,6 +4,7 @@
 // here and nowhere else (a partitioned layout starts from them).
 
 import type { InboxTableNames } from './inbox-table-names.js';
+import { inboxRowKey } from './partitions/inbox-row-key.js';
 
 /** The details columns after the key, in table order. */
 export const DETAIL_COLUMNS = [
@@ -52,26 +53,35 @@ export const INBOX_KEY = 'consumer, message_id';
  * every first delivery writes it. `changed_at` is when the row took its status (for a completed row, its
  * completion); `started_attempts` stays NULL until an attempt is recorded as started.
  */
-function hotTable(n: InboxTableNames): string {
+export function hotTable(n: InboxTableNames): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualifiedTable} (
   consumer          text COLLATE "C" NOT NULL,
-  message_id        text COLLATE "C" NOT NULL,
+  message_id        text COLLATE "C" NOT NULL,${dayColumn(n)}
   status            text NOT NULL,
   fingerprint       text,
   attempts          integer NOT NULL DEFAULT 0,
   started_attempts  integer,
   changed_at        timestamptz DEFAULT now(),
   expires_at        timestamptz NOT NULL,
-  CONSTRAINT ${n.derived('_pkey')} PRIMARY KEY (${INBOX_KEY}),
+  CONSTRAINT ${n.derived('_pkey')} PRIMARY KEY (${inboxRowKey(n).columns}),
   CONSTRAINT ${n.derived('_status_check')} CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))
-)`;
+)${partitionBy(n)}`;
+}
+
+/** The partitioned layout's key column, the UTC day of the message's timestamp (partitions/inbox-row-key.ts). */
+function dayColumn(n: InboxTableNames): string {
+  return n.layout === 'table' ? '' : '\n  day               date NOT NULL,';
+}
+
+function partitionBy(n: InboxTableNames): string {
+  return n.layout === 'table' ? '' : ' PARTITION BY RANGE (day)';
 }
 
 /** What only failures, dead letters, leases and replays write: one row per id that took such a path. */
-function detailsTable(n: InboxTableNames): string {
+export function detailsTable(n: InboxTableNames): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualifiedDetailsTable} (
   consumer            text COLLATE "C" NOT NULL,
-  message_id          text COLLATE "C" NOT NULL,
+  message_id          text COLLATE "C" NOT NULL,${dayColumn(n)}
   received_at         timestamptz NOT NULL,
   message_timestamp   timestamptz,
   available_at        timestamptz,
@@ -85,8 +95,8 @@ function detailsTable(n: InboxTableNames): string {
   replay_count        integer NOT NULL DEFAULT 0,
   last_replay_id      text,
   claimed_from        text,
-  CONSTRAINT ${n.derived('_details_pkey')} PRIMARY KEY (${INBOX_KEY})
-)`;
+  CONSTRAINT ${n.derived('_details_pkey')} PRIMARY KEY (${inboxRowKey(n).columns})
+)${partitionBy(n)}`;
 }
 
 /**

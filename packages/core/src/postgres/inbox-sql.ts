@@ -16,6 +16,7 @@
 import type { ClaimRequest, ClaimSettings, FailureRecord } from '../store.js';
 import { DETAIL_COLUMNS, rowJson } from './inbox-schema.js';
 import type { InboxTableNames } from './inbox-table-names.js';
+import { inboxRowKey, type InboxRowKey } from './partitions/inbox-row-key.js';
 import type { SqlStatement } from './sql-seam.js';
 
 /**
@@ -31,24 +32,24 @@ function claimable(h: string, d: string, fp: string, replay: string): string {
 }
 
 /** The columns of a new hot row, and their values from `status`, `fp`, `attempts` (the one insert of a new row). */
-function newRow(status: string, fp: string, attempts: string): { readonly columns: string; readonly values: string } {
+function newRow(k: InboxRowKey, status: string, fp: string, attempts: string): { readonly columns: string; readonly values: string } {
   return {
-    columns: 'consumer, message_id, status, fingerprint, attempts, changed_at, expires_at',
-    values: `${status}, ${fp}, ${attempts}, now(), now() + make_interval(secs => p_window_ms / 1000)`,
+    columns: `${k.insertColumns}, status, fingerprint, attempts, changed_at, expires_at`,
+    values: `${k.insertValues}, ${status}, ${fp}, ${attempts}, now(), now() + make_interval(secs => p_window_ms / 1000)`,
   };
 }
 
 /** The hot row's and details' writes from the record variables `h` and `d` of a function on one id. */
-function writes(n: InboxTableNames): { readonly hot: string; readonly details: string } {
+function writes(n: InboxTableNames, k: InboxRowKey): { readonly hot: string; readonly details: string } {
   const value = (c: string): string =>
     c === 'received_at' ? 'coalesce(d.received_at, now())' : c === 'replay_count' ? 'coalesce(d.replay_count, 0)' : `d.${c}`;
   return {
     hot: `UPDATE ${n.qualifiedTable} SET status = h.status, fingerprint = h.fingerprint, attempts = h.attempts,
       started_attempts = h.started_attempts, changed_at = h.changed_at, expires_at = h.expires_at
-    WHERE consumer = p_consumer AND message_id = p_message_id`,
-    details: `INSERT INTO ${n.qualifiedDetailsTable} (consumer, message_id, ${DETAIL_COLUMNS.join(', ')})
-    VALUES (p_consumer, p_message_id, ${DETAIL_COLUMNS.map(value).join(', ')})
-    ON CONFLICT (consumer, message_id) DO UPDATE SET ${DETAIL_COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}`,
+    WHERE ${k.match}`,
+    details: `INSERT INTO ${n.qualifiedDetailsTable} (${k.insertColumns}, ${DETAIL_COLUMNS.join(', ')})
+    VALUES (${k.insertValues}, ${DETAIL_COLUMNS.map(value).join(', ')})
+    ON CONFLICT (${k.columns}) DO UPDATE SET ${DETAIL_COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}`,
   };
 }
 
@@ -62,16 +63,16 @@ END
 $inboxkit$`;
 }
 
-const KEY = 'consumer = p_consumer AND message_id = p_message_id';
-
 /** The functions of one inbox, for the migration (`CREATE OR REPLACE`, so it can run again). */
 export function inboxFunctions(n: InboxTableNames): string[] {
   const t = n.qualifiedTable;
   const dt = n.qualifiedDetailsTable;
-  const w = writes(n);
+  const k = inboxRowKey(n);
+  const KEY = k.match;
+  const w = writes(n, k);
   const rowVars = `\n  h ${t}%ROWTYPE;\n  d ${dt}%ROWTYPE;`;
-  const fresh = newRow('v_status', 'p_fingerprint', 'v_first');
-  const exhausted = newRow(`'dead_lettered'`, 'p_fingerprint', 'v_first - 1');
+  const fresh = newRow(k, 'v_status', 'p_fingerprint', 'v_first');
+  const exhausted = newRow(k, `'dead_lettered'`, 'p_fingerprint', 'v_first - 1');
   // The answer: `c<attempt> <claimed from>` claimed, `d` a plain duplicate (completed with this payload),
   // `x<row json>` dead-lettered now (beyond max attempts), `s<row json>` not claimable, NULL contended.
   const claim = fn(
@@ -85,12 +86,12 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   v_status text := CASE WHEN p_lease_token IS NULL THEN 'completed' ELSE 'processing' END;
   v_attempts int;
   v_next int;
-  v_from text;${rowVars}`,
+  v_from text;${k.declareFromTimestamp}${rowVars}`,
     `
   FOR v_try IN 1..3 LOOP
     IF v_first <= p_max_attempts THEN
-      INSERT INTO ${t} (${fresh.columns}) VALUES (p_consumer, p_message_id, ${fresh.values})
-      ON CONFLICT (consumer, message_id) DO NOTHING
+      INSERT INTO ${t} (${fresh.columns}) VALUES (${fresh.values})
+      ON CONFLICT (${k.columns}) DO NOTHING
       RETURNING attempts INTO v_attempts;
       IF v_attempts IS NOT NULL THEN
         IF p_lease_token IS NOT NULL THEN
@@ -109,8 +110,8 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     SELECT * INTO h FROM ${t} WHERE ${KEY};
     EXIT WHEN FOUND;
     IF v_first > p_max_attempts THEN
-      INSERT INTO ${t} (${exhausted.columns}, started_attempts) VALUES (p_consumer, p_message_id, ${exhausted.values}, v_first)
-      ON CONFLICT (consumer, message_id) DO NOTHING
+      INSERT INTO ${t} (${exhausted.columns}, started_attempts) VALUES (${exhausted.values}, v_first)
+      ON CONFLICT (${k.columns}) DO NOTHING
       RETURNING * INTO h;
       IF h.consumer IS NOT NULL THEN
         d.message_timestamp := p_message_timestamp;
@@ -195,11 +196,11 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     'text',
     `
   v_status text := CASE WHEN p_reason IS NULL THEN 'failed' ELSE 'dead_lettered' END;
-  v_reopen boolean := false;${rowVars}`,
+  v_reopen boolean := false;${k.declareFromTimestamp}${rowVars}`,
     `
   IF p_lease_token IS NULL AND NOT p_claimed THEN
-    INSERT INTO ${t} (${fresh.columns}) VALUES (p_consumer, p_message_id, ${newRow('v_status', 'p_fingerprint', 'p_attempt').values})
-    ON CONFLICT (consumer, message_id) DO NOTHING
+    INSERT INTO ${t} (${fresh.columns}) VALUES (${newRow(k, 'v_status', 'p_fingerprint', 'p_attempt').values})
+    ON CONFLICT (${k.columns}) DO NOTHING
     RETURNING * INTO h;
   END IF;
   IF h.consumer IS NOT NULL THEN
@@ -249,7 +250,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     n.qualified('_complete_lease'),
     'p_consumer text, p_message_id text, p_lease_token uuid, p_window_ms float8',
     'boolean',
-    rowVars,
+    `${k.declareFromLease}${rowVars}`,
     `
   SELECT * INTO h FROM ${t} WHERE ${KEY} FOR UPDATE;
   IF NOT FOUND OR h.status <> 'processing' THEN
@@ -267,20 +268,22 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   // Counts an attempt as started for each id a claim could take now (a new id gets a `processing` row).
   const start = fn(
     n.qualified('_start'),
-    'p_consumer text, p_message_ids text[], p_window_ms float8',
+    `p_consumer text, p_message_ids text[], p_window_ms float8${n.layout === 'table' ? '' : ', p_message_timestamps timestamptz[]'}`,
     'void',
     `
   v_new text[];
+  v_day date;
+  v_ts timestamptz;
   p_message_id text;${rowVars}`,
     `
   WITH inserted AS (
-    INSERT INTO ${t} AS t (consumer, message_id, status, attempts, started_attempts, changed_at, expires_at)
-    SELECT p_consumer, id, 'processing', 0, 1, now(), now() + make_interval(secs => p_window_ms / 1000)
-    FROM (SELECT DISTINCT id FROM unnest(p_message_ids) AS id) AS ids ORDER BY id
-    ON CONFLICT (consumer, message_id) DO NOTHING
+    INSERT INTO ${t} AS t (consumer, message_id${k.dayColumn('ts').column}, status, attempts, started_attempts, changed_at, expires_at)
+    SELECT p_consumer, id${k.dayColumn('ts').value}, 'processing', 0, 1, now(), now() + make_interval(secs => p_window_ms / 1000)
+    FROM (SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, ${k.timestamps}) AS v(id, ts) ORDER BY id) AS ids ORDER BY id
+    ON CONFLICT (${k.columns}) DO NOTHING
     RETURNING t.message_id)
   SELECT coalesce(array_agg(message_id), '{}') INTO v_new FROM inserted;
-  FOR p_message_id IN SELECT DISTINCT id FROM unnest(p_message_ids) AS id WHERE id <> ALL (v_new) ORDER BY 1 LOOP
+  FOR p_message_id, v_ts IN SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, ${k.timestamps}) AS v(id, ts) WHERE id <> ALL (v_new) ORDER BY id LOOP${k.setDay('v_ts')}
     SELECT * INTO h FROM ${t} WHERE ${KEY};
     SELECT * INTO d FROM ${dt} WHERE ${KEY};
     CONTINUE WHEN NOT ${claimable('h', 'd', 'NULL::text', 'NULL::text')};
@@ -349,8 +352,11 @@ FROM (SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[],
     return this.#call('_complete_lease', 'text text uuid float8', [s.consumer, messageId, leaseToken, s.dedupeWindowMs], ' AS completed');
   }
 
-  recordAttemptsStarted(s: ClaimSettings, ids: readonly string[]): SqlStatement {
-    return this.#call('_start', 'text text[] float8', [s.consumer, ids, s.dedupeWindowMs], '');
+  /** `timestamps`: each id's message timestamp, in order (the partitioned layout's day). */
+  recordAttemptsStarted(s: ClaimSettings, ids: readonly string[], timestamps: readonly (Date | undefined)[] = []): SqlStatement {
+    if (this.#n.layout === 'table') return this.#call('_start', 'text text[] float8', [s.consumer, ids, s.dedupeWindowMs], '');
+    const ts = ids.map((_id, i) => timestamps[i] ?? null);
+    return this.#call('_start', 'text text[] float8 timestamptz[]', [s.consumer, ids, s.dedupeWindowMs, ts], '');
   }
 }
 

@@ -11,10 +11,20 @@ export interface InboxTableOptions {
   readonly table?: string;
   /** The replay audit table. Default is the inbox table's name + `_replays`. */
   readonly replayTable?: string;
+  /**
+   * How the inbox's rows are stored: `table`, one table pruned by batched deletes, or `daily-partitions`, range
+   * partitions by the UTC day of the message's own timestamp, expired by dropping a whole day (see
+   * `maintainInboxPartitions`). The store and its migration must be given the same layout. Default is `table`.
+   */
+  readonly layout?: InboxLayout;
 }
+
+/** How the inbox's rows are stored (see `InboxTableOptions.layout`). */
+export type InboxLayout = 'table' | 'daily-partitions';
 
 /** Validated names, and their quoted, schema-qualified forms for SQL. */
 export interface InboxTableNames {
+  readonly layout: InboxLayout;
   readonly schema: string;
   readonly table: string;
   readonly replayTable: string;
@@ -60,8 +70,13 @@ export function resolveInboxTableNames(options: InboxTableOptions = {}): InboxTa
   }
   const replayTable = check(options.replayTable ?? `${table}_replays`, 'replayTable');
   const detailsTable = `${table}_details`;
+  const layout = options.layout ?? 'table';
+  if (layout !== 'table' && layout !== 'daily-partitions') {
+    throw new ConfigurationError(`layout must be 'table' or 'daily-partitions', got ${JSON.stringify(layout)}`);
+  }
   if (replayTable === table || replayTable === detailsTable) throw new ConfigurationError('replayTable must differ from table and its _details table');
   return Object.freeze({
+    layout,
     schema,
     table,
     replayTable,

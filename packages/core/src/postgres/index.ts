@@ -3,7 +3,7 @@
 
 export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
-export { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
+export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 export { guardedTransaction } from './kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
 export { literalStatement } from './fast/sql-literal.js';

@@ -275,9 +275,9 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     return failureWrite(written?.['answer']);
   }
 
-  async recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[]): Promise<void> {
+  async recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[], timestamps?: readonly (Date | undefined)[]): Promise<void> {
     if (messageIds.length === 0) return;
-    await this.#query(() => this.#seam.query(this.#sql.recordAttemptsStarted(settings, messageIds)));
+    await this.#query(() => this.#seam.query(this.#sql.recordAttemptsStarted(settings, messageIds, timestamps)));
   }
 
   async recordReplay(entry: ReplayAuditEntry): Promise<void> {

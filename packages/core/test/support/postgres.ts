@@ -6,6 +6,7 @@ import { sql, type Generated, type Kysely, type Transaction } from 'kysely';
 import pg from 'pg';
 import { openInboxTestDatabase } from '../../../../test/support/inbox-database.js';
 import { requireService } from '../../../../test/support/services.js';
+import type { InboxLayout } from '../../src/postgres/index.js';
 
 /** The tables tests write through handlers: effects without a unique key, so a double effect is counted. */
 export interface TestDB {
@@ -35,8 +36,8 @@ export interface TestDatabase {
  * A unique schema with the inbox tables and an `effects` table (no unique key, so double effects are counted,
  * not prevented): test/support/inbox-database.ts, shared with the transports' tests.
  */
-export async function openTestDatabase(label: string, poolSize = 10): Promise<TestDatabase> {
-  const t = await openInboxTestDatabase<TestDB>(`core_${label}`, { poolSize });
+export async function openTestDatabase(label: string, poolSize = 10, layout?: InboxLayout): Promise<TestDatabase> {
+  const t = await openInboxTestDatabase<TestDB>(`core_${label}`, { poolSize, ...(layout === undefined ? {} : { layout }) });
   return { db: t.db, pool: t.pool, url: t.url, schema: t.schema, close: () => t.close() };
 }
 

@@ -1,0 +1,67 @@
+// The key of one inbox row, as the state machine's functions (inbox-sql.ts) spell it in each layout. In `table`
+// an id's row is (consumer, message_id). In `daily-partitions` Postgres requires the partition key in the
+// primary key, so the row is (consumer, message_id, day), where `day` is the UTC day of the message's own
+// timestamp: the same on every delivery of the same record, whenever it arrives (arrival time would put a
+// redelivery after midnight in the next day, where it would find no row and run again).
+
+import type { InboxTableNames } from '../inbox-table-names.js';
+
+/** What the functions of one layout say where they name an id's row. */
+export interface InboxRowKey {
+  /** The primary key's columns: what a claim conflicts on. */
+  readonly columns: string;
+  /** The `WHERE` of one id's row in a function on one id (`p_consumer`, `p_message_id`, and `v_day`). */
+  readonly match: string;
+  /** The key's columns in a new row, and their values in a function on one id. */
+  readonly insertColumns: string;
+  readonly insertValues: string;
+  /** Declarations of a function on one id whose message timestamp is `p_message_timestamp`. */
+  readonly declareFromTimestamp: string;
+  /** Declarations of a function that knows the id's lease token (`p_lease_token`), not its timestamp. */
+  readonly declareFromLease: string;
+  /** The day's column and value from the timestamp expression `ts`, after `message_id` (empty in `table`). */
+  dayColumn(ts: string): { readonly column: string; readonly value: string };
+  /** Sets `v_day` from the timestamp expression `ts` (a statement on a line of its own; empty in `table`). */
+  setDay(ts: string): string;
+  /** The array of message timestamps `_start` is given (`NULL` in `table`, which ignores them). */
+  readonly timestamps: string;
+}
+
+/**
+ * The day of a message timestamp: its UTC date, or `infinity` for a message without one (those rows live in
+ * the partition `<table>_undated`, pruned by batched deletes as in the plain table).
+ */
+export function dayOf(ts: string): string {
+  return `coalesce((${ts} AT TIME ZONE 'UTC')::date, 'infinity'::date)`;
+}
+
+const ID = 'consumer = p_consumer AND message_id = p_message_id';
+
+/** The row key of `n.layout`. */
+export function inboxRowKey(n: InboxTableNames): InboxRowKey {
+  if (n.layout === 'table') {
+    return {
+      columns: 'consumer, message_id',
+      match: ID,
+      insertColumns: 'consumer, message_id',
+      insertValues: 'p_consumer, p_message_id',
+      declareFromTimestamp: '',
+      declareFromLease: '',
+      dayColumn: () => ({ column: '', value: '' }),
+      setDay: () => '',
+      timestamps: 'NULL::timestamptz[]',
+    };
+  }
+  return {
+    columns: 'consumer, message_id, day',
+    match: `${ID} AND day = v_day`,
+    insertColumns: 'consumer, message_id, day',
+    insertValues: 'p_consumer, p_message_id, v_day',
+    declareFromTimestamp: `\n  v_day date := ${dayOf('p_message_timestamp')};`,
+    // Leased mode: the lease's details row knows its day (no lease, no row: the lease was lost).
+    declareFromLease: `\n  v_day date := (SELECT day FROM ${n.qualifiedDetailsTable} WHERE ${ID} AND lease_token = p_lease_token LIMIT 1);`,
+    dayColumn: (ts) => ({ column: ', day', value: `, ${dayOf(ts)}` }),
+    setDay: (ts) => `\n    v_day := ${dayOf(ts)};`,
+    timestamps: 'p_message_timestamps',
+  };
+}

@@ -1,0 +1,94 @@
+// The partitioned layout's schema: the Kysely migration and the plain SQL file generated from the same source,
+// the partitions it starts with, and the refusal to convert a populated plain inbox by migration alone.
+
+import { readFileSync } from 'node:fs';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { partitionedSqlFile, PARTITIONED_SQL_FILE, SQL_FILE } from '../../scripts/generate-sql.js';
+import { migrateInbox } from '../../src/postgres/index.js';
+import { openTestDatabase, type TestDatabase } from '../support/postgres.js';
+
+describe('the partitioned layout schema', () => {
+  it('keeps migrations/0006_inbox_daily_partitions.sql in step with its source (run packages/core/scripts/generate-sql.ts)', () => {
+    expect(readFileSync(PARTITIONED_SQL_FILE, 'utf8')).toBe(partitionedSqlFile());
+  });
+
+  describe('on Postgres', () => {
+    let t: TestDatabase;
+    beforeAll(async () => {
+      t = await openTestDatabase('partition_migrations');
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    /** The partitions of `schema.table` with their bounds, by name. */
+    const partitions = async (schema: string, table: string): Promise<string[]> =>
+      (
+        await sql<{ p: string }>`
+          SELECT c.relname || ' ' || pg_get_expr(c.relpartbound, c.oid) AS p FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+          WHERE i.inhparent = ${`"${schema}"."${table}"`}::regclass ORDER BY c.relname`.execute(t.db)
+      ).rows.map((r) => r.p);
+
+    const utcDay = (offsetDays: number): string => new Date(Date.now() + offsetDays * 86_400_000).toISOString().slice(0, 10);
+
+    it('migrates to daily partitions: the hot table and its details partitioned by day, a week back to three days ahead', async () => {
+      const schema = `${t.schema}_p`;
+      const result = await migrateInbox(t.db, { schema, layout: 'daily-partitions' });
+      expect(result.results?.map((r) => [r.migrationName, r.status])).toEqual([
+        ['inboxkit_0001_inbox', 'Success'],
+        ['inboxkit_0002_lean_row', 'Success'],
+        ['inboxkit_0003_daily_partitions', 'Success'],
+      ]);
+      expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results).toEqual([]);
+      const kinds = await sql<{ relname: string; relkind: string }>`
+        SELECT relname, relkind FROM pg_class WHERE relnamespace = ${schema}::regnamespace AND relname IN ('inbox', 'inbox_details', 'inbox_replays')
+        ORDER BY relname`.execute(t.db);
+      expect(kinds.rows).toEqual([
+        { relname: 'inbox', relkind: 'p' },
+        { relname: 'inbox_details', relkind: 'p' },
+        { relname: 'inbox_replays', relkind: 'r' },
+      ]);
+      const days = Array.from({ length: 11 }, (_, i) => utcDay(i - 7));
+      const expected = (prefix: string) => [
+        `${prefix}_default DEFAULT`,
+        ...days.map((d, i) => `${prefix}_p${d.replaceAll('-', '')} FOR VALUES FROM ('${d}') TO ('${days[i + 1] ?? utcDay(4)}')`),
+        `${prefix}_undated FOR VALUES FROM ('infinity') TO (MAXVALUE)`,
+      ];
+      expect(await partitions(schema, 'inbox')).toEqual(expected('inbox'));
+      expect(await partitions(schema, 'inbox_details')).toEqual(expected('inbox_details'));
+      const key = await sql<{ def: string }>`
+        SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${`"${schema}".inbox`}::regclass AND contype = 'p'`.execute(t.db);
+      expect(key.rows[0]?.def).toBe('PRIMARY KEY (consumer, message_id, day)');
+      await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
+    });
+
+    it('creates the same partitioned schema from the plain SQL files (0005, then 0006) as from the migrations', async () => {
+      const fromMigrations = `${t.schema}_pm`;
+      const fromFiles = `${t.schema}_pf`;
+      await migrateInbox(t.db, { schema: fromMigrations, layout: 'daily-partitions' });
+      for (const file of [SQL_FILE, PARTITIONED_SQL_FILE]) {
+        await sql.raw(readFileSync(file, 'utf8').replaceAll('"inboxkit"', `"${fromFiles}"`)).execute(t.db);
+      }
+      const shape = async (schema: string) =>
+        (
+          await sql<{ c: string }>`
+            SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable AS c FROM information_schema.columns
+            WHERE table_schema = ${schema} AND table_name LIKE 'inbox%' AND table_name NOT LIKE 'inboxkit%' ORDER BY table_name, ordinal_position`.execute(t.db)
+        ).rows.map((r) => r.c);
+      expect(await shape(fromFiles)).toEqual(await shape(fromMigrations));
+      expect(await partitions(fromFiles, 'inbox')).toEqual(await partitions(fromMigrations, 'inbox'));
+      await sql.raw(`DROP SCHEMA "${fromMigrations}" CASCADE; DROP SCHEMA "${fromFiles}" CASCADE`).execute(t.db);
+    });
+
+    it('refuses to partition a populated plain inbox by migration alone, saying where the procedure is, and changes nothing', async () => {
+      const schema = `${t.schema}_pp`;
+      await migrateInbox(t.db, { schema });
+      await sql.raw(`INSERT INTO "${schema}".inbox (consumer, message_id, status, attempts, expires_at) VALUES ('c', 'm', 'completed', 1, now() + interval '1 day')`).execute(t.db);
+      await expect(migrateInbox(t.db, { schema, layout: 'daily-partitions' })).rejects.toThrow(/holds rows: a populated inbox moves to daily partitions by the procedure of docs\/operations.md/);
+      const kept = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(`${schema}.inbox`)}`.execute(t.db);
+      expect(kept.rows[0]?.n).toBe(1);
+      await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
+    });
+  });
+});
