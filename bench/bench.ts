@@ -1,11 +1,11 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,fastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,fastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
 // delivery step by step (packages/core/bench/sql-floor.ts), Node CPU per delivery, the pgbench commit ceiling,
-// claim latency at 10k and 10M rows, the Redis fast path in a duplicate storm (packages/core/bench/fast-path-bench.ts), the transports' own bench scripts (packages/<transport>/bench), and the
+// claim latency at 10k and 10M rows, expiring a day by dropping its partition vs deleting it (bench/partition-drop.ts), the Redis fast path in a duplicate storm (packages/core/bench/fast-path-bench.ts), the transports' own bench scripts (packages/<transport>/bench), and the
 // consumer's memory over a long run. The full run writes docs/benchmarks.md; --quick writes
 // bench-results/benchmarks-quick.md unless --out says otherwise. Ratios measured in the same run are the
 // headline: this machine is shared and noisy, absolute figures are not comparable across runs.
@@ -21,6 +21,7 @@ import * as prettier from 'prettier';
 
 import { exclusiveOrSharedLockHolder } from '../test/torture/transports/rabbitmq-broker-lock.js';
 import type { RateRow, RatioLine } from './parse-output.js';
+import { partitionSection, type PartitionResult } from './partition-report.js';
 import { rateRows, ratioLines } from './parse-output.js';
 import type { ChildRun } from './run-child.js';
 import { killCurrentScript, runScript } from './run-child.js';
@@ -32,6 +33,7 @@ const SECTIONS = [
   'cpu',
   'pgbench',
   'claim',
+  'partitions',
   'fastpath',
   'kafka',
   'rabbitmq',
@@ -92,6 +94,13 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
       ? ['--small', '10000', '--large', '200000', '--samples', '300']
       : ['--small', '10000', '--large', '10000000', '--samples', '2000', '--fill-budget', '300'],
     timeout: quick ? 120 : 720,
+  },
+  partitions: {
+    script: 'bench/partition-drop.ts',
+    args: quick
+      ? ['--rows', '200000', '--rounds', '2', '--window', '1.5']
+      : ['--rows', '10000000', '--rounds', '3', '--window', '10'],
+    timeout: quick ? 150 : 3600,
   },
   fastpath: {
     script: 'packages/core/bench/fast-path-bench.ts',
@@ -538,6 +547,23 @@ if (runs.claim !== undefined) {
     );
   } else {
     md.push('_No figures: see the raw output._', '');
+  }
+}
+
+// Expiring a day: dropping a partition vs deleting with prune.
+if (runs.partitions !== undefined) {
+  const result = runs.partitions.result as PartitionResult | undefined;
+  if (result) {
+    const section = partitionSection(result, PLAN.partitions.script);
+    md.push(...section.md);
+    targets.push(...section.targets);
+  } else {
+    md.push(
+      '## Partitioned inbox: dropping a day vs deleting it',
+      '',
+      '_No figures: see the raw output._',
+      '',
+    );
   }
 }
 
