@@ -59,8 +59,8 @@ if (rounds * 2 > days - 2)
 
 const CONSUMER = 'orders';
 const DAY_MS = 86_400_000;
-// The unpartitioned rows' dedupe window in the bench: short enough that the oldest 2 × rounds days are expired.
-const FLAT_WINDOW_DAYS = days - 2 * rounds - 1;
+// The dedupe window of the bench's rows: short enough that the oldest 2 × rounds days are wholly expired.
+const WINDOW_DAYS = days - 2 * rounds - 1;
 const suffix = randomBytes(4).toString('hex');
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: concurrency + 4 });
 const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
@@ -84,14 +84,15 @@ interface Layout {
   vacuum?(): Promise<void>;
   /** The tables that hold the rows (the partitions, or the one table). */
   tables(): Promise<string[]>;
-  /** PROVISIONAL: a first delivery by hand where the store cannot claim yet. */
-  claimByHand?(id: string): Promise<void>;
 }
 
-/** The row columns of the current lean hot row; `ts` is the message's timestamp. */
-const fill = (table: string, window: string): string =>
-  `INSERT INTO ${table} (consumer, message_id, status, fingerprint, attempts, changed_at, expires_at)
-   SELECT $1, md5('inboxkit-bench-' || g)::uuid::text, 'completed',
+/**
+ * Completed rows as a transactional first delivery writes them (the lean hot row; in the partitioned layout with
+ * its `day`, the UTC date of the message's timestamp `ts`); the message is taken to arrive when it was stamped.
+ */
+const fill = (table: string, window: string, withDay: boolean): string =>
+  `INSERT INTO ${table} (consumer, message_id, ${withDay ? 'day, ' : ''}status, fingerprint, attempts, changed_at, expires_at)
+   SELECT $1, md5('inboxkit-bench-' || g)::uuid::text, ${withDay ? "(ts AT TIME ZONE 'UTC')::date, " : ''}'completed',
           -- a SHA-256 in hex, as core's fingerprint of a payload
           encode(sha256(int8send(g)), 'hex'), 1, ts, ts + ${window}
    FROM generate_series($2::bigint, $3::bigint) AS g,
@@ -110,7 +111,7 @@ function unpartitioned(): Layout {
       await pool.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
     },
     async loadDay(d, from, to) {
-      await pool.query(fill(table, `interval '${FLAT_WINDOW_DAYS} days'`), [
+      await pool.query(fill(table, `interval '${WINDOW_DAYS} days'`, false), [
         CONSUMER,
         from,
         to,
@@ -135,47 +136,47 @@ function unpartitioned(): Layout {
 }
 
 const LAYOUT_SOURCE =
-  'a stand-in partitioned table written in the bench until core has the partitioned layout: PRIMARY KEY (consumer, message_id, changed_at), DROP TABLE of the oldest day, claims by hand';
+  "core's `daily-partitions` layout (migrateInbox and PostgresInboxStore with `layout: 'daily-partitions'`); the drop is its `inbox_drop_partition(day, window)`, the function partition maintenance calls";
 
-// PROVISIONAL until the partitioned layout lands in core: the same hot row, range-partitioned by day on a
-// timestamp column, one partition per day, and DROP TABLE of the oldest. The claims then run through the store
-// on the unpartitioned-looking parent only if core can claim into it; until then this layout is a stand-in.
+// Core's partitioned layout: its migration (the past week to three days ahead, a default and an undated
+// partition), the older simulated days added with its own add function, and a day expired by its own drop
+// function, which checks that the day is out of the window and holds no unexpired row, then detaches and drops it.
 function partitioned(): Layout {
   const schema = `bench_daily_${suffix}`;
   const table = `"${schema}".inbox`;
-  const store = new PostgresInboxStore({ db, schema });
+  const layout = 'daily-partitions';
+  const store = new PostgresInboxStore({ db, schema, layout });
   let next = 0;
-  const partition = (d: number): string => `"${schema}".inbox_d${String(d).padStart(2, '0')}`;
+  const day = (d: number): string => dayStart(d).toISOString().slice(0, 10);
   return {
     name: 'partitioned',
     schema,
     store,
     async create() {
-      await migrateInbox(db, { schema });
-      await pool.query(`DROP TABLE ${table}`);
-      await pool.query(`CREATE TABLE ${table} (
-        consumer text COLLATE "C" NOT NULL, message_id text COLLATE "C" NOT NULL, status text NOT NULL,
-        fingerprint text, attempts integer NOT NULL DEFAULT 0, started_attempts integer,
-        changed_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL,
-        PRIMARY KEY (consumer, message_id, changed_at)) PARTITION BY RANGE (changed_at)`);
-      for (let d = 0; d < days + 1; d++) {
-        await pool.query(
-          `CREATE TABLE ${partition(d)} PARTITION OF ${table} FOR VALUES FROM ('${dayStart(d).toISOString()}') TO ('${dayStart(d + 1).toISOString()}') WITH (autovacuum_enabled = false)`,
-        );
-      }
+      await migrateInbox(db, { schema, layout });
+      for (let d = 0; d < days; d++)
+        await pool.query(`SELECT "${schema}".inbox_add_partition($1::date)`, [day(d)]);
+      for (const leaf of await this.tables())
+        await pool.query(`ALTER TABLE ${leaf} SET (autovacuum_enabled = false)`);
     },
     async loadDay(d, from, to) {
-      await pool.query(fill(table, "interval '7 days'"), [CONSUMER, from, to, dayStart(d), DAY_MS / perDay]);
+      await pool.query(fill(table, `interval '${WINDOW_DAYS} days'`, true), [
+        CONSUMER,
+        from,
+        to,
+        dayStart(d),
+        DAY_MS / perDay,
+      ]);
     },
     async expireOneDay() {
-      await pool.query(`DROP TABLE ${partition(next++)}`);
-      return perDay;
-    },
-    async claimByHand(id) {
-      await pool.query(
-        `INSERT INTO ${table} (consumer, message_id, status, fingerprint, attempts, expires_at) VALUES ($1, $2, 'completed', md5($2), 1, now() + interval '7 days') ON CONFLICT DO NOTHING`,
-        [CONSUMER, id],
+      const r = await pool.query<{ r: string }>(
+        `SELECT "${schema}".inbox_drop_partition($1::date, $2::float8) AS r`,
+        [day(next), WINDOW_DAYS * DAY_MS],
       );
+      const answer = r.rows[0]!.r;
+      if (answer !== 'dropped:0') throw new Error(`dropping ${day(next)} answered ${answer}`);
+      next++;
+      return perDay;
     },
     async tables() {
       const r = await pool.query<{ t: string }>(
@@ -249,11 +250,6 @@ function startClaims(layout: Layout): { stop: () => Promise<Array<[number, numbe
         source: { transport: 'bench' },
       };
       const t0 = performance.now();
-      if (layout.claimByHand) {
-        await layout.claimByHand(id);
-        samples.push([t0, performance.now() - t0]);
-        continue;
-      }
       const outcome = await consumer.handle(message);
       samples.push([t0, performance.now() - t0]);
       if (outcome.status !== 'processed') throw new Error(`a new id gave ${JSON.stringify(outcome)}`);
