@@ -4,6 +4,7 @@
 import { DEFAULT_BACKOFF, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 import type { IdempotentConsumer, IdempotentConsumerConfig } from './consumer-types.js';
 import { ConfigurationError } from './errors.js';
+import { checkFastPath } from './fast-path.js';
 import { isValidConsumerName } from './message-id.js';
 
 const DAY_MS = 86_400_000;
@@ -134,18 +135,7 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
       'outbox must be a function (tx, origin) => outbox: pass transactionalOutbox() from @inboxkit/outbox',
     );
   }
-  const fastPath = config.fastPath as unknown as Record<string, unknown> | undefined;
-  if (fastPath !== undefined) {
-    if (typeof fastPath !== 'object' || fastPath === null || typeof fastPath['lookup'] !== 'function' || typeof fastPath['remember'] !== 'function') {
-      throw new ConfigurationError('fastPath must be a FastPath with lookup() and remember(): pass redisFastPath({ client }) from @inboxkit/core/redis');
-    }
-    const timeoutMs = fastPath['timeoutMs'];
-    if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
-      throw new ConfigurationError(
-        `fastPath.timeoutMs must be a positive number of milliseconds, got ${typeof timeoutMs === 'number' ? timeoutMs : typeof timeoutMs}`,
-      );
-    }
-  }
+  checkFastPath(config.fastPath);
   if (config.hooks?.onOutcome !== undefined && typeof config.hooks.onOutcome !== 'function') {
     throw new ConfigurationError('hooks.onOutcome must be a function (event) => void');
   }

@@ -20,7 +20,7 @@ import {
   LeaseLostError,
   StoreUnavailableError,
 } from './errors.js';
-import { FastPathGuard } from './fast-path.js';
+import { FastPathGuard } from './fast-path-guard.js';
 import { fingerprintJson, fingerprintPayload } from './fingerprint.js';
 import { guardedLogger } from './guarded-logger.js';
 import type { DecodedMessage, InboundMessage } from './message.js';

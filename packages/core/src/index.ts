@@ -17,7 +17,13 @@ export {
   withIncomingSpan,
   withSendSpans,
 } from './trace-context.js';
-export { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from './fast-path.js';
+export {
+  checkFastPath,
+  DEFAULT_FAST_PATH_TIMEOUT_MS,
+  type FastPath,
+  type FastPathResult,
+} from './fast-path.js';
+export { FastPathGuard, type FastPathExpectation } from './fast-path-guard.js';
 export {
   statementHandler,
   type EffectStatement,

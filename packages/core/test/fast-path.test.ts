@@ -22,7 +22,7 @@ import {
   type TestDatabase,
   type TestTx,
 } from './support/postgres.js';
-import { connectRedis, slowProxy, startPrivateRedis } from './support/redis.js';
+import { connectRedis, slowProxy, startPrivateRedis } from '../../../test/support/redis.js';
 
 const delivery = (
   id: string,

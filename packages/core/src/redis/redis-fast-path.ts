@@ -1,4 +1,4 @@
-// The fast path on Redis: one GET before a claim, one SET with a TTL after a commit, on a client the
+// The fast path on Redis: one GET before Postgres, one SET with a TTL after a commit, on a client the
 // application owns (node-redis or ioredis; inboxkit never connects, quits or configures it). No Redis package
 // is imported: the two commands go through the client's raw-command method, whichever it has.
 
@@ -24,15 +24,17 @@ export interface RedisFastPathOptions {
   readonly client: NodeRedisLike | IoRedisLike;
   /** Prefix of every key. Default is `inboxkit:fp:`. */
   readonly keyPrefix?: string;
-  /** How long a lookup may take before the consumer goes to the inbox, in ms. Default is 20 ms. */
+  /** How long a lookup may take before the caller goes to Postgres, in ms. Default is 20 ms. */
   readonly timeoutMs?: number;
 }
 
 /**
- * A `FastPath` on Redis for `idempotentConsumer({ fastPath })` and the HTTP middleware. Keys are
- * `<prefix><consumer length>:<consumer>:<message id>`, values the payload fingerprint, each with the dedupe
- * window as its TTL (`SET … PX`). Redis needs no persistence for it: an eviction, a flush, a failover or an outage
- * only sends deliveries back to the Postgres inbox.
+ * A `FastPath` on Redis for `idempotentConsumer({ fastPath })` and `idempotencyKeys({ fastPath })` (the same
+ * client and prefix can serve both). Keys are `<prefix><scope length>:<scope>:<id>`: for a consumer the scope is
+ * its name, the id the message id and the value the payload fingerprint, with the dedupe window as TTL; for the
+ * HTTP middleware the scope is `inboxkit-http`, the id a hash of the key's principal, method, route and key, the
+ * value the stored response, with the key's remaining retention as TTL (`SET … PX`). Redis needs no persistence
+ * for it: an eviction, a flush, a failover or an outage only sends work back to Postgres.
  *
  * @example
  * import { createClient } from 'redis';
@@ -45,17 +47,16 @@ export function redisFastPath(options: RedisFastPathOptions): FastPath {
   const timeoutMs = options.timeoutMs ?? DEFAULT_FAST_PATH_TIMEOUT_MS;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
     throw new RangeError(`timeoutMs must be positive, got ${String(timeoutMs)}`);
-  const key = (consumer: string, messageId: string): string =>
-    `${prefix}${consumer.length}:${consumer}:${messageId}`;
+  const key = (scope: string, id: string): string => `${prefix}${scope.length}:${scope}:${id}`;
   return {
     timeoutMs,
-    lookup: async (consumer, messageId) => {
-      const value = await run(['GET', key(consumer, messageId)]);
+    lookup: async (scope, id) => {
+      const value = await run(['GET', key(scope, id)]);
       if (value === null || value === undefined) return undefined;
       return typeof value === 'string' ? value : Buffer.isBuffer(value) ? value.toString('utf8') : undefined;
     },
-    remember: async (consumer, messageId, fingerprint, ttlMs) => {
-      await run(['SET', key(consumer, messageId), fingerprint, 'PX', String(Math.max(1, Math.round(ttlMs)))]);
+    remember: async (scope, id, value, ttlMs) => {
+      await run(['SET', key(scope, id), value, 'PX', String(Math.max(1, Math.round(ttlMs)))]);
     },
   };
 }

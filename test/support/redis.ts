@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 import { createClient } from 'redis';
-import { requireService } from '../../../../test/support/services.js';
+import { requireService } from './services.js';
 
 /** What the tests use of a node-redis client. */
 export interface TestRedis {
