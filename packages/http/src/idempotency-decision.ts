@@ -50,6 +50,8 @@ export interface AnsweredDecision {
    */
   readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid' | 'no-principal';
   readonly response: HttpResponse;
+  /** `'fast-path'` on a replay answered from the fast path (`fastPath`) without Postgres; absent otherwise. */
+  readonly source?: 'fast-path';
 }
 
 /** The result of `begin`. */

@@ -1,6 +1,6 @@
 // The configuration of idempotencyKeys(), validated once and frozen.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { checkFastPath, ConfigurationError, type FastPath } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 import type { IdempotentRequest } from './idempotent-request.js';
 import {
@@ -68,6 +68,23 @@ export interface IdempotencyKeysConfig<
    * is gone). Must be shorter than `leaseMs`. Default is half the lease (30 s with the default lease).
    */
   readonly handlerTimeoutMs?: number;
+  /**
+   * A cache of stored responses in front of Postgres (`redisFastPath({ client })` from `@inboxkit/core/redis`,
+   * the same as a consumer's; the client is yours). Once a response is committed it is written there too, for
+   * the key's remaining retention; a retry with the same key and the same request (fingerprint) is then answered
+   * from the cache without a Postgres round trip. A miss, another request under the key (its 422 comes from
+   * Postgres), a key in flight, an error or a timeout (`fastPath.timeoutMs`, default 20 ms) goes to Postgres as
+   * without it: Postgres stays the authority. Default is none. See docs/fast-path.md.
+   *
+   * @example
+   * idempotencyKeys({ db, principal, fastPath: redisFastPath({ client: redis }) });
+   */
+  readonly fastPath?: FastPath;
+  /**
+   * Largest response (body + stored headers, counted as `maxResponseBytes` counts them) written to the fast
+   * path; larger ones stay in Postgres only, and their replays are read from there. Default is 16 KiB.
+   */
+  readonly fastPathMaxResponseBytes?: number;
 }
 
 /** The validated configuration. */
@@ -85,6 +102,8 @@ export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
   readonly replayHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number;
   readonly handlerTimeoutMs: number;
+  readonly fastPath: FastPath | undefined;
+  readonly fastPathMaxResponseBytes: number;
 }
 
 function positiveInteger(value: number, option: string): number {
@@ -122,6 +141,7 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
       `handlerTimeoutMs (${handlerTimeoutMs}) must be shorter than leaseMs (${leaseMs}), or a retry could take over a running handler`,
     );
   }
+  checkFastPath(config.fastPath);
   return Object.freeze({
     db: config.db,
     names: resolveIdempotencyKeyTableNames(config),
@@ -138,6 +158,11 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
     ),
     retryAfterSeconds,
     handlerTimeoutMs,
+    fastPath: config.fastPath,
+    fastPathMaxResponseBytes: positiveInteger(
+      config.fastPathMaxResponseBytes ?? 16 * 1024,
+      'fastPathMaxResponseBytes',
+    ),
     // Built last, once every option is valid.
     seam: hasSeam ? config.seam : (kyselySeam(config.db!) as unknown as SqlSeam<Tx>),
   });

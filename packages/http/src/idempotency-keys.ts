@@ -3,7 +3,7 @@
 // answered from the row: replay, 409 while in flight, 422 for another payload.
 
 import { randomUUID } from 'node:crypto';
-import { ConfigurationError, LeaseLostError } from '@inboxkit/core';
+import { ConfigurationError, FastPathGuard, LeaseLostError } from '@inboxkit/core';
 import type { SqlRow, SqlSeam, SqlStatement } from '@inboxkit/core/postgres';
 import type { Transaction } from 'kysely';
 import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
@@ -20,6 +20,13 @@ import {
   type HttpResponse,
   type IdempotentResponseInit,
 } from './http-response.js';
+import {
+  cachedResponseId,
+  decodeCachedResponse,
+  encodeCachedResponse,
+  HTTP_FAST_PATH_SCOPE,
+  type CachedResponse,
+} from './cached-response.js';
 import { canonicalQuery } from './canonical-query.js';
 import { requestFingerprint } from './request-fingerprint.js';
 
@@ -51,6 +58,16 @@ interface KeyRow {
   response_body: Uint8Array | null;
 }
 
+/** A response just stored: its stored headers, and how long its row lives from `at` (performance.now()). */
+interface StoredResponse {
+  readonly headers: Record<string, string>;
+  readonly remainingMs: number;
+  readonly at: number;
+}
+
+/** How long a key's row lives from now, in ms, as of the statement (SQL). */
+const REMAINING_MS = '(extract(epoch from expires_at - clock_timestamp()) * 1000)::float8';
+
 /** Thrown inside the transaction to roll it back when the response is not to be stored. */
 class NotStored {
   constructor(readonly response: HttpResponse) {}
@@ -74,6 +91,56 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
   const retentionSeconds = resolved.retentionMs / 1000;
   const run = (sql: string, parameters: readonly unknown[]): Promise<SqlRow[]> =>
     seam.query({ sql, parameters });
+  const fastPath = resolved.fastPath === undefined ? undefined : new FastPathGuard(resolved.fastPath);
+
+  /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */
+  async function cachedReplay(
+    guard: FastPathGuard,
+    cacheId: string,
+    fingerprint: string,
+  ): Promise<AnsweredDecision | undefined> {
+    let hit: CachedResponse | undefined;
+    const result = await guard.check(HTTP_FAST_PATH_SCOPE, cacheId, (value) => {
+      const cached = decodeCachedResponse(value);
+      if (cached?.fingerprint !== fingerprint) return false;
+      hit = cached;
+      return true;
+    });
+    if (result !== 'hit' || hit === undefined) return undefined;
+    return {
+      kind: 'replay',
+      source: 'fast-path',
+      response: {
+        status: hit.status,
+        headers: { ...hit.headers, 'idempotent-replayed': 'true' },
+        body: hit.body,
+      },
+    };
+  }
+
+  /**
+   * Writes a response Postgres holds durably to the fast path, for no longer than its row lives (so the cache
+   * never answers for a key whose retention ended), unless it is larger than `fastPathMaxResponseBytes`.
+   */
+  function remember(
+    cacheId: string,
+    fingerprint: string,
+    response: Pick<HttpResponse, 'status' | 'body'>,
+    stored: StoredResponse,
+  ): void {
+    if (fastPath === undefined) return;
+    const size = response.body.length + Buffer.byteLength(JSON.stringify(stored.headers));
+    if (size > resolved.fastPathMaxResponseBytes) return;
+    const ttlMs = stored.remainingMs - (performance.now() - stored.at);
+    // Too close to its end to be worth a write (and a TTL Redis would round to nothing).
+    if (!(ttlMs >= 1_000)) return;
+    fastPath.remember(
+      HTTP_FAST_PATH_SCOPE,
+      cacheId,
+      encodeCachedResponse(fingerprint, response, stored.headers),
+      ttlMs,
+    );
+  }
 
   async function begin(
     request: IdempotentRequest<N>,
@@ -134,6 +201,11 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     const keyParameters = [principal, method, request.route, header];
     const where =
       'principal = $1::text AND method = $2::text AND route = $3::text AND idempotency_key = $4::text';
+    const cacheId = fastPath === undefined ? '' : cachedResponseId(principal, method, request.route, header);
+    if (fastPath !== undefined) {
+      const replay = await cachedReplay(fastPath, cacheId, fingerprint);
+      if (replay !== undefined) return replay;
+    }
     // Three steps, so that only a request that runs the handler writes: (1) a new key is claimed by a plain
     // INSERT; (2) on a conflict the row is read, and a replay, a 422 or a 409 is answered from it without
     // locking it (ON CONFLICT DO UPDATE would lock the row even when its WHERE refuses, and a replay would then
@@ -153,14 +225,24 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
         parameters,
       );
       if (row !== undefined)
-        return proceed(id, token, Number(row['attempts']), { ...(row['recovery_points'] as object) });
+        return proceed(
+          id,
+          token,
+          Number(row['attempts']),
+          { ...(row['recovery_points'] as object) },
+          cacheId,
+          fingerprint,
+        );
       const [existing] = await run(
         `SELECT status, fingerprint, response_status, response_headers, response_body,
-               expires_at <= now() AS expired, (status = 'processing' AND locked_until <= now()) AS lease_over
+               expires_at <= now() AS expired, (status = 'processing' AND locked_until <= now()) AS lease_over,
+               ${REMAINING_MS} AS remaining_ms
         FROM ${table} WHERE ${where}`,
         keyParameters,
       );
-      const found = existing as (KeyRow & { expired: boolean; lease_over: boolean }) | undefined;
+      const readAt = performance.now();
+      const found = existing as
+        (KeyRow & { expired: boolean; lease_over: boolean; remaining_ms: unknown }) | undefined;
       if (found === undefined) continue;
       if (
         found.expired ||
@@ -181,7 +263,14 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           parameters,
         );
         if (taken !== undefined)
-          return proceed(id, token, Number(taken['attempts']), { ...(taken['recovery_points'] as object) });
+          return proceed(
+            id,
+            token,
+            Number(taken['attempts']),
+            { ...(taken['recovery_points'] as object) },
+            cacheId,
+            fingerprint,
+          );
         continue; // another request took it first: answer from the row as it is now
       }
       if (found.fingerprint !== fingerprint) {
@@ -195,11 +284,18 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
         );
       }
       if (found.status === 'completed' && found.response_status !== null) {
-        return answered('replay', {
-          status: Number(found.response_status),
-          headers: { ...(found.response_headers ?? {}), 'idempotent-replayed': 'true' },
-          body: found.response_body === null ? Buffer.alloc(0) : Buffer.from(found.response_body),
-        });
+        const status = Number(found.response_status);
+        const headers = found.response_headers ?? {};
+        const body = found.response_body === null ? Buffer.alloc(0) : Buffer.from(found.response_body);
+        // Warm the cache from Postgres, as a consumer does from an inbox duplicate: a flushed or restarted Redis
+        // fills again from the retries themselves.
+        remember(
+          cacheId,
+          fingerprint,
+          { status, body },
+          { headers, remainingMs: Number(found.remaining_ms), at: readAt },
+        );
+        return answered('replay', { status, headers: { ...headers, 'idempotent-replayed': 'true' }, body });
       }
       return answered(
         'conflict',
@@ -223,6 +319,8 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     token: string,
     attempt: number,
     points: Record<string, unknown>,
+    cacheId: string,
+    fingerprint: string,
   ): ProceedDecision<DB, Tx> {
     let settled = false;
     // $1–$5: the key and its lease.
@@ -243,17 +341,37 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       return { headers };
     }
 
-    /** The statement that stores `response`, fenced by the lease: it returns a row only while the lease holds. */
-    function storeStatement(response: HttpResponse): SqlStatement {
+    /**
+     * The statement that stores `response`, fenced by the lease: it returns a row (how long the key now lives)
+     * only while the lease holds.
+     */
+    function storeStatement(response: HttpResponse): {
+      statement: SqlStatement;
+      headers: Record<string, string>;
+    } {
       const { headers } = stored(response);
       return {
-        sql: `UPDATE ${table} SET status = 'completed', response_status = $6::int,
-          response_headers = $7::jsonb, response_body = $8::bytea,
-          completed_at = now(), expires_at = now() + $9::float8 * interval '1 second',
-          lease_token = NULL, locked_until = NULL
-        WHERE ${where} RETURNING 1 AS stored`,
-        parameters: [...fenced, response.status, JSON.stringify(headers), response.body, retentionSeconds],
+        statement: {
+          sql: `UPDATE ${table} SET status = 'completed', response_status = $6::int,
+            response_headers = $7::jsonb, response_body = $8::bytea,
+            completed_at = now(), expires_at = now() + $9::float8 * interval '1 second',
+            lease_token = NULL, locked_until = NULL
+          WHERE ${where} RETURNING ${REMAINING_MS} AS remaining_ms`,
+          parameters: [...fenced, response.status, JSON.stringify(headers), response.body, retentionSeconds],
+        },
+        headers,
       };
+    }
+
+    /** Runs the store statement; what the fast path needs of it, or `LeaseLostError` when the lease is gone. */
+    async function storeWith(
+      query: (statement: SqlStatement) => Promise<SqlRow[]>,
+      response: HttpResponse,
+    ): Promise<StoredResponse> {
+      const { statement, headers } = storeStatement(response);
+      const rows = await query(statement);
+      if (rows.length !== 1) throw leaseLost();
+      return { headers, remainingMs: Number(rows[0]!['remaining_ms']), at: performance.now() };
     }
 
     function leaseLost(): LeaseLostError {
@@ -301,13 +419,16 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       async transaction(fn: (tx: Tx) => Promise<IdempotentResponseInit>): Promise<HttpResponse> {
         if (settled) throw new Error('this idempotency key is settled already: call transaction() once');
         try {
+          let written: StoredResponse | undefined;
           const response = await seam.transaction<HttpResponse>(async (t) => {
             const response = toHttpResponse(await fn(t.tx));
             if (!resolved.storeStatus(response.status)) throw new NotStored(response);
-            if ((await t.query(storeStatement(response))).length !== 1) throw leaseLost();
+            written = await storeWith((statement) => t.query(statement), response);
             return { end: 'commit', value: response };
           });
           settled = true;
+          // Committed: only now may the cache say so.
+          if (written !== undefined) remember(cacheId, fingerprint, response, written);
           return response;
         } catch (error) {
           await release();
@@ -322,14 +443,15 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           await release();
           return response;
         }
+        let written: StoredResponse;
         try {
-          const statement = storeStatement(response);
-          if ((await seam.query(statement)).length !== 1) throw leaseLost();
+          written = await storeWith((statement) => seam.query(statement), response);
         } catch (error) {
           await release();
           throw error;
         }
         settled = true;
+        remember(cacheId, fingerprint, response, written);
         return response;
       },
       release,
