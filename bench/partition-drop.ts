@@ -136,7 +136,7 @@ function unpartitioned(): Layout {
 }
 
 const LAYOUT_SOURCE =
-  "core's `daily-partitions` layout (migrateInbox and PostgresInboxStore with `layout: 'daily-partitions'`); the drop is its `inbox_drop_partition(day, window)`, the function partition maintenance calls";
+  "core's `daily-partitions` layout, made by `migrateInbox` and used by `PostgresInboxStore` with `layout: 'daily-partitions'`; the drop is its `inbox_drop_partition(day, window)`, the function partition maintenance calls";
 
 // Core's partitioned layout: its migration (the past week to three days ahead, a default and an undated
 // partition), the older simulated days added with its own add function, and a day expired by its own drop
