@@ -274,13 +274,17 @@ interface ClaimStats {
 }
 
 function statsIn(samples: ReadonlyArray<[number, number]>, from: number, to: number): ClaimStats {
-  const ms = samples
-    .filter(([t]) => t >= from && t < to)
-    .map(([, d]) => d)
-    .sort((a, b) => a - b);
+  return statsOf(
+    samples.filter(([t]) => t >= from && t < to),
+    to - from,
+  );
+}
+
+function statsOf(samples: ReadonlyArray<[number, number]>, spanMs: number): ClaimStats {
+  const ms = samples.map(([, d]) => d).sort((a, b) => a - b);
   return {
     claims: ms.length,
-    perSecond: ms.length / ((to - from) / 1_000),
+    perSecond: ms.length / (spanMs / 1_000),
     p50: percentile(ms, 50),
     p99: percentile(ms, 99),
     max: ms.at(-1) ?? Number.NaN,
@@ -293,6 +297,8 @@ interface RoundResult {
   readonly withClaims: Measured;
   readonly quiet: ClaimStats;
   readonly during: ClaimStats;
+  /** The claims that were running at some moment of the operation (started before its end, ended after its start). */
+  readonly overlapping: ClaimStats;
   readonly duringWindowMs: number;
   readonly sizeAfter: Size;
   readonly walPerQuietClaim: number;
@@ -313,7 +319,8 @@ async function round(layout: Layout): Promise<RoundResult> {
   const quietTo = performance.now();
   const opFrom = performance.now();
   const withClaims = await measured(() => layout.expireOneDay());
-  const opTo = Math.max(performance.now(), opFrom + windowMs);
+  const opEnd = performance.now();
+  const opTo = Math.max(opEnd, opFrom + windowMs);
   await sleep(Math.max(0, opTo - performance.now()));
   const samples = await claims.stop();
   if (layout.vacuum) await layout.vacuum();
@@ -324,6 +331,10 @@ async function round(layout: Layout): Promise<RoundResult> {
     withClaims,
     quiet,
     during: statsIn(samples, opFrom, opTo),
+    overlapping: statsOf(
+      samples.filter(([t, d]) => t < opEnd && t + d > opFrom),
+      opEnd - opFrom,
+    ),
     duringWindowMs: opTo - opFrom,
     sizeAfter: await sizeOf(layout),
     walPerQuietClaim: quietWal / Math.max(1, quiet.claims),
@@ -387,7 +398,8 @@ try {
         `round ${r + 1} ${layout.name}: alone ${x.alone.ms.toFixed(1)} ms, WAL ${mb(x.alone.walBytes)}` +
           (x.vacuum ? `; its VACUUM ${x.vacuum.ms.toFixed(0)} ms, WAL ${mb(x.vacuum.walBytes)}` : '') +
           `; with claims ${x.withClaims.ms.toFixed(1)} ms; claims quiet p99 ${x.quiet.p99.toFixed(1)} ms ${x.quiet.perSecond.toFixed(0)}/s, ` +
-          `during p99 ${x.during.p99.toFixed(1)} ms (max ${x.during.max.toFixed(1)}) ${x.during.perSecond.toFixed(0)}/s over ${(x.duringWindowMs / 1_000).toFixed(1)} s; ` +
+          `during p99 ${x.during.p99.toFixed(1)} ms (max ${x.during.max.toFixed(1)}) ${x.during.perSecond.toFixed(0)}/s over ${(x.duringWindowMs / 1_000).toFixed(1)} s, ` +
+          `the ${x.overlapping.claims} running at some moment of it p99 ${x.overlapping.p99.toFixed(1)} ms; ` +
           `after: table ${mb(x.sizeAfter.tableBytes)}, indexes ${mb(x.sizeAfter.indexBytes)}`,
       );
     }

@@ -20,6 +20,7 @@ interface Round {
   readonly withClaims: Measured;
   readonly quiet: ClaimStats;
   readonly during: ClaimStats;
+  readonly overlapping?: ClaimStats;
   readonly duringWindowMs: number;
   readonly sizeAfter: { readonly tableBytes: number; readonly indexBytes: number };
   readonly walPerQuietClaim: number;
@@ -116,7 +117,7 @@ export function partitionSection(
     `Two inboxes of ${num(r.rows)} completed rows over ${r.days} simulated days (${dayRows} a day; random UUID-shaped ids, loaded with \`INSERT … SELECT generate_series\`, then VACUUM ANALYZE), from \`${script}\`. ` +
       `Each of ${n} rounds expires one day's worth of rows (${dayRows}) in each layout, twice: once alone, after a CHECKPOINT (the old pages are cold, as a day's maintenance finds them), and once in the middle of ${r.concurrency} workers delivering new ids through \`idempotentConsumer().handle()\` (the store's claim and commit, a no-op handler), the layouts taking turns. ` +
       `“drop”: the partitioned layout's maintenance dropping the oldest day${r.layoutSource ? ` (${r.layoutSource})` : ''}. “delete”: the unpartitioned store's \`prune({ batchSize: ${num(r.batchSize)} })\`, as \`inboxkit prune\` runs it, then the VACUUM its dead rows need (autovacuum is off on the bench's tables so that it never lands inside a measurement). ` +
-      `WAL is \`pg_current_wal_insert_lsn()\` before and after, on the bench's own Postgres. Claims are compared in the ${num(r.windowSeconds, 1)} s window before the operation (quiet) and from its start to its end or ${num(r.windowSeconds, 1)} s, whichever is longer (during). Figures are the median of the rounds (min–max).`,
+      `WAL is \`pg_current_wal_insert_lsn()\` before and after, on the bench's own Postgres. Claims are compared in the ${num(r.windowSeconds, 1)} s window before the operation (quiet) and from its start to its end or ${num(r.windowSeconds, 1)} s, whichever is longer (during); “running at some moment of the operation” are the claims that started before it ended and ended after it started, the ones it could hold up. Figures are the median of the rounds (min–max).`,
     '',
     '| | drop a day (partitioned) | delete a day (prune, unpartitioned) | drop / delete |',
     '|---|---:|---:|---:|',
@@ -151,6 +152,19 @@ export function partitionSection(
       ms,
     )} | |`,
     `| claim p99 during / quiet | ${spread(p99Ratio(drop), times)} | ${spread(p99Ratio(del), times)} | |`,
+    `| claims running at some moment of the operation: how many, p99 | ${spread(
+      drop.map((x) => x.overlapping?.claims ?? Number.NaN),
+      num,
+    )}, ${spread(
+      drop.map((x) => x.overlapping?.p99 ?? Number.NaN),
+      ms,
+    )} | ${spread(
+      del.map((x) => x.overlapping?.claims ?? Number.NaN),
+      num,
+    )}, ${spread(
+      del.map((x) => x.overlapping?.p99 ?? Number.NaN),
+      ms,
+    )} | |`,
     `| slowest claim during / quiet | ${spread(maxRatio(drop), times)} | ${spread(maxRatio(del), times)} | |`,
     `| claims/s, quiet → during | ${spread(
       drop.map((x) => x.quiet.perSecond),
