@@ -20,7 +20,7 @@ import { row } from './inbox-answer.js';
 import { rowJson } from './inbox-schema.js';
 import type { InboxTableNames } from './inbox-table-names.js';
 import { pruneStatements, type PruneStatements } from './partitions/prune-statements.js';
-import type { SqlRow, SqlSeam } from './sql-seam.js';
+import type { SqlRow, SqlSeam, SqlStatement } from './sql-seam.js';
 
 const DEFAULT_LIMIT = 100;
 const DEFAULT_PRUNE_BATCH = 5_000;
@@ -51,18 +51,25 @@ export class InboxInspection implements InboxInspector {
   LEFT JOIN ${names.qualifiedDetailsTable} d ON d.consumer = h.consumer AND d.message_id = h.message_id`;
   }
 
-  async #query(sql: string, parameters: readonly unknown[]): Promise<SqlRow[]> {
+  /** Runs one statement on the pool; a failure becomes a `StoreUnavailableError`. */
+  protected async query(statement: SqlStatement | string, parameters: readonly unknown[] = []): Promise<SqlRow[]> {
     try {
-      return await this.#seam.query({ sql, parameters });
+      return await this.#seam.query(typeof statement === 'string' ? { sql: statement, parameters } : statement);
     } catch (error) {
       throw storeUnavailable(error);
     }
   }
 
+  /** The database's clock, which expiry, leases and retry times are measured on (for the late-message rule). */
+  async now(): Promise<Date> {
+    const [r] = await this.query('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms');
+    return new Date(Number(r?.['ms']));
+  }
+
   async findRows(consumer: string, messageIds: readonly string[]): Promise<InboxRow[]> {
     if (messageIds.length === 0) return [];
     // One probe of the key per id, whatever the statistics know of the consumer (see the batch claim).
-    const rows = await this.#query(
+    const rows = await this.query(
       `SELECT ${rowJson('h', 'd')} AS row FROM unnest($2::text[]) AS i(id)
   CROSS JOIN LATERAL (SELECT * FROM ${this.#n.qualifiedTable} x WHERE x.consumer = $1::text AND x.message_id = i.id OFFSET 0) h
   LEFT JOIN ${this.#n.qualifiedDetailsTable} d ON d.consumer = h.consumer AND d.message_id = h.message_id`,
@@ -72,7 +79,7 @@ export class InboxInspection implements InboxInspector {
   }
 
   async countByStatus(filter: { readonly consumer?: string } = {}): Promise<StatusCount[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `SELECT consumer, status, count(*)::int AS count FROM ${this.#n.qualifiedTable}
 WHERE $1::text IS NULL OR consumer = $1::text GROUP BY consumer, status ORDER BY consumer, status`,
       [filter.consumer ?? null],
@@ -81,7 +88,7 @@ WHERE $1::text IS NULL OR consumer = $1::text GROUP BY consumer, status ORDER BY
   }
 
   async countDeadLettersByReason(filter: { readonly consumer?: string } = {}): Promise<ReasonCount[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `SELECT h.consumer, coalesce(d.dead_letter_reason, 'unknown') AS reason, count(*)::int AS count
 FROM ${this.#n.qualifiedDetailsTable} d JOIN ${this.#n.qualifiedTable} h ON h.consumer = d.consumer AND h.message_id = d.message_id
 WHERE h.status = 'dead_lettered' AND ($1::text IS NULL OR d.consumer = $1::text) GROUP BY 1, 2 ORDER BY 1, 3 DESC, 2`,
@@ -93,7 +100,7 @@ WHERE h.status = 'dead_lettered' AND ($1::text IS NULL OR d.consumer = $1::text)
   async listDeadLetters(
     filter: InspectionFilter & { readonly reason?: string; readonly since?: Date; readonly until?: Date } = {},
   ): Promise<InboxRow[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `${this.#rows}
 WHERE h.status = 'dead_lettered' AND ($1::text IS NULL OR h.consumer = $1::text) AND ($2::text IS NULL OR d.dead_letter_reason = $2::text)
   AND ($3::timestamptz IS NULL OR d.dead_lettered_at >= $3::timestamptz) AND ($4::timestamptz IS NULL OR d.dead_lettered_at < $4::timestamptz)
@@ -104,7 +111,7 @@ ORDER BY d.dead_lettered_at DESC NULLS LAST, h.consumer, h.message_id LIMIT $5::
   }
 
   async listProcessing(filter: InspectionFilter = {}): Promise<ProcessingRow[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `${this.#rows.replace(' AS row', ` AS row,
   CASE WHEN d.lease_token IS NULL THEN 'none' WHEN d.locked_until > now() THEN 'live' ELSE 'expired' END AS lease,
   greatest(0, extract(epoch FROM (now() - coalesce(d.received_at, h.changed_at))) * 1000)::float8 AS age_ms`)}
@@ -116,7 +123,7 @@ ORDER BY coalesce(d.received_at, h.changed_at), h.consumer, h.message_id LIMIT $
   }
 
   async countExpiringSoon(filter: { readonly withinMs: number; readonly consumer?: string }): Promise<{ consumer: string; count: number }[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `SELECT consumer, count(*)::int AS count FROM ${this.#n.qualifiedTable}
 WHERE status = 'completed' AND expires_at < now() + make_interval(secs => $1::float8 / 1000) AND ($2::text IS NULL OR consumer = $2::text)
 GROUP BY consumer ORDER BY consumer`,
@@ -128,7 +135,7 @@ GROUP BY consumer ORDER BY consumer`,
   async listReplays(
     filter: InspectionFilter & { readonly messageId?: string; readonly replayId?: string } = {},
   ): Promise<ReplayAuditRow[]> {
-    const rows = await this.#query(
+    const rows = await this.query(
       `SELECT replay_id, consumer, message_id, requested_by, requested_at, at, outcome FROM ${this.#n.qualifiedReplayTable}
 WHERE ($1::text IS NULL OR consumer = $1::text) AND ($2::text IS NULL OR message_id = $2::text) AND ($3::text IS NULL OR replay_id = $3::text)
 ORDER BY at DESC, id DESC LIMIT $4::int`,
@@ -157,13 +164,13 @@ ORDER BY at DESC, id DESC LIMIT $4::int`,
     const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
     const consumer = options.consumer ?? null;
     if (options.dryRun === true) {
-      const [r] = await this.#query(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, ${this.#prune.count} AS count`, [this.#pruneKey, consumer]);
+      const [r] = await this.query(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked, ${this.#prune.count} AS count`, [this.#pruneKey, consumer]);
       return r?.['locked'] === true ? { status: 'dry-run', deleted: Number(r['count']), batches: 0 } : { status: 'locked', deleted: 0, batches: 0 };
     }
     let deleted = 0;
     let batches = 0;
     while (batches < maxBatches) {
-      const [r] = await this.#query(this.#prune.batch, [this.#pruneKey, consumer, batchSize]);
+      const [r] = await this.query(this.#prune.batch, [this.#pruneKey, consumer, batchSize]);
       if (r?.['locked'] !== true) return batches === 0 ? { status: 'locked', deleted: 0, batches: 0 } : { status: 'pruned', deleted, batches };
       const n = Number(r['deleted']);
       batches++;

@@ -1,9 +1,9 @@
-// The statements of operators' deliberate acts on one inbox row (edit and retry, forget one id), apart from the
-// state machine of inbox-sql.ts because no delivery ever sends them. Each runs in a short transaction that
-// first bounds its wait for a delivery holding the row, then locks the hot row and reads it with its details,
-// and writes (the change and its audit line, in one statement) only if the row is what the act expects.
+// The statements of deliberate acts rather than deliveries: the replay audit, and operators' acts on one inbox
+// row (edit and retry, forget one id). An operator's act runs in a short transaction that first bounds its wait
+// for a delivery holding the row, then locks the hot row and reads it with its details, and writes (the change
+// and its audit line, in one statement) only if the row is what the act expects.
 
-import type { ForgetRequest, PayloadAmendment } from '../store.js';
+import type { ForgetRequest, PayloadAmendment, ReplayAuditEntry } from '../store.js';
 import { rowJson } from './inbox-schema.js';
 import type { InboxTableNames } from './inbox-table-names.js';
 import type { SqlStatement } from './sql-seam.js';
@@ -17,6 +17,15 @@ export class InboxOperatorSql {
 
   constructor(names: InboxTableNames) {
     this.#n = names;
+  }
+
+  /** A replay's audit line. */
+  replayAudit(e: ReplayAuditEntry): SqlStatement {
+    return {
+      sql: `INSERT INTO ${this.#n.qualifiedReplayTable} (replay_id, consumer, message_id, requested_by, requested_at, outcome)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::text)`,
+      parameters: [e.replayId, e.consumer, e.messageId, e.requestedBy ?? null, e.requestedAt ?? null, e.outcome],
+    };
   }
 
   /** Bounds every lock wait of the transaction (run first). */

@@ -314,12 +314,16 @@ export class InboxSql {
     return { sql: `SELECT ${this.#n.qualified(fn)}(${casts.join(', ')})${as}`, parameters };
   }
 
-  /** One delivery's claim (`lease` in leased mode): one row, `answer`. */
-  claim(s: ClaimSettings, r: ClaimRequest, lease?: { readonly token: string; readonly ms: number }): SqlStatement {
-    return this.#call('_claim', 'text text text timestamptz int text int float8 text uuid float8', [
+  /**
+   * One delivery's claim (`lease` in leased mode): one row, `answer`. `asBatch`: in a batch claim's shape, one
+   * row of `message_id` (empty) and `answer`.
+   */
+  claim(s: ClaimSettings, r: ClaimRequest, lease?: { readonly token: string; readonly ms: number }, asBatch = false): SqlStatement {
+    const call = this.#call('_claim', 'text text text timestamptz int text int float8 text uuid float8', [
       s.consumer, r.messageId, r.fingerprint, r.messageTimestamp ?? null, r.deliveryCount, r.replayId ?? null,
       s.maxAttempts, s.dedupeWindowMs, lockTimeout(s), lease?.token ?? null, lease?.ms ?? null,
     ]);
+    return asBatch ? { ...call, sql: `SELECT ''::text AS message_id, answer FROM (${call.sql}) AS claim` } : call;
   }
 
   /**

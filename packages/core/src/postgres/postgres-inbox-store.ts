@@ -26,15 +26,14 @@ import type {
   PayloadAmendment,
   ReplayAuditEntry,
   TransactionalRun,
-  UnclaimedResult,
 } from '../store.js';
-import { claimAnswer, row, type ClaimAnswer } from './inbox-answer.js';
+import { batchRuns, BUSY_CONTENDED, busyOf, claimAnswer, claimedOf, completedOr, failureWrite, row, unclaimed } from './inbox-answer.js';
 import { InboxInspection, storeUnavailable as unavailable } from './inbox-inspection.js';
 import { InboxOperatorSql } from './inbox-operator-sql.js';
 import { InboxSql } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { kyselySeam, type KyselySeamOptions } from './kysely/kysely-seam.js';
-import { isStatementError, sqlState, type SeamTransaction, type SqlRow, type SqlSeam, type SqlStatement, type StatementFastPath } from './sql-seam.js';
+import { isStatementError, sqlState, type SeamTransaction, type SqlSeam, type SqlStatement, type StatementFastPath } from './sql-seam.js';
 
 /** Options of `PostgresInboxStore` common to every seam. */
 export interface InboxStoreOptions extends InboxTableOptions {
@@ -61,8 +60,6 @@ export interface SeamInboxStoreOptions<Tx> extends InboxStoreOptions {
 
 type BatchWork<Tx> = (tx: Tx, claimed: ClaimedDelivery, index: number) => Promise<void>;
 type BatchFailure = (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord;
-const BUSY_TIMEOUT = { kind: 'busy', reason: 'lock-timeout' } as const;
-const BUSY_CONTENDED = { kind: 'busy', reason: 'contended' } as const;
 
 /**
  * The Postgres inbox. Tables and functions come from `migrateInbox(db)` / `inboxMigrations()` or the SQL in
@@ -104,12 +101,8 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     work: (tx: Tx, claimed: ClaimedDelivery) => Promise<T>,
     effect?: ClaimEffect,
   ): Promise<TransactionalRun<T>> {
-    if (effect !== undefined && this.#fast !== undefined) {
-      // A statement handler's delivery in one round trip, when the seam can (`undefined`: the usual path).
-      const statements = built(effect);
-      const rows = statements && (await busyOr(() => this.#fast!.once(this.#sql.claim(settings, request), statements)));
-      if (rows !== undefined && !Array.isArray(rows)) return rows;
-      const run = rows === undefined ? undefined : completedOr(request, claimAnswer(rows[0]?.['answer']));
+    if (effect !== undefined) {
+      const [run] = (await this.#once(settings, [request], [effect])) ?? [];
       // Claimed: the statements ran and committed with the claim.
       if (run !== undefined) return (run.kind === 'completed' ? { ...run, value: undefined } : run) as TransactionalRun<T>;
     }
@@ -148,15 +141,9 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     effects?: readonly (ClaimEffect | undefined)[],
   ): Promise<BatchRun[]> {
     if (requests.length === 0) return [];
-    if (effects !== undefined && this.#fast !== undefined && this.#batchSavepoints === 'on-failure') {
-      // A batch of statement handlers in one round trip, when the seam can and every message has its statements.
-      const statements = requests.flatMap((r, i) => (built(effects[i]) ?? [null]).map((statement) => ({ owner: r.messageId, statement })));
-      if (!statements.some((s) => s.statement === null)) {
-        const claim = this.#sql.claimBatch(settings, requests);
-        const rows = await busyOr(() => this.#fast!.onceBatch(claim, statements as { owner: string; statement: SqlStatement }[]));
-        if (rows !== undefined && !Array.isArray(rows)) return requests.map(() => rows);
-        if (rows !== undefined) return batchRuns(requests, rows, completedOr);
-      }
+    if (effects !== undefined && this.#batchSavepoints === 'on-failure') {
+      const runs = await this.#once(settings, requests, effects);
+      if (runs !== undefined) return runs;
     }
     if (this.#batchSavepoints === 'on-failure') {
       const optimistic = await this.#runBatch(settings, requests, work, onFailure, false);
@@ -164,6 +151,26 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     }
     const isolated = await this.#runBatch(settings, requests, work, onFailure, true);
     return isolated === 'rerun' ? requests.map(() => BUSY_CONTENDED) : isolated;
+  }
+
+  /**
+   * Statement handlers' deliveries (one, or a batch) with their claim in one round trip, when the seam can and
+   * every message has its statements: their runs, or `undefined` (then the usual path).
+   */
+  async #once(settings: ClaimSettings, requests: readonly ClaimRequest[], effects: readonly (ClaimEffect | undefined)[]): Promise<BatchRun[] | undefined> {
+    if (this.#fast === undefined) return undefined;
+    // One delivery's claim answers under an empty message id.
+    const one = requests.length === 1 ? requests[0] : undefined;
+    const statements: { owner: string; statement: SqlStatement }[] = [];
+    for (const [i, request] of requests.entries()) {
+      const built = statementsOf(effects[i]);
+      if (built === undefined) return undefined;
+      for (const statement of built) statements.push({ owner: one === undefined ? request.messageId : '', statement });
+    }
+    const claim = one === undefined ? this.#sql.claimBatch(settings, requests) : this.#sql.claim(settings, one, undefined, true);
+    const rows = await busyOr(() => this.#fast!.run(claim, statements));
+    if (rows === undefined || !Array.isArray(rows)) return rows && requests.map(() => rows);
+    return one === undefined ? batchRuns(requests, rows) : [completedOr(one, claimAnswer(rows[0]?.['answer']))];
   }
 
   /**
@@ -183,7 +190,7 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
       return await this.#seam.transaction<BatchRun[] | 'rerun'>(
         async (t, first) => {
           worked = true;
-          const results = batchRuns(requests, first, completedOr);
+          const results = batchRuns(requests, first);
           const failures: Failure[] = [];
           for (let i = 0; i < results.length; i++) {
             const run = results[i]!;
@@ -271,20 +278,17 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
   }
 
   async recordFailure(settings: ClaimSettings, failure: FailureRecord): Promise<FailureWrite> {
-    const [written] = await this.#query(() => this.#seam.query(this.#sql.fail(settings, failure)));
+    const [written] = await this.query(this.#sql.fail(settings, failure));
     return failureWrite(written?.['answer']);
   }
 
   async recordAttemptsStarted(settings: ClaimSettings, messageIds: readonly string[], timestamps?: readonly (Date | undefined)[]): Promise<void> {
     if (messageIds.length === 0) return;
-    await this.#query(() => this.#seam.query(this.#sql.recordAttemptsStarted(settings, messageIds, timestamps)));
+    await this.query(this.#sql.recordAttemptsStarted(settings, messageIds, timestamps));
   }
 
   async recordReplay(entry: ReplayAuditEntry): Promise<void> {
-    const sql = `INSERT INTO ${this.names.qualifiedReplayTable} (replay_id, consumer, message_id, requested_by, requested_at, outcome)
-VALUES ($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::text)`;
-    const parameters = [entry.replayId, entry.consumer, entry.messageId, entry.requestedBy ?? null, entry.requestedAt ?? null, entry.outcome];
-    await this.#query(() => this.#seam.query({ sql, parameters }));
+    await this.query(this.#operator.replayAudit(entry));
   }
 
   async amendDeadLetter(amendment: PayloadAmendment): Promise<AmendmentResult> {
@@ -335,49 +339,14 @@ VALUES ($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::text)`;
       throw unavailable(error);
     }
   }
-
-  /** The database's clock, which expiry, leases and retry times are measured on (for the late-message rule). */
-  async now(): Promise<Date> {
-    const sql = 'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms';
-    const [r] = await this.#query(() => this.#seam.query({ sql, parameters: [] }));
-    return new Date(Number(r?.['ms']));
-  }
-
-  /** Runs `fn`; a failure becomes a `StoreUnavailableError`. */
-  async #query<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (error) {
-      throw unavailable(error);
-    }
-  }
 }
 
 type Failure = { readonly index: number; readonly claimed: ClaimedDelivery; readonly error: unknown };
 const SAVEPOINT: SqlStatement = { sql: 'SAVEPOINT inboxkit_message', parameters: [] };
 const ROLLBACK_TO_SAVEPOINT: SqlStatement = { sql: 'ROLLBACK TO SAVEPOINT inboxkit_message', parameters: [] };
 
-function claimedOf(request: ClaimRequest, answer: Extract<ClaimAnswer, { kind: 'claimed' }>): ClaimedDelivery {
-  return { messageId: request.messageId, attempt: answer.attempt, from: answer.from, leaseToken: null };
-}
-
-function unclaimed(answer: Exclude<ClaimAnswer, { kind: 'claimed' }>): UnclaimedResult {
-  return answer.kind === 'contended' ? BUSY_CONTENDED : answer;
-}
-
-/** A claim's answer as a batch run: `completed` when claimed (its work then runs, or ran with the claim). */
-function completedOr(request: ClaimRequest, answer: ClaimAnswer): BatchRun {
-  return answer.kind === 'claimed' ? { kind: 'completed', claimed: claimedOf(request, answer) } : unclaimed(answer);
-}
-
-/** A batch claim's rows (`message_id`, `answer`) as one run per request, in order. */
-function batchRuns<R>(requests: readonly ClaimRequest[], rows: readonly SqlRow[], run: (request: ClaimRequest, answer: ClaimAnswer) => R): R[] {
-  const answers = new Map(rows.map((r) => [String(r['message_id']), claimAnswer(r['answer'])]));
-  return requests.map((r) => run(r, answers.get(r.messageId) ?? claimAnswer(null)));
-}
-
 /** A statement handler's statements, or `undefined` when its builder throws (the handler then throws the same). */
-function built(effect: ClaimEffect | undefined): readonly SqlStatement[] | undefined {
+function statementsOf(effect: ClaimEffect | undefined): readonly SqlStatement[] | undefined {
   try {
     return effect?.statements();
   } catch {
@@ -394,19 +363,6 @@ async function busyOr<T>(fn: () => Promise<T>): Promise<T | { readonly kind: 'bu
     if (busy !== undefined) return busy;
     throw unavailable(error);
   }
-}
-
-function failureWrite(answer: unknown): FailureWrite {
-  const text = typeof answer === 'string' ? answer : 'n';
-  const current = text.length > 1 ? row(text.slice(1)) : undefined;
-  return text.startsWith('w') ? { recorded: true, row: current! } : { recorded: false, row: current };
-}
-
-/** `busy` for a claim that met the lock timeout (55P03) or lost a race (40001, 40P01). */
-function busyOf(error: unknown): { readonly kind: 'busy'; readonly reason: BusyReason } | undefined {
-  const state = sqlState(error);
-  if (state === '55P03') return BUSY_TIMEOUT;
-  return state === '40001' || state === '40P01' ? BUSY_CONTENDED : undefined;
 }
 
 function commitError(error: unknown): unknown {

@@ -48,25 +48,15 @@ export interface TransactionOptions {
 }
 
 /**
- * A statement handler's delivery in one round trip (see `statementHandler`): an optional capability of a seam.
- * Both methods resolve to `undefined` — nothing written — whenever they cannot do it here and now (statements
- * that will not prepare, a driver without the means, any error but a lock timeout or a conflict); the store then
- * takes the usual path, which meets and reports the same error.
+ * A statement handler's delivery, or batch, in one round trip (see `statementHandler`): an optional capability of
+ * a seam. `run` sends `claim` (rows of `message_id` and a text `answer`) and, for each statement whose owner's
+ * answer starts with `c` (claimed), that statement, committing them together in one autocommit round trip; it
+ * resolves to `claim`'s rows. It resolves to `undefined` — nothing written — whenever it cannot do it here and
+ * now (statements that will not prepare, a driver without the means, any error but a lock timeout or a
+ * conflict); the store then takes the usual path, which meets and reports the same error.
  */
 export interface StatementFastPath {
-  /**
-   * Runs `claim` (one row with a text `answer`) and, only if its answer starts with `c` (claimed), `statements`,
-   * committing them together in one autocommit round trip. Resolves to `claim`'s rows.
-   */
-  once(claim: SqlStatement, statements: readonly SqlStatement[]): Promise<SqlRow[] | undefined>;
-  /**
-   * The same for a batch: `claim` answers rows of `message_id` and `answer`; each statement runs only when its
-   * owner's answer starts with `c`.
-   */
-  onceBatch(
-    claim: SqlStatement,
-    statements: readonly { readonly owner: string; readonly statement: SqlStatement }[],
-  ): Promise<SqlRow[] | undefined>;
+  run(claim: SqlStatement, statements: readonly { readonly owner: string; readonly statement: SqlStatement }[]): Promise<SqlRow[] | undefined>;
 }
 
 /**

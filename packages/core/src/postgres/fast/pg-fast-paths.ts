@@ -28,7 +28,7 @@ export interface PgFastPaths {
 /** What the seam asks of this folder. */
 export interface PgFastPathsProbe {
   /** The fast paths, once known to apply to this executor's connections; `undefined` when they do not. */
-  known(): PgFastPaths | undefined | Promise<PgFastPaths | undefined>;
+  known(): Promise<PgFastPaths | undefined>;
   /** The one-round-trip path of statement handlers, unless the options turned it off. */
   readonly statements: StatementFastPath | undefined;
 }
@@ -55,22 +55,19 @@ export function pgFastPaths(
   hold: Hold,
   options: { readonly preparedStatements?: boolean; readonly temporaryFunctions?: boolean; readonly logger: Logger },
 ): PgFastPathsProbe {
-  type Known = { readonly paths: PgFastPaths; readonly runner: PipelineRunner } | undefined;
-  let known: Known | null = null;
-  let probing: Promise<Known> | undefined;
-  const probe = (): Promise<Known> =>
+  let probing: Promise<{ readonly paths: PgFastPaths; readonly runner: PipelineRunner } | undefined> | undefined;
+  const probe = (): NonNullable<typeof probing> =>
     (probing ??= probeRunner(executor).then(
-      (runner) => (known = runner === undefined ? undefined : { paths: wire(runner), runner }),
+      (runner) => (runner === undefined ? undefined : { paths: wire(runner), runner }),
       (): undefined => {
         probing = undefined; // could not even connect: decide on the next call
         return undefined;
       },
     ));
-  const runner = async (): Promise<PipelineRunner | undefined> => (known !== null ? known : await probe())?.runner;
   const off = options.temporaryFunctions === false || options.preparedStatements === false;
   return {
-    known: () => (known !== null ? known?.paths : probe().then((k) => k?.paths)),
-    statements: off ? undefined : new StatementOnce(hold, runner, options.logger),
+    known: async () => (await probe())?.paths,
+    statements: off ? undefined : new StatementOnce(hold, async () => (await probe())?.runner, options.logger),
   };
 }
 

@@ -39,19 +39,12 @@ function literal(value: unknown): string {
  * a cast (`$1::text`), which types the literal as the bind parameter would have been typed.
  */
 export function literalStatement(statement: SqlStatement): string {
-  let parts = templates.get(statement.sql);
-  if (parts === undefined) {
-    // Text and parameter numbers alternating; the store sends a handful of statement texts, again and again.
-    parts = statement.sql.split(/\$(\d+)/);
-    if (templates.size >= 100) templates.clear();
-    templates.set(statement.sql, parts);
-  }
+  // Text and parameter numbers alternating.
+  const parts = statement.sql.split(/\$(\d+)/);
   let out = parts[0]!;
   for (let i = 1; i < parts.length; i += 2) out += literal(statement.parameters[Number(parts[i]) - 1]) + parts[i + 1]!;
   return out;
 }
-
-const templates = new Map<string, string[]>();
 
 /** node-postgres' conversion of a query parameter to what it sends (text, a Buffer, or null). */
 export type ParameterText = (value: unknown) => unknown;

@@ -47,7 +47,8 @@ const MAX_LOST_SESSIONS = 3;
 /** What one connection has: the functions, and the statements prepared on it. */
 interface SessionState {
   functions: boolean;
-  readonly prepared: Set<string>;
+  /** Statement text → the name it is prepared under. */
+  readonly prepared: Map<string, string>;
 }
 
 export class StatementOnce implements StatementFastPath {
@@ -55,7 +56,6 @@ export class StatementOnce implements StatementFastPath {
   readonly #runner: () => Promise<PipelineRunner | undefined>;
   readonly #logger: Logger;
   readonly #sessions = new WeakMap<DatabaseConnection, SessionState>();
-  readonly #names = new Map<string, string>();
   readonly #unpreparable = new Set<string>();
   #toText: ParameterText | undefined | null = null;
   #lostSessions = 0;
@@ -67,35 +67,20 @@ export class StatementOnce implements StatementFastPath {
     this.#logger = logger;
   }
 
-  async once(claim: SqlStatement, statements: readonly SqlStatement[]): Promise<SqlRow[] | undefined> {
-    // The one delivery's claim, as the batch function takes it: its rows under an empty message id.
-    const text = `SELECT ''::text AS message_id, answer FROM (${literalStatement(claim)}) AS claim`;
-    return this.#call(text, statements.map((statement) => ({ owner: '', statement })));
-  }
-
-  async onceBatch(
-    claim: SqlStatement,
-    statements: readonly { readonly owner: string; readonly statement: SqlStatement }[],
-  ): Promise<SqlRow[] | undefined> {
-    return this.#call(literalStatement(claim), statements);
-  }
-
-  async #call(
-    claim: string,
-    owned: readonly { readonly owner: string; readonly statement: SqlStatement }[],
-  ): Promise<SqlRow[] | undefined> {
+  async run(claim: SqlStatement, owned: readonly { readonly owner: string; readonly statement: SqlStatement }[]): Promise<SqlRow[] | undefined> {
     const statements = owned.map((s) => s.statement);
     if (this.#off || statements.length === 0 || statements.some((s) => this.#unpreparable.has(s.sql))) return undefined;
     const runner = await this.#runner();
     if (runner === undefined) return undefined;
     const toText = (this.#toText ??= (await loadPgParameterText()) ?? undefined);
     if (toText === undefined) return undefined;
+    const text = literalStatement(claim);
     return this.#hold(async (connection) => {
       for (let retried = false; ; retried = true) {
         const executes = await this.#setUp(connection, runner, statements, toText);
         if (executes === undefined) return undefined;
         try {
-          const call = { sql: 'SELECT message_id, answer FROM pg_temp.inboxkit_once($1::text, $2::text[], $3::text[])', parameters: [claim, executes, owned.map((s) => s.owner)] };
+          const call = { sql: 'SELECT message_id, answer FROM pg_temp.inboxkit_once($1::text, $2::text[], $3::text[])', parameters: [text, executes, owned.map((s) => s.owner)] };
           return (await connection.executeQuery(CompiledQuery.raw(literalStatement(call)))).rows as SqlRow[];
         } catch (error) {
           const state = sqlState(error);
@@ -121,7 +106,7 @@ export class StatementOnce implements StatementFastPath {
     toText: ParameterText,
   ): Promise<string[] | undefined> {
     let session = this.#sessions.get(connection);
-    if (session === undefined) this.#sessions.set(connection, (session = { functions: false, prepared: new Set() }));
+    if (session === undefined) this.#sessions.set(connection, (session = { functions: false, prepared: new Map() }));
     if (!session.functions && !(await this.#createFunctions(connection))) return undefined;
     session.functions = true;
     const executes: string[] = [];
@@ -152,15 +137,11 @@ export class StatementOnce implements StatementFastPath {
 
   /** The name `sql` is prepared under on this connection, preparing it first; `undefined`: it cannot be. */
   async #prepared(connection: DatabaseConnection, runner: PipelineRunner, session: SessionState, sql: string): Promise<string | undefined> {
-    let name = this.#names.get(sql);
-    if (name === undefined) {
-      name = `inboxkit_fx_${createHash('sha256').update(sql).digest('hex').slice(0, 16)}`;
-      if (this.#names.size >= MAX_PREPARED) this.#names.clear();
-      this.#names.set(sql, name);
-    }
-    if (session.prepared.has(name)) return name;
+    let name = session.prepared.get(sql);
+    if (name !== undefined) return name;
     // A bounded number per connection: SQL built anew per message would otherwise fill the backend.
     if (session.prepared.size >= MAX_PREPARED) return undefined;
+    name = `inboxkit_fx_${createHash('sha256').update(sql).digest('hex').slice(0, 16)}`;
     try {
       // The extended protocol: a text of several statements is refused, never half prepared, half run.
       await runner(connection, `PREPARE ${name} AS ${sql}`, true);
@@ -173,7 +154,7 @@ export class StatementOnce implements StatementFastPath {
         return undefined;
       }
     }
-    session.prepared.add(name);
+    session.prepared.set(sql, name);
     return name;
   }
 

@@ -48,19 +48,10 @@ export class ConnectionGuard {
     return this.#broken;
   }
 
-  /**
-   * Starts guarding `connection` (a Kysely PostgresConnection over node-postgres). Synchronous (undefined) once
-   * the connection's wire is known, which is every time but the first per pooled client.
-   */
-  hold(connection: DatabaseConnection): Promise<void> | undefined {
-    const known = wires.get(connection);
-    if (known !== undefined) {
-      this.#guard(known);
-      return undefined;
-    }
-    return wireOf(connection).then((wire) => {
-      if (wire !== undefined) this.#guard(wire);
-    });
+  /** Starts guarding `connection` (a Kysely PostgresConnection over node-postgres). */
+  async hold(connection: DatabaseConnection): Promise<void> {
+    const wire = wires.get(connection) ?? (await wireOf(connection));
+    if (wire !== undefined) this.#guard(wire);
   }
 
   #guard(wire: Wire): void {

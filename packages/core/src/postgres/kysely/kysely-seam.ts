@@ -19,18 +19,15 @@ export interface KyselySeamOptions {
    * statement per round trip). `off`: one statement per round trip, and no other fast path. Default is `auto`.
    */
   readonly pipelining?: 'auto' | 'off';
-  /**
-   * Let statement handlers' statements be prepared once per connection (`PREPARE`), which their one-round-trip
-   * path needs. Turn off behind a pooler that cannot keep session state (PgBouncer in transaction mode): their
-   * statements then run on the handler's transaction. Default is true.
-   */
+  /** @deprecated The same as `temporaryFunctions` (`false` turns statement handlers' one-round-trip path off). */
   readonly preparedStatements?: boolean;
   /**
-   * For statement handlers (`statementHandler`): create, once per connection, two small temporary PL/pgSQL
-   * functions (in the session's `pg_temp`; they go away with the connection) that run the claim and, only if it
-   * took the delivery (or batch), its statements, in one autocommit round trip. Turn off where sessions may not
-   * create temporary objects; the store turns it off by itself (with a warning and the metric
-   * `inboxkit.store.fast_path_off`) when Postgres refuses them. Default is true.
+   * For statement handlers (`statementHandler`): create, once per connection, a small temporary PL/pgSQL function
+   * (in the session's `pg_temp`; it goes away with the connection) that runs the claim and, only if it took the
+   * delivery (or batch), its statements — prepared once per connection (`PREPARE`) — in one autocommit round
+   * trip. Turn off where sessions may not create temporary objects or keep session state (PgBouncer in
+   * transaction mode): their statements then run on the handler's transaction. The store turns it off by itself
+   * (with a warning and the metric `inboxkit.store.fast_path_off`) when Postgres refuses it. Default is true.
    *
    * @example
    * const store = new PostgresInboxStore({ db, temporaryFunctions: false }); // statements on the handler's tx
@@ -187,12 +184,10 @@ class KyselySeam<DB> implements SqlSeam<Transaction<DB>> {
 
   /** Borrows a connection for `fn`, guarded while held; never hands it back inside a transaction. */
   async #hold<T>(fn: (held: Held) => Promise<T>): Promise<T> {
-    const known = this.#fast?.known();
-    const fast = known instanceof Promise ? await known : known;
+    const fast = await this.#fast?.known();
     return this.#raw.provideConnection(async (connection) => {
       const guard = connection.constructor?.name === 'PostgresConnection' ? new ConnectionGuard() : undefined;
-      const holding = guard?.hold(connection);
-      if (holding !== undefined) await holding;
+      await guard?.hold(connection);
       const held = new Held(connection, guard, fast);
       try {
         return await fn(held);
