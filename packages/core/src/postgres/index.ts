@@ -3,11 +3,12 @@
 
 export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
+export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
 export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
-export { guardedTransaction } from './kysely/guarded-transaction.js';
+export { guardedTransaction } from '../kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
-export { literalStatement } from './fast/sql-literal.js';
-export { kyselySeam, type KyselySeamOptions } from './kysely/kysely-seam.js';
+export { literalStatement } from '../kysely/fast/sql-literal.js';
+export { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 export {
   isStatementError,
   sqlState,

@@ -1,7 +1,7 @@
-// The inbox on Postgres, through one seam (sql-seam.ts): the application's Kysely instance by default, or any
-// SQL library's seam. The store never creates or destroys a client; every statement it sends is in
-// inbox-sql.ts (the state machine), inbox-inspection.ts (the reads) or inbox-operator-sql.ts (operators' acts),
-// and it knows no driver.
+// The inbox on Postgres, through one seam (sql-seam.ts): the application's Kysely instance by default
+// (../kysely), or any SQL library's seam (packages/data). The store never creates or destroys a client; every
+// statement it sends is in inbox-sql.ts (the state machine), inbox-inspection.ts (the reads) or
+// inbox-operator-sql.ts (operators' acts), and it knows no driver.
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
@@ -32,7 +32,7 @@ import { InboxInspection, storeUnavailable as unavailable } from './inbox-inspec
 import { InboxOperatorSql } from './inbox-operator-sql.js';
 import { InboxSql } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
-import { kyselySeam, type KyselySeamOptions } from './kysely/kysely-seam.js';
+import { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 import { isStatementError, sqlState, type SeamTransaction, type SqlSeam, type SqlStatement, type StatementFastPath } from './sql-seam.js';
 
 /** Options of `PostgresInboxStore` common to every seam. */

@@ -2,7 +2,7 @@
 // allows no bind parameters: a statement's `$n` become literals here, every value through these functions,
 // never through concatenation.
 
-import type { SqlStatement } from '../sql-seam.js';
+import type { SqlStatement } from '../../postgres/sql-seam.js';
 
 /**
  * A string literal that is correct whatever `standard_conforming_strings` says: quotes doubled and, when a

@@ -13,7 +13,7 @@
 
 import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kysely';
 import type { Logger } from '../../consumer-types.js';
-import type { SqlRow, SqlStatement, StatementFastPath } from '../sql-seam.js';
+import type { SqlRow, SqlStatement, StatementFastPath } from '../../postgres/sql-seam.js';
 import { literalStatement } from './sql-literal.js';
 import { StatementOnce } from './statement-once.js';
 

@@ -1,14 +1,16 @@
-// The seam over the application's Kysely instance (node-postgres or PGlite): statements go through Kysely's own
-// connections, and handlers get a Kysely `Transaction<DB>` over the store's connection with the application's
-// plugins. On node-postgres the fast paths of ../fast apply (BEGIN sent with the claim, statement handlers in
-// one round trip); without them (other drivers, `pipelining: 'off'`, or that folder deleted) every statement is
-// a round trip of its own, with the same results.
+// The Kysely data layer: the seam (../postgres/sql-seam.ts) over the application's Kysely instance (node-postgres
+// or PGlite). It sits beside the store, not inside it, as packages/data's seams do for the other libraries; it
+// is the one built in because core's migrations run on Kysely and `new PostgresInboxStore({ db })` builds it.
+// Statements go through Kysely's own connections, and handlers get a Kysely `Transaction<DB>` over the store's
+// connection with the application's plugins. On node-postgres the fast paths of ./fast apply (BEGIN sent with
+// the claim, statement handlers in one round trip); without them (other drivers, `pipelining: 'off'`, or that
+// folder deleted) every statement is a round trip of its own, with the same results.
 
 import { CompiledQuery, type DatabaseConnection, type Kysely, type QueryExecutor, type Transaction } from 'kysely';
-import type { Logger } from '../../consumer-types.js';
-import { silentLogger } from '../../silent-logger.js';
-import { pgFastPaths, type PgFastPaths, type PgFastPathsProbe } from '../fast/pg-fast-paths.js';
-import type { SqlRow, SqlSeam, SqlStatement, StatementFastPath, TransactionEnd, TransactionOptions, TransactionWork } from '../sql-seam.js';
+import type { Logger } from '../consumer-types.js';
+import { silentLogger } from '../silent-logger.js';
+import { pgFastPaths, type PgFastPaths, type PgFastPathsProbe } from './fast/pg-fast-paths.js';
+import type { SqlRow, SqlSeam, SqlStatement, StatementFastPath, TransactionEnd, TransactionOptions, TransactionWork } from '../postgres/sql-seam.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { ConnectionGuard } from './held-connection.js';
 

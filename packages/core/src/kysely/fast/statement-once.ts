@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { metrics } from '@opentelemetry/api';
 import { CompiledQuery, type DatabaseConnection } from 'kysely';
 import type { Logger } from '../../consumer-types.js';
-import { sqlState, type SqlRow, type SqlStatement, type StatementFastPath } from '../sql-seam.js';
+import { sqlState, type SqlRow, type SqlStatement, type StatementFastPath } from '../../postgres/sql-seam.js';
 import type { Hold, PipelineRunner } from './pg-fast-paths.js';
 
 import { executeArguments, literalStatement, loadPgParameterText, type ParameterText } from './sql-literal.js';

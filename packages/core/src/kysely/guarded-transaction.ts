@@ -3,7 +3,7 @@
 // dies meanwhile (a Postgres restart, pg_terminate_backend) rejects it instead of ending the process.
 
 import type { Kysely, Transaction } from 'kysely';
-import type { SqlSeam } from '../sql-seam.js';
+import type { SqlSeam } from '../postgres/sql-seam.js';
 import { kyselySeam } from './kysely-seam.js';
 
 const seams = new WeakMap<object, SqlSeam<unknown>>();
