@@ -29,12 +29,12 @@ export interface PrunerOptions extends Omit<PruneOptions, 'dryRun'> {
   readonly logger?: Logger;
 }
 
-/** A running in-process pruner. */
-export interface Pruner {
+/** A running in-process pruner (`R`: what a run resolves to). */
+export interface Pruner<R = PruneResult> {
   /** Stops scheduling and waits for a run in progress. Safe to call twice. */
   stop(): Promise<void>;
   /** Runs once now (outside the schedule) and resolves with the result. */
-  runNow(): Promise<PruneResult>;
+  runNow(): Promise<R>;
 }
 
 /**
@@ -57,9 +57,11 @@ export function startPruner(store: InboxStore<unknown>, options: PrunerOptions =
 }
 
 /** Options of `startPruneSchedule`: the schedule part of `PrunerOptions`, and a name for the log lines. */
-export interface PruneScheduleOptions extends Pick<PrunerOptions, 'intervalMs' | 'jitter' | 'onPrune' | 'logger'> {
+export interface PruneScheduleOptions<R = PruneResult> extends Pick<PrunerOptions, 'intervalMs' | 'jitter' | 'logger'> {
   /** Names the runs in log lines (`inboxkit: <what> run`). Default is `prune`. */
   readonly what?: string;
+  /** Called after every run (for metrics). Errors thrown here are logged. */
+  readonly onPrune?: (result: R) => void;
 }
 
 /**
@@ -70,7 +72,7 @@ export interface PruneScheduleOptions extends Pick<PrunerOptions, 'intervalMs' |
  * @example
  * const pruner = startPruneSchedule(() => pruneSomething(db), { what: 'something prune', logger });
  */
-export function startPruneSchedule(prune: () => Promise<PruneResult>, options: PruneScheduleOptions = {}): Pruner {
+export function startPruneSchedule<R extends object = PruneResult>(prune: () => Promise<R>, options: PruneScheduleOptions<R> = {}): Pruner<R> {
   const intervalMs = options.intervalMs ?? 60_000;
   const jitter = options.jitter ?? 0.2;
   if (!(intervalMs > 0)) throw new RangeError('intervalMs must be positive');
@@ -80,9 +82,9 @@ export function startPruneSchedule(prune: () => Promise<PruneResult>, options: P
   const onPrune = options.onPrune;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
-  let running: Promise<PruneResult> | undefined;
+  let running: Promise<R> | undefined;
 
-  const run = (): Promise<PruneResult> => {
+  const run = (): Promise<R> => {
     running ??= prune()
       .then((result) => {
         logger.debug({ ...result }, `inboxkit: ${what} run`);

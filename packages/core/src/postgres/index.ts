@@ -4,6 +4,9 @@
 export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
 export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
+export * from './partitions/maintain-inbox-partitions.js';
+export * from './partitions/start-partition-maintenance.js';
+export { PARTITION_METRIC_NAMES, countPartitionSteps } from './partitions/partition-metrics.js';
 export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 export { guardedTransaction } from '../kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
