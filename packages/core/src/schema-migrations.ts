@@ -48,6 +48,10 @@ async function migrateOnce(db: Kysely<unknown>, target: SchemaMigrationsTarget):
 
 function isOtherSchemaDropped(error: unknown, ownSchema: string): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  const match = /schema "([^"]+)" does not exist/.exec(String((error as Error | null)?.message ?? error));
+  const message = String((error as Error | null)?.message ?? error);
+  // A table of another schema dropped during the read (partition maintenance there): "relation "s.t" does not exist".
+  const relation = /relation "([^".]+)\.[^"]+" does not exist/.exec(message);
+  if (relation !== null) return relation[1] !== ownSchema;
+  const match = /schema "([^"]+)" does not exist/.exec(message);
   return (code === '3F000' || match !== null) && match?.[1] !== ownSchema;
 }
