@@ -23,8 +23,9 @@ if (!existsSync(CLI)) {
   console.log('prisma-generate: the prisma CLI is not installed (dev dependencies omitted); skipped');
   process.exit(0);
 }
-const version = (JSON.parse(readFileSync(join(ROOT, 'node_modules/prisma/package.json'), 'utf8')) as { version: string })
-  .version;
+const version = (
+  JSON.parse(readFileSync(join(ROOT, 'node_modules/prisma/package.json'), 'utf8')) as { version: string }
+).version;
 const force = process.argv.includes('--force');
 
 for (const schema of SCHEMAS) {

@@ -1,11 +1,19 @@
 // Each data layer's first delivery through inboxkit vs the same one-row effect through the same library
-// without inboxkit (its own transaction: BEGIN, INSERT, COMMIT), side by side in alternating rounds.
+// without inboxkit, side by side in alternating rounds (the order reversed every other round):
+//   alone      the library's own transaction: BEGIN, the effect, COMMIT (the target's reference)
+//   by hand    the same transaction with a hand-written inbox in it: the inbox's hot row as a plain INSERT …
+//              ON CONFLICT DO NOTHING RETURNING sent through the library, then the effect if the row was new —
+//              the least any correct inbox adds (a second floor: what inboxkit costs over the SQL it must send)
+//   inboxkit   idempotentConsumer().handle() over the library's adapter, the handler writing the effect
+//   --ab-pipelining adds inboxkit with `pipelining: 'off'` (pg, Drizzle on node-postgres, Knex, TypeORM): the A/B
+//   of sending the claim with BEGIN.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/data/bench/data-layers-bench.ts [--quick] [--only pg,knex]
+//   node --conditions=@inboxkit/source --import tsx packages/data/bench/data-layers-bench.ts [--quick]
+//     [--only pg,knex] [--rounds 5] [--ab-pipelining]
 //
 // Every delivery is a new message id (no duplicates): the inbox's whole cost, claim and row, is in the ratio.
 // Concurrency 16, one pool of 16 connections per library. Prints a Markdown table (median and min–max of the
-// rounds) and one `ratio` line per library.
+// rounds' rates and of the per-round ratios) and one `ratio` line per library.
 
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -17,9 +25,15 @@ import { setting } from '../../../bench/settings.js';
 import { ADAPTERS, openAdapter, type AdapterName } from '../test/fixtures/adapters.js';
 
 const { values } = parseArgs({
-  options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    rounds: { type: 'string' },
+    'ab-pipelining': { type: 'boolean', default: false },
+  },
 });
-const ROUNDS = values.quick ? 3 : 5;
+const ROUNDS = values.rounds !== undefined ? Number(values.rounds) : values.quick ? 3 : 5;
+const PIPELINED = new Set(['pg', 'drizzle', 'knex', 'typeorm']);
 const PER_ROUND = values.quick ? 800 : 3_000;
 const CONCURRENCY = 16;
 const names = (values.only?.split(',') ??
@@ -57,67 +71,78 @@ console.log(`Data layers: first delivery through inboxkit vs the same effect thr
 console.log(
   `${ROUNDS} alternating rounds × ${PER_ROUND} deliveries, concurrency ${CONCURRENCY}, pool 16 each\n`,
 );
-console.log('| library | library alone (tx/s) | through inboxkit (deliveries/s) | ratio |');
-console.log('|---|---|---|---|');
+const abHeader = values['ab-pipelining'] ? ' pipelining off (deliveries/s) | pipelining on / off |' : '';
+console.log(
+  `| library | library alone (tx/s) | hand-written inbox (tx/s) | through inboxkit (deliveries/s) | inboxkit / alone | by hand / alone | inboxkit / by hand |${abHeader}`,
+);
+console.log(`|---|---|---|---|---|---|---|${values['ab-pipelining'] ? '---|---|' : ''}`);
 const ratios: string[] = [];
+
+/** A consumer over `store` whose handler writes the effect through the library's `tx`. */
+function consumerOf(name: string, adapter: Awaited<ReturnType<typeof openAdapter>>) {
+  return idempotentConsumer<unknown, object>({
+    name: `bench-${name}`,
+    store: adapter.store,
+    handler: async (message, { tx }) => adapter.applyEffect(tx, `bench-${name}`, message.id),
+  });
+}
+
 try {
   for (const name of names) {
     const adapter = await openAdapter(name, { url, schema, poolSize: CONCURRENCY });
-    const consumer = idempotentConsumer<unknown, object>({
-      name: `bench-${name}`,
-      store: adapter.store,
-      handler: async (message, { tx }) => adapter.applyEffect(tx, `bench-${name}`, message.id),
-    });
-    const alone: number[] = [];
-    const inbox: number[] = [];
-    const perRound: number[] = [];
-    // A warm-up of each, then rounds that alternate which goes first.
-    await rate(200, () =>
-      adapter.transaction((tx) => adapter.applyEffect(tx, 'warm', 'w')).then(() => undefined),
-    );
-    await rate(
-      200,
-      async () =>
-        void (await consumer.handle({
-          id: randomUUID(),
-          body: '{}',
-          headers: {},
-          source: { transport: 'bench' },
-        })),
-    );
+    const ab = values['ab-pipelining'] && PIPELINED.has(name);
+    const off = ab
+      ? await openAdapter(name, { url, schema, poolSize: CONCURRENCY, pipelining: 'off' })
+      : undefined;
+    const consumer = consumerOf(name, adapter);
+    const consumerOff = off && consumerOf(name, off);
+    const deliver = (c: typeof consumer) => async () => {
+      const outcome = await c.handle({
+        id: randomUUID(),
+        body: '{}',
+        headers: {},
+        source: { transport: 'bench' },
+      });
+      if (outcome.status !== 'processed')
+        throw new Error(`${name}: ${JSON.stringify(outcome).slice(0, 300)}`);
+    };
+    const sides: Record<string, () => Promise<void>> = {
+      alone: () =>
+        adapter.transaction((tx) => adapter.applyEffect(tx, `alone-${name}`, 'x')).then(() => undefined),
+      byHand: () =>
+        adapter
+          .transaction(async (tx) => {
+            const id = randomUUID();
+            if (await adapter.claimByHand(tx, `hand-${name}`, id))
+              await adapter.applyEffect(tx, `hand-${name}`, id);
+          })
+          .then(() => undefined),
+      inbox: deliver(consumer),
+      ...(consumerOff && { off: deliver(consumerOff) }),
+    };
+    const order = Object.keys(sides);
+    const rates: Record<string, number[]> = Object.fromEntries(order.map((k) => [k, []]));
+    // A warm-up of each, then rounds that alternate the order.
+    for (const side of order) await rate(200, sides[side]!);
     for (let round = 0; round < ROUNDS; round++) {
-      const runAlone = () =>
-        rate(PER_ROUND, () =>
-          adapter.transaction((tx) => adapter.applyEffect(tx, `alone-${name}`, 'x')).then(() => undefined),
-        );
-      const runInbox = () =>
-        rate(PER_ROUND, async () => {
-          const outcome = await consumer.handle({
-            id: randomUUID(),
-            body: '{}',
-            headers: {},
-            source: { transport: 'bench' },
-          });
-          if (outcome.status !== 'processed')
-            throw new Error(`${name}: ${JSON.stringify(outcome).slice(0, 300)}`);
-        });
-      let a: number;
-      let b: number;
-      if (round % 2 === 0) {
-        a = await runAlone();
-        b = await runInbox();
-      } else {
-        b = await runInbox();
-        a = await runAlone();
+      for (const side of round % 2 === 0 ? order : [...order].reverse()) {
+        rates[side]!.push(await rate(PER_ROUND, sides[side]!));
       }
-      alone.push(a);
-      inbox.push(b);
-      perRound.push(b / a);
     }
     await adapter.close();
-    console.log(`| ${name} | ${spread(alone)} | ${spread(inbox)} | ${spread(perRound, 2)}× |`);
+    await off?.close();
+    const per = (a: string, b: string) => rates[a]!.map((r, i) => r / rates[b]![i]!);
+    const inboxAlone = per('inbox', 'alone');
+    const abCells = ab
+      ? ` ${spread(rates.off!)} | ${spread(per('inbox', 'off'), 2)}× |`
+      : values['ab-pipelining']
+        ? ' – | – |'
+        : '';
+    console.log(
+      `| ${name} | ${spread(rates.alone!)} | ${spread(rates.byHand!)} | ${spread(rates.inbox!)} | ${spread(inboxAlone, 2)}× | ${spread(per('byHand', 'alone'), 2)}× | ${spread(per('inbox', 'byHand'), 2)}× |${abCells}`,
+    );
     ratios.push(
-      `ratio ${name} ${median(perRound).toFixed(2)}× (target ≥ 0.8×); rounds ${Math.min(...perRound).toFixed(2)}–${Math.max(...perRound).toFixed(2)}`,
+      `ratio ${name} ${median(inboxAlone).toFixed(2)}× (target ≥ 0.8×); rounds ${Math.min(...inboxAlone).toFixed(2)}–${Math.max(...inboxAlone).toFixed(2)}`,
     );
   }
   console.log('');

@@ -25,6 +25,11 @@ export interface LibrarySession<Tx> {
    * it back. An adapter that can read the connection's state does (no round trip); else it asks Postgres.
    */
   aborted(): Promise<boolean>;
+  /**
+   * The rows of the transaction's first statement (`LibraryDriver.transaction`'s `first`), when the adapter sent
+   * it with the library's BEGIN; absent otherwise, and the seam then runs it through `query`.
+   */
+  readonly first?: Promise<SqlRow[]>;
 }
 
 /** What an adapter supplies for one data layer. */
@@ -33,9 +38,11 @@ export interface LibraryDriver<Tx> {
   query(statement: SqlStatement): Promise<SqlRow[]>;
   /**
    * Runs `fn` in one of the library's transactions: committed when `fn` resolves, rolled back when it rejects
-   * (and rejecting with `fn`'s error), as every library's transaction callback does.
+   * (and rejecting with `fn`'s error), as every library's transaction callback does. An adapter may send
+   * `first` with the library's BEGIN (one round trip) and hand its rows as `session.first`; when that statement
+   * fails, the transaction rejects with its error, `fn` never called.
    */
-  transaction<T>(fn: (session: LibrarySession<Tx>) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (session: LibrarySession<Tx>) => Promise<T>, first?: SqlStatement): Promise<T>;
 }
 
 /** Thrown inside the library's callback to end its transaction with a ROLLBACK; never leaves the seam. */
@@ -64,7 +71,12 @@ export function librarySeam<Tx>(driver: LibraryDriver<Tx>): SqlSeam<Tx> {
     async transaction<T>(work: TransactionWork<Tx, T>, options: TransactionOptions = {}): Promise<T> {
       try {
         return await driver.transaction(async (session) => {
-          const first = options.first === undefined ? [] : await query(session, options.first);
+          const first =
+            options.first === undefined
+              ? []
+              : session.first !== undefined
+                ? await session.first
+                : await query(session, options.first);
           const run = (statement: SqlStatement): Promise<SqlRow[]> => query(session, statement);
           const transaction: SeamTransaction<Tx> = { tx: session.tx, query: run };
           const close = registerTransactionQuery(session.tx, run);
@@ -77,7 +89,7 @@ export function librarySeam<Tx>(driver: LibraryDriver<Tx>): SqlSeam<Tx> {
           if (end.end !== 'commit') throw new EndWithRollback(end.value);
           if (await session.aborted()) throw new FoundAborted();
           return end.value;
-        });
+        }, options.first);
       } catch (error) {
         if (error instanceof EndWithRollback) return error.value as T;
         if (error instanceof FoundAborted) throw abortedTransactionError();

@@ -5,7 +5,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
 import type { Knex } from 'knex';
 import { librarySeam } from '../library-seam.js';
-import { abortedOn, queryOn, watchCommit, type PgConnection } from '../pg-connection.js';
+import { abortedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
 import { abortedTransactionError } from '../postgres-error.js';
 
 /** The slice of Knex' client the seam uses: its pool of node-postgres connections. */
@@ -13,6 +13,16 @@ interface KnexClient {
   readonly dialect?: string;
   acquireConnection(): Promise<PgConnection>;
   releaseConnection(connection: PgConnection): Promise<unknown>;
+}
+
+/** Options of `knexSeam`. */
+export interface KnexSeamOptions {
+  /**
+   * `auto`: the store's first statement of a transaction (the claim) goes in the same round trip as Knex' BEGIN
+   * (one simple-protocol query, its parameters written as SQL literals). `off`: Knex' BEGIN, then the claim with
+   * bind parameters. Default is `auto`.
+   */
+  readonly pipelining?: 'auto' | 'off';
 }
 
 /**
@@ -26,8 +36,9 @@ interface KnexClient {
  * const store = new PostgresInboxStore({ seam: knexSeam(knex) });
  * idempotentConsumer({ name: 'orders', store, handler: async (m, { tx }) => { await tx('orders').insert({ id: m.id }); } });
  */
-export function knexSeam(knex: Knex): SqlSeam<Knex.Transaction> {
+export function knexSeam(knex: Knex, options: KnexSeamOptions = {}): SqlSeam<Knex.Transaction> {
   const client = checkKnex(knex);
+  const pipelining = options.pipelining !== 'off';
   const withConnection = async <T>(fn: (connection: PgConnection) => Promise<T>): Promise<T> => {
     const connection = await client.acquireConnection();
     try {
@@ -38,9 +49,9 @@ export function knexSeam(knex: Knex): SqlSeam<Knex.Transaction> {
   };
   return librarySeam<Knex.Transaction>({
     query: (statement) => withConnection((connection) => queryOn(connection, statement)),
-    transaction: (fn) =>
+    transaction: (fn, first) =>
       withConnection(async (connection) => {
-        const commit = watchCommit(connection);
+        const watched = watchConnection(connection, pipelining ? first : undefined);
         try {
           const value = await knex.transaction(
             (trx) =>
@@ -48,20 +59,21 @@ export function knexSeam(knex: Knex): SqlSeam<Knex.Transaction> {
                 tx: trx,
                 query: (statement) => queryOn(connection, statement),
                 aborted: () => abortedOn(connection),
+                first: watched.firstRows(),
               }),
             { connection },
           );
-          if (commit.rolledBack) throw abortedTransactionError();
+          if (watched.rolledBack) throw abortedTransactionError();
           return value;
         } finally {
-          commit.stop();
+          watched.stop();
         }
       }),
   });
 }
 
 /** Options of `knexInboxStore`. */
-export interface KnexInboxStoreOptions extends InboxStoreOptions {
+export interface KnexInboxStoreOptions extends InboxStoreOptions, KnexSeamOptions {
   /** The application's Knex instance (client `pg`). Never destroyed here. */
   readonly knex: Knex;
 }
@@ -75,7 +87,10 @@ export interface KnexInboxStoreOptions extends InboxStoreOptions {
 export function knexInboxStore(
   options: KnexInboxStoreOptions,
 ): PostgresInboxStore<unknown, Knex.Transaction> {
-  return new PostgresInboxStore<unknown, Knex.Transaction>({ ...options, seam: knexSeam(options.knex) });
+  return new PostgresInboxStore<unknown, Knex.Transaction>({
+    ...options,
+    seam: knexSeam(options.knex, options),
+  });
 }
 
 function checkKnex(knex: Knex): KnexClient {

@@ -7,8 +7,19 @@ import { ConfigurationError } from '@inboxkit/core';
 import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
 import type { DataSource, EntityManager } from 'typeorm';
 import { librarySeam } from '../library-seam.js';
-import { abortedOn, queryOn, watchCommit, type PgConnection } from '../pg-connection.js';
+import { abortedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
 import { abortedTransactionError } from '../postgres-error.js';
+
+/** Options of `typeormSeam`. */
+export interface TypeormSeamOptions {
+  /**
+   * `auto`: the store's first statement of a transaction (the claim) goes in the same round trip as TypeORM's
+   * START TRANSACTION (one simple-protocol query, its parameters written as SQL literals), unless the DataSource
+   * sets an `isolationLevel` (TypeORM sets it after START TRANSACTION, before any other statement). `off`: START
+   * TRANSACTION, then the claim with bind parameters. Default is `auto`.
+   */
+  readonly pipelining?: 'auto' | 'off';
+}
 
 /**
  * The seam over an initialized TypeORM `DataSource` on Postgres: each transaction is a QueryRunner's
@@ -21,8 +32,14 @@ import { abortedTransactionError } from '../postgres-error.js';
  * const store = new PostgresInboxStore({ seam: typeormSeam(dataSource) });
  * idempotentConsumer({ name: 'orders', store, handler: async (m, { tx }) => { await tx.insert(Order, { id: m.id }); } });
  */
-export function typeormSeam(dataSource: DataSource): SqlSeam<EntityManager> {
+export function typeormSeam(
+  dataSource: DataSource,
+  options: TypeormSeamOptions = {},
+): SqlSeam<EntityManager> {
   checkDataSource(dataSource);
+  const pipelining =
+    options.pipelining !== 'off' &&
+    (dataSource.options as { isolationLevel?: unknown }).isolationLevel === undefined;
   return librarySeam<EntityManager>({
     query: async (statement) => {
       const runner = dataSource.createQueryRunner('master');
@@ -32,11 +49,11 @@ export function typeormSeam(dataSource: DataSource): SqlSeam<EntityManager> {
         await runner.release();
       }
     },
-    transaction: async (fn) => {
+    transaction: async (fn, first) => {
       const runner = dataSource.createQueryRunner('master');
       try {
         const client = (await runner.connect()) as PgConnection;
-        const commit = watchCommit(client);
+        const watched = watchConnection(client, pipelining ? first : undefined);
         try {
           await runner.startTransaction();
           let value;
@@ -45,16 +62,17 @@ export function typeormSeam(dataSource: DataSource): SqlSeam<EntityManager> {
               tx: runner.manager,
               query: (statement) => queryOn(client, statement),
               aborted: () => abortedOn(client),
+              first: watched.firstRows(),
             });
           } catch (error) {
             await runner.rollbackTransaction();
             throw error;
           }
           await runner.commitTransaction();
-          if (commit.rolledBack) throw abortedTransactionError();
+          if (watched.rolledBack) throw abortedTransactionError();
           return value;
         } finally {
-          commit.stop();
+          watched.stop();
         }
       } finally {
         await runner.release();
@@ -64,7 +82,7 @@ export function typeormSeam(dataSource: DataSource): SqlSeam<EntityManager> {
 }
 
 /** Options of `typeormInboxStore`. */
-export interface TypeormInboxStoreOptions extends InboxStoreOptions {
+export interface TypeormInboxStoreOptions extends InboxStoreOptions, TypeormSeamOptions {
   /** The application's initialized DataSource (type `postgres`). Never destroyed here. */
   readonly dataSource: DataSource;
 }
@@ -81,7 +99,7 @@ export function typeormInboxStore(
 ): PostgresInboxStore<unknown, EntityManager> {
   return new PostgresInboxStore<unknown, EntityManager>({
     ...options,
-    seam: typeormSeam(options.dataSource),
+    seam: typeormSeam(options.dataSource, options),
   });
 }
 
