@@ -684,7 +684,7 @@ for (const transport of ['kafka', 'rabbitmq', 'sqs', 'outbox', 'http'] as const)
     md.push(
       '## Data layers (@inboxkit/data)',
       '',
-      `Each library's first delivery through inboxkit vs the same one-row effect through the same library without inboxkit (its own transaction), alternating rounds, concurrency 16. Figures from \`${PLAN.data.script}\`.`,
+      `Each library's first delivery through inboxkit vs the same one-row effect through the same library without inboxkit (its own transaction: the target's reference), and vs that transaction with a hand-written inbox in it (the inbox's hot row as a plain INSERT … ON CONFLICT DO NOTHING through the library: the least any correct inbox adds), alternating rounds, concurrency 16. Figures from \`${PLAN.data.script}\`; where the time goes: docs/data-layers.md.`,
       '',
       ...run.output.split('\n').filter((line) => line.startsWith('|')),
       '',

@@ -1,10 +1,11 @@
-// Where a data layer's first delivery goes, through inboxkit and alone (the same one-row effect in the
-// library's own transaction), per delivery:
+// Where a data layer's first delivery goes, through inboxkit, alone (the same one-row effect in the library's
+// own transaction) and with a hand-written inbox (that transaction plus the inbox's hot row as a plain INSERT …
+// ON CONFLICT DO NOTHING, the least any correct inbox sends), per delivery:
 // - the wire: a TCP relay between the library's pool and Postgres reads the protocol both ways and counts round
 //   trips (ReadyForQuery answers), simple queries, extended-protocol executions and parses, and the statement
 //   texts (one delivery at a time, `--n` of each after a warm-up: connections opened, statements prepared);
 // - the CPU: Node's (process.cpuUsage) and the library's Postgres backends' (/proc/<pid>/stat), at concurrency
-//   16 straight to Postgres, `--cpu-n` deliveries of each in alternating halves.
+//   16 straight to Postgres, `--cpu-n` deliveries of each in two halves (A H B B H A).
 //
 //   node --conditions=@inboxkit/source --import tsx packages/data/bench/data-layers-profile.ts [--only pg,knex]
 //     [--n 200] [--cpu-n 3000]
@@ -202,20 +203,31 @@ try {
       const deliver = () =>
         consumer.handle({ id: randomUUID(), body: '{}', headers: {}, source: { transport: 'bench' } });
       const alone = () => direct.transaction((tx) => direct.applyEffect(tx, `alone-${name}`, 'x'));
+      const byHand = () =>
+        direct.transaction(async (tx) => {
+          const id = randomUUID();
+          if (await direct.claimByHand(tx, `hand-${name}`, id))
+            await direct.applyEffect(tx, `hand-${name}`, id);
+        });
       await Promise.all(Array.from({ length: 200 }, () => alone()));
+      await Promise.all(Array.from({ length: 200 }, () => byHand()));
       await Promise.all(Array.from({ length: 200 }, () => deliver()));
       const pids = await backendPids();
       const a: Cost = { nodeUs: 0, pgUs: 0, seconds: 0 };
+      const h: Cost = { nodeUs: 0, pgUs: 0, seconds: 0 };
       const b: Cost = { nodeUs: 0, pgUs: 0, seconds: 0 };
-      // A, B, B, A: each half of each side.
+      // A, H, B, B, H, A: each half of each side.
       await measure(a, pids, CPU_N / 2, alone);
+      await measure(h, pids, CPU_N / 2, byHand);
       await measure(b, pids, CPU_N / 2, deliver);
       await measure(b, pids, CPU_N / 2, deliver);
+      await measure(h, pids, CPU_N / 2, byHand);
       await measure(a, pids, CPU_N / 2, alone);
       const line = (label: string, c: Cost) =>
         `  ${label}: Node ${(c.nodeUs / CPU_N).toFixed(0)} µs, backends ${(c.pgUs / CPU_N).toFixed(0)} µs per delivery, ${(CPU_N / c.seconds).toFixed(0)}/s (${pids.length} backends)`;
       console.log(`${name} (CPU, concurrency ${CONCURRENCY})`);
       console.log(line('alone          ', a));
+      console.log(line('by hand        ', h));
       console.log(line('through inboxkit', b));
       await direct.close();
     }
