@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util';
 
 import { idempotentConsumer } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
-import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
+import { maintainInboxPartitions, migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 
@@ -136,11 +136,11 @@ function unpartitioned(): Layout {
 }
 
 const LAYOUT_SOURCE =
-  "core's `daily-partitions` layout, made by `migrateInbox` and used by `PostgresInboxStore` with `layout: 'daily-partitions'`; the drop is its `inbox_drop_partition(day, window)`, the function partition maintenance calls";
+  "core's `daily-partitions` layout, made by `migrateInbox` and used by `PostgresInboxStore` with `layout: 'daily-partitions'`; the drop is a run of `maintainInboxPartitions` whose dedupe window leaves the oldest day out (its plan, then the day's step: advisory lock, `inbox_drop_partition`'s checks, detach and drop)";
 
-// Core's partitioned layout: its migration (the past week to three days ahead, a default and an undated
-// partition), the older simulated days added with its own add function, and a day expired by its own drop
-// function, which checks that the day is out of the window and holds no unexpired row, then detaches and drops it.
+// Core's partitioned layout: its migration, its partition maintenance making the older simulated days (a window
+// that covers them all), and a day expired by a maintenance run whose window leaves exactly the oldest remaining
+// day out of it, as the daily run in production does.
 function partitioned(): Layout {
   const schema = `bench_daily_${suffix}`;
   const table = `"${schema}".inbox`;
@@ -154,8 +154,7 @@ function partitioned(): Layout {
     store,
     async create() {
       await migrateInbox(db, { schema, layout });
-      for (let d = 0; d < days; d++)
-        await pool.query(`SELECT "${schema}".inbox_add_partition($1::date)`, [day(d)]);
+      await maintainInboxPartitions({ db }, { schema, dedupeWindowMs: (days - 1) * DAY_MS });
       for (const leaf of await this.tables())
         await pool.query(`ALTER TABLE ${leaf} SET (autovacuum_enabled = false)`);
     },
@@ -169,12 +168,15 @@ function partitioned(): Layout {
       ]);
     },
     async expireOneDay() {
-      const r = await pool.query<{ r: string }>(
-        `SELECT "${schema}".inbox_drop_partition($1::date, $2::float8) AS r`,
-        [day(next), WINDOW_DAYS * DAY_MS],
+      // Day `next` is the oldest left; it is wholly out of a window of (days - 2 - next) days (it ends at that
+      // many days before today's midnight) and the next day is not. The rows' own expiry (WINDOW_DAYS) has passed.
+      const result = await maintainInboxPartitions(
+        { db },
+        { schema, dedupeWindowMs: (days - 2 - next) * DAY_MS },
       );
-      const answer = r.rows[0]!.r;
-      if (answer !== 'dropped:0') throw new Error(`dropping ${day(next)} answered ${answer}`);
+      const [step, ...more] = result.steps;
+      if (result.status !== 'done' || more.length > 0 || step?.action !== 'dropped' || step.day !== day(next))
+        throw new Error(`maintenance was to drop ${day(next)} alone: ${JSON.stringify(result)}`);
       next++;
       return perDay;
     },
