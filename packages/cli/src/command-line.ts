@@ -9,6 +9,7 @@ import { resolveConnectionSettings } from './settings/connection-settings.js';
 import type { ConnectionSettings } from './settings/connection-settings.js';
 import { parseDuration, parsePositiveInt, parseRate, parseSince } from './settings/parse-values.js';
 import { UsageError } from './usage-error.js';
+import type { InboxLayout } from '@inboxkit/core/postgres';
 
 /** The transports `dlq` commands read. */
 export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs'] as const;
@@ -19,6 +20,7 @@ export const COMMANDS = [
   'migrate',
   'status',
   'prune',
+  'partitions',
   'dlq list',
   'dlq replay',
   'dlq edit',
@@ -47,6 +49,16 @@ export interface MigrateCommand extends Common {
   readonly command: 'migrate';
   /** Also create the reconciliation sweeper's tables (`--reconciliation`), in the inbox's schema. */
   readonly reconciliation: boolean;
+  /** `--layout table|daily-partitions`: the inbox's layout (core's `InboxTableOptions.layout`). */
+  readonly layout: InboxLayout;
+}
+/** `inboxkit partitions`: partition maintenance of a partitioned inbox (core's `maintainInboxPartitions`). */
+export interface PartitionsCommand extends Common {
+  readonly command: 'partitions';
+  readonly aheadDays: number;
+  readonly dedupeWindowMs: number;
+  readonly lockTimeoutMs: number;
+  readonly dryRun: boolean;
 }
 export interface StatusCommand extends Common {
   readonly command: 'status';
@@ -151,6 +163,7 @@ export type ParsedCommand =
   | MigrateCommand
   | StatusCommand
   | PruneCommand
+  | PartitionsCommand
   | DlqListCommand
   | DlqReplayCommand
   | DlqEditCommand
@@ -199,7 +212,14 @@ export const DOCTOR_SETTING_FLAGS = {
 } as const;
 
 const OPTIONS: Readonly<Record<CommandName, Options>> = {
-  migrate: { ...CONNECTION_OPTIONS, reconciliation: { type: 'boolean' } },
+  migrate: { ...CONNECTION_OPTIONS, reconciliation: { type: 'boolean' }, layout: { type: 'string' } },
+  partitions: {
+    ...CONNECTION_OPTIONS,
+    ahead: { type: 'string' },
+    'dedupe-window': { type: 'string' },
+    'lock-timeout': { type: 'string' },
+    'dry-run': { type: 'boolean' },
+  },
   status: {
     ...CONNECTION_OPTIONS,
     consumer: { type: 'string' },
@@ -421,8 +441,26 @@ export function parseCommandLine(
   };
 
   switch (command) {
-    case 'migrate':
-      return { command, ...common, reconciliation: values.reconciliation === true };
+    case 'migrate': {
+      const layout = str('layout') ?? 'table';
+      if (layout !== 'table' && layout !== 'daily-partitions') {
+        throw new UsageError(`unknown layout ${JSON.stringify(layout)}: use --layout table or --layout daily-partitions`, command);
+      }
+      return { command, ...common, reconciliation: values.reconciliation === true, layout };
+    }
+    case 'partitions': {
+      const ahead = str('ahead');
+      const window = str('dedupe-window');
+      const lockTimeout = str('lock-timeout');
+      return {
+        command,
+        ...common,
+        aheadDays: ahead === undefined ? 3 : parsePositiveInt(ahead, '--ahead', command),
+        dedupeWindowMs: window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
+        lockTimeoutMs: lockTimeout === undefined ? 2_000 : parseDuration(lockTimeout, '--lock-timeout', command),
+        dryRun: values['dry-run'] === true,
+      };
+    }
     case 'status': {
       const window = str('dedupe-window');
       const expiring = str('expiring-within');

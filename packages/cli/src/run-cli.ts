@@ -16,6 +16,7 @@ import { runDlqReplay } from './commands/dlq-replay-command.js';
 import { runForget } from './commands/forget-command.js';
 import { runDoctor } from './commands/doctor-command.js';
 import { runMigrate } from './commands/migrate-command.js';
+import { runPartitions } from './commands/partitions-command.js';
 import { runPrune } from './commands/prune-command.js';
 import { runStatus } from './commands/status-command.js';
 import { systemClock } from './replay/clock.js';
@@ -45,6 +46,8 @@ async function dispatch(
       return runStatus(command, context);
     case 'prune':
       return runPrune(command, context);
+    case 'partitions':
+      return runPartitions(command, context);
     case 'dlq list':
       return runDlqList(command, context);
     case 'dlq replay':

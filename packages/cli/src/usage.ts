@@ -20,6 +20,7 @@ Commands:
   migrate       apply the inbox schema (the same migrations as @inboxkit/core)
   status        inbox rows by consumer and status, leases, dead letters, expiry
   prune         delete expired completed rows (and HTTP idempotency keys) in batches
+  partitions    make the days ahead and drop expired days of a partitioned inbox
   dlq list      what sits in a DLQ, grouped by reason and error, with inbox status
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
   dlq edit      replay one dead letter with a corrected payload (audited)
@@ -61,10 +62,17 @@ the path of \`dlq replay\`: publish, confirm, then remove; the inbox decides.
   --sample-interval  how often the chart's counts are read (default 10s)
   --schemas MODULE   a module exporting \`schemas\` (payload schemas by consumer
                      name): edits from the page are checked against them`,
-  migrate: `Usage: inboxkit migrate [--reconciliation] [connection flags] [--json]
+  migrate: `Usage: inboxkit migrate [--layout table|daily-partitions] [--reconciliation]
+                        [connection flags] [--json]
 
 Creates or updates the inbox table (schema --schema, table --table) with the
 migrations of @inboxkit/core. Safe to run repeatedly and from several hosts.
+
+--layout daily-partitions makes the inbox range-partitioned by the UTC day of
+each message's own timestamp, expired by dropping a day instead of deleting
+rows (docs/operations.md, "Partitioning for high volume"); then run
+\`inboxkit partitions\` at least daily. An empty plain inbox is converted; a
+populated one is refused (the same page gives the procedure). Default table.
 
 --reconciliation also creates the tables of the reconciliation sweeper
 (@inboxkit/core/patterns: reconciliation_watermarks, reconciliation_differences)
@@ -87,6 +95,20 @@ would be deleted and deletes nothing.
 --target http (or --http) prunes the HTTP idempotency keys of @inboxkit/http
 instead: keys whose retention passed, never one under a live lease. Their table
 is --http-table (default <--schema>.idempotency_key). --target all prunes both.`,
+  partitions: `Usage: inboxkit partitions [--ahead 3] [--dedupe-window 7d]
+                           [--lock-timeout 2s] [--dry-run] [--json]
+                           [connection flags]
+
+Partition maintenance of a partitioned inbox (layout daily-partitions, see migrate):
+makes the days from the start of the dedupe window to --ahead days ahead (UTC),
+and drops the days wholly older than --dedupe-window (set it to the largest
+dedupeWindowMs of the consumers on this inbox). A day whose completed rows are
+not all expired is kept; rows still processing, failed or dead-lettered move to
+the default partition, where their redeliveries find them. Each day is one
+transaction with a --lock-timeout; one past it is left for the next run. Each
+step is printed as it happens. One runner at a time across hosts: a second
+exits 1 saying so. --dry-run says what would be done. Run it at least daily
+(cron), or call startPartitionMaintenance() in a service.`,
   'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs --from DLQ
                          [--consumer NAME] [--reason R]… [--since T] [--id ID]…
                          [--limit 1000] [--group G] [--json] [connection flags]

@@ -21,7 +21,7 @@ export async function runMigrate(command: MigrateCommand, context: CommandContex
   const database = await context.services.openDatabase(command.connection);
   try {
     // One attempt: a command typed by hand should say at once that the database cannot be reached.
-    const result = await migrateInbox(database.db, { schema, table, startTimeoutMs: 0 });
+    const result = await migrateInbox(database.db, { schema, table, layout: command.layout, startTimeoutMs: 0 });
     const applied = (result.results ?? []).map((r) => ({
       migration: r.migrationName,
       direction: r.direction,

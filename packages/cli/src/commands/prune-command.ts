@@ -8,7 +8,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 
 import type { PruneCommand } from '../command-line.js';
-import { inboxStore } from '../inbox/inbox-store.js';
+import { inboxLayoutOf, inboxStore } from '../inbox/inbox-store.js';
 import { sqlStates, withInboxTable } from '../inbox/with-inbox-table.js';
 import { writeJson } from '../output/write-json.js';
 import type { CommandContext } from './command-context.js';
@@ -42,7 +42,8 @@ async function pruneInboxRows(
   { io, clock }: CommandContext,
   db: Kysely<unknown>,
 ): Promise<Pruned> {
-  const store = inboxStore(db, command.connection);
+  // A partitioned inbox is pruned only in its undated and default partitions (a day is dropped whole).
+  const store = inboxStore(db, command.connection, await inboxLayoutOf(db, command.connection));
   const started = clock.now();
   const result = await withInboxTable(command.connection, () =>
     store.prune({

@@ -10,6 +10,7 @@ import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { SecretScrubber } from '../settings/secret-scrubber.js';
 import { secretScrubber } from '../settings/secret-scrubber.js';
 import type { DoctorCheck } from './config-invariants.js';
+import { checkPartitions } from './partition-check.js';
 
 /** What the probes look at besides the connection settings. */
 export interface ProbeOptions {
@@ -98,6 +99,7 @@ async function probePostgres(
       });
     } else {
       checks.push({ name: 'inbox table', status: 'ok', detail: `${table} present` });
+      checks.push(...(await within(ms, where, () => checkPartitions(db, settings.schema, settings.table))));
     }
     return checks;
   } catch (error) {
