@@ -16,6 +16,7 @@ const chaos = [
   'packages/rabbitmq/test/broker-restart.test.ts',
   'packages/core/test/partitions/partition-maintenance.test.ts',
   'packages/core/test/partitions/partitioned-redelivery.test.ts',
+  'packages/core/test/partitions/partitioned-migration-populated.test.ts',
   'packages/cli/test/partitions-command.test.ts',
 ];
 

@@ -104,7 +104,9 @@ makes the days from the start of the dedupe window to --ahead days ahead (UTC),
 and drops the days wholly older than --dedupe-window (set it to the largest
 dedupeWindowMs of the consumers on this inbox). A day whose completed rows are
 not all expired is kept; rows still processing, failed or dead-lettered move to
-the default partition, where their redeliveries find them. Each day is one
+the default partition, where their redeliveries find them. The plain tables of
+an inbox moved while populated (<table>_legacy) are dropped once every completed
+row in them expired, their open rows moved in. Each day is one
 transaction with a --lock-timeout; one past it is left for the next run. Each
 step is printed as it happens. One runner at a time across hosts: a second
 exits 1 saying so. --dry-run says what would be done. Run it at least daily

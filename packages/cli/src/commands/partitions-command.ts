@@ -38,13 +38,15 @@ export async function runPartitions(command: PartitionsCommand, { io, services, 
       const count = (action: PartitionStep['action']) => result.steps.filter((s) => s.action === action).length;
       const days = result.days.length === 0 ? 'none' : `${result.days[0]} .. ${result.days[result.days.length - 1]} (${result.days.length})`;
       if (result.status === 'locked') io.stdout.write('Another runner holds the partition lock of this inbox; stopped. Try again later.\n');
+      if (result.legacy.status === 'retired') io.stdout.write(`retired ${table}_legacy (${result.legacy.movedRows} open rows moved into the partitions)\n`);
+      if (result.legacy.status === 'kept') io.stdout.write(`kept ${table}_legacy: a completed row in it is still inside its dedupe window\n`);
       io.stdout.write(
         result.status === 'dry-run'
           ? `Dry run on ${schema}.${table} (today ${result.today} UTC): ${count('would-create')} days to make, ${count('would-drop')} to drop. Nothing was changed.\n`
           : `${schema}.${table} (today ${result.today} UTC): made ${count('created')} days, dropped ${count('dropped')}, kept ${count('kept')}, ${busy} waited past the lock timeout; days now ${days}; ${elapsedMs} ms.\n`,
       );
     }
-    return result.status === 'locked' || busy > 0 ? EXIT.failed : EXIT.ok;
+    return result.status === 'locked' || busy > 0 || result.legacy.status === 'busy' ? EXIT.failed : EXIT.ok;
   } finally {
     await database.close();
   }

@@ -87,7 +87,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   v_attempts int;
   v_next int;
   v_from text;${k.declareFromTimestamp}${rowVars}`,
-    `
+    `${k.adopt}
   FOR v_try IN 1..3 LOOP
     IF v_first <= p_max_attempts THEN
       INSERT INTO ${t} (${fresh.columns}) VALUES (${fresh.values})
@@ -197,7 +197,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     `
   v_status text := CASE WHEN p_reason IS NULL THEN 'failed' ELSE 'dead_lettered' END;
   v_reopen boolean := false;${k.declareFromTimestamp}${rowVars}`,
-    `
+    `${k.adopt}
   IF p_lease_token IS NULL AND NOT p_claimed THEN
     INSERT INTO ${t} (${fresh.columns}) VALUES (${newRow(k, 'v_status', 'p_fingerprint', 'p_attempt').values})
     ON CONFLICT (${k.columns}) DO NOTHING
@@ -275,7 +275,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   v_day date;
   v_ts timestamptz;
   p_message_id text;${rowVars}`,
-    `
+    `${k.adoptAll}
   WITH inserted AS (
     INSERT INTO ${t} AS t (consumer, message_id${k.dayColumn('ts').column}, status, attempts, started_attempts, changed_at, expires_at)
     SELECT p_consumer, id${k.dayColumn('ts').value}, 'processing', 0, 1, now(), now() + make_interval(secs => p_window_ms / 1000)

@@ -4,7 +4,9 @@
 // timestamp: the same on every delivery of the same record, whenever it arrives (arrival time would put a
 // redelivery after midnight in the next day, where it would find no row and run again).
 
+import { DETAIL_COLUMNS } from '../inbox-schema.js';
 import type { InboxTableNames } from '../inbox-table-names.js';
+import { partitionNames } from './partition-names.js';
 
 /** What the functions of one layout say where they name an id's row. */
 export interface InboxRowKey {
@@ -25,6 +27,14 @@ export interface InboxRowKey {
   setDay(ts: string): string;
   /** The array of message timestamps `_start` is given (`NULL` in `table`, which ignores them). */
   readonly timestamps: string;
+  /**
+   * Statements that run before a function on one id looks for its row (`v_day` set): while a populated plain
+   * inbox is being moved to partitions, they move the id's row (and details) out of `<table>_legacy` into its
+   * day, so it deduplicates as before. Empty in `table`.
+   */
+  readonly adopt: string;
+  /** The same for every id of `_start` (`p_message_ids`, `p_message_timestamps`). Empty in `table`. */
+  readonly adoptAll: string;
 }
 
 /**
@@ -50,8 +60,11 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
       dayColumn: () => ({ column: '', value: '' }),
       setDay: () => '',
       timestamps: 'NULL::timestamptz[]',
+      adopt: '',
+      adoptAll: '',
     };
   }
+  const adopt = adoptLegacy(n);
   return {
     columns: 'consumer, message_id, day',
     match: `${ID} AND day = v_day`,
@@ -63,5 +76,30 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
     dayColumn: (ts) => ({ column: ', day', value: `, ${dayOf(ts)}` }),
     setDay: (ts) => `\n    v_day := ${dayOf(ts)};`,
     timestamps: 'p_message_timestamps',
+    adopt: `\n  ${adopt}`,
+    adoptAll: `\n  FOR p_message_id, v_ts IN SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, p_message_timestamps) AS v(id, ts) ORDER BY id LOOP
+    v_day := ${dayOf('v_ts')};
+    ${adopt}
+  END LOOP;`,
   };
+}
+
+/**
+ * Moves the id's row and details from the plain tables of a populated inbox being moved to partitions into
+ * the partitioned ones, under `v_day`, while those tables exist (the test is a catalog lookup). Concurrent
+ * deliveries of the same id queue on the legacy row's delete; the later ones find it gone, and then the
+ * partitioned row the first one wrote.
+ */
+function adoptLegacy(n: InboxTableNames): string {
+  const p = partitionNames(n);
+  const hot = 'status, fingerprint, attempts, started_attempts, changed_at, expires_at';
+  const details = DETAIL_COLUMNS.join(', ');
+  return `IF to_regclass('${p.qualified(p.legacy)}') IS NOT NULL THEN
+    WITH moved AS (DELETE FROM ${p.qualified(p.legacy)} WHERE ${ID} RETURNING *)
+    INSERT INTO ${n.qualifiedTable} (consumer, message_id, day, ${hot}) SELECT consumer, message_id, v_day, ${hot} FROM moved
+    ON CONFLICT (consumer, message_id, day) DO NOTHING;
+    WITH moved AS (DELETE FROM ${p.qualified(p.detailsLegacy)} WHERE ${ID} RETURNING *)
+    INSERT INTO ${n.qualifiedDetailsTable} (consumer, message_id, day, ${details}) SELECT consumer, message_id, v_day, ${details} FROM moved
+    ON CONFLICT (consumer, message_id, day) DO NOTHING;
+    END IF;`;
 }

@@ -11,7 +11,7 @@ import { ConfigurationError } from '../../errors.js';
 import { storeUnavailable } from '../inbox-inspection.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from '../inbox-table-names.js';
 import { kyselySeam } from '../../kysely/kysely-seam.js';
-import { sqlState, type SqlSeam } from '../sql-seam.js';
+import { sqlState, type SqlSeam, type SqlStatement } from '../sql-seam.js';
 import { countPartitionSteps } from './partition-metrics.js';
 import { partitionNames } from './partition-names.js';
 
@@ -69,6 +69,12 @@ export interface PartitionMaintenanceResult {
   readonly steps: readonly PartitionStep[];
   /** The days with a partition after the run, oldest first. */
   readonly days: readonly string[];
+  /**
+   * The plain tables of a populated inbox moved to partitions (`<table>_legacy`): `none` (there are none),
+   * `kept` (a completed row in them is still inside its window), `retired` (their open rows moved into the
+   * partitions, `movedRows`, and the tables dropped), `busy` (the lock timeout passed).
+   */
+  readonly legacy: { readonly status: 'none' | 'kept' | 'retired' | 'busy'; readonly movedRows: number };
 }
 
 /**
@@ -96,14 +102,16 @@ export async function maintainInboxPartitions<DB>(
     steps.push(step);
     options.onStep?.(step);
   };
+  const none = { status: 'none', movedRows: 0 } as const;
   if (settings.dryRun) {
     for (const day of plan.create) report({ action: 'would-create', day });
     for (const day of plan.drop) report({ action: 'would-drop', day, ...(await dropPreview(seam, names, day)) });
-    return { status: 'dry-run', today: plan.today, steps, days: plan.days };
+    return { status: 'dry-run', today: plan.today, steps, days: plan.days, legacy: plan.legacy ? { status: 'kept', movedRows: 0 } : none };
   }
   const key = partitionLockKey(names).toString();
   const work = [...plan.create.map((day) => ({ day, change: 'create' as const })), ...plan.drop.map((day) => ({ day, change: 'drop' as const }))];
   let status: 'done' | 'locked' = 'done';
+  let legacy: PartitionMaintenanceResult['legacy'] = none;
   try {
     for (const { day, change } of work) {
       const step = await runStep(seam, names, key, settings, day, change);
@@ -113,10 +121,18 @@ export async function maintainInboxPartitions<DB>(
       }
       if (step !== undefined) report(step);
     }
+    if (status === 'done' && plan.legacy) {
+      const answer = await inStep(seam, key, settings, { sql: `SELECT ${names.qualified('_retire_legacy')}() AS answer`, parameters: [] });
+      if (answer === 'locked') status = 'locked';
+      else {
+        const [verdict, moved] = answer.split(':');
+        legacy = answer === 'busy' ? { status: 'busy', movedRows: 0 } : verdict === 'retired' ? { status: 'retired', movedRows: Number(moved ?? 0) } : verdict === 'absent' ? none : { status: 'kept', movedRows: 0 };
+      }
+    }
   } finally {
     countPartitionSteps(names.qualifiedTable, steps, options.meterProvider);
   }
-  return { status, today: plan.today, steps, days: await daysOf(seam, names) };
+  return { status, today: plan.today, steps, days: await daysOf(seam, names), legacy };
 }
 
 /**
@@ -149,6 +165,8 @@ function resolve(options: PartitionMaintenanceOptions): Settings {
 
 interface Plan {
   readonly today: string;
+  /** Whether `<table>_legacy` exists. */
+  readonly legacy: boolean;
   readonly days: readonly string[];
   readonly create: readonly string[];
   readonly drop: readonly string[];
@@ -159,8 +177,9 @@ async function planOf(seam: SqlSeam<unknown>, n: InboxTableNames, s: Settings): 
   const rows = await query(seam, {
     sql: `SELECT (now() AT TIME ZONE 'UTC')::date::text AS today,
   (SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1::text)) AS kind,
+  to_regclass($3::text) IS NOT NULL AS legacy,
   ((now() - make_interval(secs => $2::float8 / 1000) - interval '1 day') AT TIME ZONE 'UTC')::date::text AS last_droppable`,
-    parameters: [n.qualifiedTable, s.windowMs],
+    parameters: [n.qualifiedTable, s.windowMs, partitionNames(n).qualified(partitionNames(n).legacy)],
   });
   const r = rows[0];
   if (r?.['kind'] !== 'p') {
@@ -177,6 +196,7 @@ async function planOf(seam: SqlSeam<unknown>, n: InboxTableNames, s: Settings): 
   const lastDroppable = String(r['last_droppable']);
   return {
     today,
+    legacy: r['legacy'] === true,
     days,
     create: wanted.filter((d) => !existing.has(d) && d > lastDroppable),
     drop: days.filter((d) => d <= lastDroppable),
@@ -222,9 +242,25 @@ async function runStep(
     change === 'create'
       ? { sql: `SELECT ${n.qualified('_add_partition')}($1::date) AS answer`, parameters: [day] }
       : { sql: `SELECT ${n.qualified('_drop_partition')}($1::date, $2::float8) AS answer`, parameters: [day, s.windowMs] };
-  let answer: string;
+  const answer = await inStep(seam, key, s, call);
+  if (answer === 'busy') return { action: 'busy', day, change };
+  if (answer === 'locked') return 'locked';
+  const [verdict, moved] = answer.split(':');
+  // 'exists' / 'absent': another instance did it between this run's plan and its step.
+  if (verdict === 'exists' || verdict === 'absent') return undefined;
+  const movedRows = Number(moved ?? 0);
+  if (verdict === 'created' || verdict === 'dropped') return { action: verdict, day, movedRows };
+  // 'within-window' only when the planning's clock and the step's disagree (they differ by the run's duration).
+  return { action: 'kept', day, reason: verdict === 'within-window' ? 'within-window' : 'unexpired' };
+}
+
+/**
+ * Runs `call` (one row, `answer`) in a transaction of its own under the maintenance lock, with the lock
+ * timeout: its answer, `locked` (another runner holds the lock) or `busy` (the lock timeout passed).
+ */
+async function inStep(seam: SqlSeam<unknown>, key: string, s: Settings, call: SqlStatement): Promise<string> {
   try {
-    answer = await seam.transaction<string>(
+    return await seam.transaction<string>(
       async (t, first) => {
         if (first[0]?.['locked'] !== true) return { end: 'rollback', value: 'locked' };
         const [r] = await t.query(call);
@@ -238,17 +274,9 @@ async function runStep(
       },
     );
   } catch (error) {
-    if (sqlState(error) === '55P03') return { action: 'busy', day, change };
+    if (sqlState(error) === '55P03') return 'busy';
     throw storeUnavailable(error);
   }
-  if (answer === 'locked') return 'locked';
-  const [verdict, moved] = answer.split(':');
-  // 'exists' / 'absent': another instance did it between this run's plan and its step.
-  if (verdict === 'exists' || verdict === 'absent') return undefined;
-  const movedRows = Number(moved ?? 0);
-  if (verdict === 'created' || verdict === 'dropped') return { action: verdict, day, movedRows };
-  // 'within-window' only when the planning's clock and the step's disagree (they differ by the run's duration).
-  return { action: 'kept', day, reason: verdict === 'within-window' ? 'within-window' : 'unexpired' };
 }
 
 async function query(seam: SqlSeam<unknown>, statement: { sql: string; parameters: unknown[] }) {

@@ -11,8 +11,9 @@
 // expired. A day made later for rows that came early (stamped ahead of the partitions made so far) takes them
 // out of the default partition as it is attached.
 
-import { detailsTable, hotTable } from '../inbox-schema.js';
+import { DETAIL_COLUMNS, detailsTable, hotTable } from '../inbox-schema.js';
 import type { InboxTableNames } from '../inbox-table-names.js';
+import { dayOf } from './inbox-row-key.js';
 import { partitionNames } from './partition-names.js';
 
 /** The statements that create the partitioned tables, their partitions and indexes (idempotent). */
@@ -42,20 +43,30 @@ export function partitionedTableStatements(n: InboxTableNames): string[] {
 
 /**
  * The plain tables (layout `table`, made by the lean-row migration that runs first) give way to the partitioned
- * ones. Empty ones are dropped. A populated inbox is not converted here: see docs/operations.md
- * ("Moving to daily partitions").
+ * ones. Empty ones are dropped. Populated ones are renamed `<table>_legacy` and `<table>_details_legacy` (a
+ * metadata change, whatever their size): their rows carry no message timestamp, so no day can be given them
+ * now; instead each delivery of an id moves its row into its day first (inbox-row-key.ts), and maintenance
+ * drops the legacy tables once every completed row in them expired (`<table>_retire_legacy`).
  */
 function fromTable(n: InboxTableNames): string {
+  const p = partitionNames(n);
   const t = n.qualifiedTable;
   const dt = n.qualifiedDetailsTable;
   return `DO $inboxkit$
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass('${t}') AND relkind = 'r') THEN
     LOCK TABLE ${t}, ${dt} IN ACCESS EXCLUSIVE MODE;
-    IF EXISTS (SELECT 1 FROM ${t}) OR EXISTS (SELECT 1 FROM ${dt}) THEN
-      RAISE EXCEPTION 'inboxkit: % holds rows: a populated inbox moves to daily partitions by the procedure of docs/operations.md ("Moving to daily partitions"), not by this migration', '${t}';
+    IF NOT EXISTS (SELECT 1 FROM ${t}) AND NOT EXISTS (SELECT 1 FROM ${dt}) THEN
+      DROP TABLE ${t}, ${dt};
+    ELSIF to_regclass('${p.qualified(p.legacy)}') IS NOT NULL THEN
+      RAISE EXCEPTION 'inboxkit: % holds rows and % still exists from an earlier move: let partition maintenance retire it first', '${t}', '${p.qualified(p.legacy)}';
+    ELSE
+      DROP INDEX IF EXISTS ${n.qualified('_expires_at_idx')}, ${n.qualified('_details_dead_idx')};
+      ALTER TABLE ${t} RENAME CONSTRAINT "${n.table}_pkey" TO "${p.legacy}_pkey";
+      ALTER TABLE ${dt} RENAME CONSTRAINT "${n.detailsTable}_pkey" TO "${p.detailsLegacy}_pkey";
+      ALTER TABLE ${t} RENAME TO "${p.legacy}";
+      ALTER TABLE ${dt} RENAME TO "${p.detailsLegacy}";
     END IF;
-    DROP TABLE ${t}, ${dt};
   END IF;
 END
 $inboxkit$`;
@@ -139,12 +150,64 @@ BEGIN
   RETURN 'dropped:' || v_moved;
 END
 $inboxkit$`;
-  return [add, drop];
+  return [add, drop, retireLegacy(n)];
+}
+
+/**
+ * `<table>_retire_legacy()`: once no completed row of `<table>_legacy` is inside its window, moves its open
+ * rows (failed, dead-lettered, processing) into the partitioned tables — under the day of their recorded
+ * message timestamp, or undated — and drops the legacy tables. 'absent', 'unexpired' (kept), or
+ * 'retired:<rows moved>'.
+ */
+function retireLegacy(n: InboxTableNames): string {
+  const p = partitionNames(n);
+  const legacy = p.qualified(p.legacy);
+  const detailsLegacy = p.qualified(p.detailsLegacy);
+  const hot = 'status, fingerprint, attempts, started_attempts, changed_at, expires_at';
+  const details = DETAIL_COLUMNS.join(', ');
+  const unexpired = `EXISTS (SELECT 1 FROM ${legacy} WHERE status = 'completed' AND expires_at > now())`;
+  return `CREATE OR REPLACE FUNCTION ${n.qualified('_retire_legacy')}()
+RETURNS text LANGUAGE plpgsql VOLATILE AS $inboxkit$
+DECLARE
+  v_moved bigint := 0;
+BEGIN
+  IF to_regclass('${legacy}') IS NULL THEN
+    RETURN 'absent';
+  END IF;
+  IF ${unexpired} THEN
+    RETURN 'unexpired';
+  END IF;
+  LOCK TABLE ${legacy}, ${detailsLegacy} IN ACCESS EXCLUSIVE MODE;
+  IF ${unexpired} THEN
+    RETURN 'unexpired';
+  END IF;
+  CREATE TEMPORARY TABLE inboxkit_retired ON COMMIT DROP AS
+    SELECT h.consumer, h.message_id, ${dayOf('d.message_timestamp')} AS day FROM ${legacy} h
+    LEFT JOIN ${detailsLegacy} d ON d.consumer = h.consumer AND d.message_id = h.message_id WHERE h.status <> 'completed';
+  INSERT INTO ${n.qualifiedTable} (consumer, message_id, day, ${hot})
+    SELECT h.consumer, h.message_id, r.day, ${qualifiedColumns(hot)} FROM ${legacy} h JOIN inboxkit_retired r USING (consumer, message_id)
+    ON CONFLICT (consumer, message_id, day) DO NOTHING;
+  GET DIAGNOSTICS v_moved = ROW_COUNT;
+  INSERT INTO ${n.qualifiedDetailsTable} (consumer, message_id, day, ${details})
+    SELECT d.consumer, d.message_id, r.day, ${qualifiedColumns(details, 'd')} FROM ${detailsLegacy} d JOIN inboxkit_retired r USING (consumer, message_id)
+    ON CONFLICT (consumer, message_id, day) DO NOTHING;
+  DROP TABLE ${legacy}, ${detailsLegacy};
+  RETURN 'retired:' || v_moved;
+END
+$inboxkit$`;
+}
+
+/** `a, b` as `h.a, h.b`. */
+function qualifiedColumns(columns: string, alias = 'h'): string {
+  return columns
+    .split(', ')
+    .map((c) => `${alias}.${c}`)
+    .join(', ');
 }
 
 /** The DDL that drops the partition functions. */
 export function partitionFunctionsDown(n: InboxTableNames): string[] {
-  return ['_add_partition', '_drop_partition'].map((s) => `DROP FUNCTION IF EXISTS ${n.qualified(s)}`);
+  return ['_add_partition', '_drop_partition', '_retire_legacy'].map((s) => `DROP FUNCTION IF EXISTS ${n.qualified(s)}`);
 }
 
 /**
