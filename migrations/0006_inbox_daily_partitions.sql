@@ -98,6 +98,9 @@ DECLARE
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
 BEGIN
+  IF p_replay_id IS NOT NULL THEN
+    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day DESC LIMIT 1), v_day);
+  END IF;
   IF to_regclass('"inboxkit"."inbox_legacy"') IS NOT NULL THEN
     WITH moved AS (DELETE FROM "inboxkit"."inbox_legacy" WHERE consumer = p_consumer AND message_id = p_message_id RETURNING *)
     INSERT INTO "inboxkit"."inbox" (consumer, message_id, day, status, fingerprint, attempts, started_attempts, changed_at, expires_at) SELECT consumer, message_id, v_day, status, fingerprint, attempts, started_attempts, changed_at, expires_at FROM moved
@@ -283,6 +286,9 @@ DECLARE
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
 BEGIN
+  IF p_reopened_by IS NOT NULL THEN
+    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day DESC LIMIT 1), v_day);
+  END IF;
   IF to_regclass('"inboxkit"."inbox_legacy"') IS NOT NULL THEN
     WITH moved AS (DELETE FROM "inboxkit"."inbox_legacy" WHERE consumer = p_consumer AND message_id = p_message_id RETURNING *)
     INSERT INTO "inboxkit"."inbox" (consumer, message_id, day, status, fingerprint, attempts, started_attempts, changed_at, expires_at) SELECT consumer, message_id, v_day, status, fingerprint, attempts, started_attempts, changed_at, expires_at FROM moved

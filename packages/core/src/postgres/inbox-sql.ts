@@ -87,7 +87,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   v_attempts int;
   v_next int;
   v_from text;${k.declareFromTimestamp}${rowVars}`,
-    `${k.adopt}
+    `${k.replayDay('p_replay_id')}${k.adopt}
   FOR v_try IN 1..3 LOOP
     IF v_first <= p_max_attempts THEN
       INSERT INTO ${t} (${fresh.columns}) VALUES (${fresh.values})
@@ -197,7 +197,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     `
   v_status text := CASE WHEN p_reason IS NULL THEN 'failed' ELSE 'dead_lettered' END;
   v_reopen boolean := false;${k.declareFromTimestamp}${rowVars}`,
-    `${k.adopt}
+    `${k.replayDay('p_reopened_by')}${k.adopt}
   IF p_lease_token IS NULL AND NOT p_claimed THEN
     INSERT INTO ${t} (${fresh.columns}) VALUES (${newRow(k, 'v_status', 'p_fingerprint', 'p_attempt').values})
     ON CONFLICT (${k.columns}) DO NOTHING

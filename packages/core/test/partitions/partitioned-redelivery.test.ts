@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testMessage } from '../../../testing/src/store-conformance.js';
 import type { IdempotentConsumerConfig } from '../../src/consumer-types.js';
+import { PermanentError } from '../../src/errors.js';
 import { idempotentConsumer } from '../../src/idempotent-consumer.js';
 import { maintainInboxPartitions, PostgresInboxStore } from '../../src/postgres/index.js';
 import { createFakeClock, type FakeClock } from '../support/fake-clock.js';
@@ -151,6 +152,36 @@ describe('the partitioned layout, redelivered across days', () => {
     expect(await consumer(c).handle(message('ahead-1', stamped))).toMatchObject({ status: 'duplicate' });
     expect(await countEffects(t.db, t.schema, c, 'ahead-1')).toBe(1);
     await clock.set(new Date(now));
+  });
+
+  it('finds the row of a replay sent with a new timestamp on another day: a dead letter runs once, a completed message stays a duplicate', async () => {
+    const c = name('replay');
+    const now = Date.now();
+    await clock.set(new Date(now));
+    const stamped = new Date(now - 2 * DAY);
+    const dead = consumer(c, {}, (id, attempt) => {
+      if (id === 'dead-1' && attempt === 1) throw new PermanentError('card declined');
+    });
+    expect(await dead.handle(message('dead-1', stamped))).toMatchObject({ status: 'dead-letter' });
+    expect(await consumer(c).handle(message('done-1', stamped))).toMatchObject({ status: 'processed' });
+    // The replay tool publishes without the producer's timestamp: the broker stamps each replay anew.
+    const replay = (id: string, replayId: string, at: number) => message(id, new Date(at), { replay: { replayId } });
+    expect(await consumer(c).handle(replay('dead-1', 'r-1', now))).toMatchObject({ status: 'processed' });
+    expect(await consumer(c).handle(replay('dead-1', 'r-1', now + DAY))).toMatchObject({ status: 'duplicate' });
+    expect(await consumer(c).handle(replay('done-1', 'r-1', now))).toMatchObject({ status: 'duplicate', reason: 'replay-of-completed' });
+    expect(await countEffects(t.db, t.schema, c, 'dead-1')).toBe(1);
+    expect(await countEffects(t.db, t.schema, c, 'done-1')).toBe(1);
+    expect((await where(c, 'dead-1')).map((r) => r.day)).toEqual([utcDay(stamped)]); // one row, on the first delivery's day
+    // A replayed attempt that fails is recorded on the same row, and the next replay takes it.
+    let calls = 0;
+    const flaky = consumer(c, {}, (id) => {
+      if (id === 'dead-2' && ++calls <= 2) throw new PermanentError('still declined');
+    });
+    expect(await flaky.handle(message('dead-2', stamped))).toMatchObject({ status: 'dead-letter' });
+    expect(await flaky.handle(replay('dead-2', 'r-2', now))).toMatchObject({ status: 'dead-letter' });
+    expect(await flaky.handle(replay('dead-2', 'r-3', now + DAY))).toMatchObject({ status: 'processed' });
+    expect((await where(c, 'dead-2')).map((r) => r.day)).toEqual([utcDay(stamped)]); // one row, on the first delivery's day
+    expect(await countEffects(t.db, t.schema, c, 'dead-2')).toBe(1);
   });
 
   it('keeps a message without a timestamp in the undated partition, where its redeliveries find it', async () => {

@@ -35,6 +35,12 @@ export interface InboxRowKey {
   readonly adopt: string;
   /** The same for every id of `_start` (`p_message_ids`, `p_message_timestamps`). Empty in `table`. */
   readonly adoptAll: string;
+  /**
+   * Statements that, for a replay (`replay` the replay id parameter, not NULL), take the day of the row the id
+   * already has in any partition instead of the timestamp's: a replayed dead letter is sent with a new broker
+   * timestamp (the replay tool cannot know the producer's), and must still find its row. Empty in `table`.
+   */
+  replayDay(replay: string): string;
 }
 
 /**
@@ -62,6 +68,7 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
       timestamps: 'NULL::timestamptz[]',
       adopt: '',
       adoptAll: '',
+      replayDay: () => '',
     };
   }
   const adopt = adoptLegacy(n);
@@ -77,6 +84,9 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
     setDay: (ts) => `\n    v_day := ${dayOf(ts)};`,
     timestamps: 'p_message_timestamps',
     adopt: `\n  ${adopt}`,
+    replayDay: (replay) => `\n  IF ${replay} IS NOT NULL THEN
+    v_day := coalesce((SELECT day FROM ${n.qualifiedTable} WHERE ${ID} ORDER BY day DESC LIMIT 1), v_day);
+  END IF;`,
     adoptAll: `\n  FOR p_message_id, v_ts IN SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, p_message_timestamps) AS v(id, ts) ORDER BY id LOOP
     v_day := ${dayOf('v_ts')};
     ${adopt}
