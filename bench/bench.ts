@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,fastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -35,6 +35,7 @@ const SECTIONS = [
   'claim',
   'partitions',
   'fastpath',
+  'httpfastpath',
   'kafka',
   'rabbitmq',
   'sqs',
@@ -105,6 +106,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
   fastpath: {
     script: 'packages/core/bench/fast-path-bench.ts',
     args: quick ? ['--deliveries', '1500', '--rounds', '2'] : ['--deliveries', '6000', '--rounds', '6'],
+    timeout: quick ? 180 : 600,
+  },
+  httpfastpath: {
+    script: 'packages/http/bench/http-fast-path-bench.ts',
+    args: quick ? ['--requests', '900', '--rounds', '1'] : ['--requests', '4000', '--rounds', '5'],
     timeout: quick ? 180 : 600,
   },
   kafka: {
@@ -583,6 +589,7 @@ const fastPath = runs.fastpath?.result as
       rates: Record<string, number[]>;
       storm: RatioSpread;
       first: RatioSpread;
+      ceiling?: RatioSpread;
       appliedTwice: number;
       lookups?: Record<string, number>;
     }
@@ -601,6 +608,11 @@ if (runs.fastpath !== undefined) {
       '|---|---:|---:|---:|',
       `| storm (90% duplicates) | ${spread(fastPath.storm)} | ${fmt(med(fastPath.rates['storm, fast path'] ?? []))} | ${fmt(med(fastPath.rates['storm, no fast path'] ?? []))} |`,
       `| first deliveries only | ${spread(fastPath.first)} | ${fmt(med(fastPath.rates['first, fast path'] ?? []))} | ${fmt(med(fastPath.rates['first, no fast path'] ?? []))} |`,
+      ...(fastPath.ceiling
+        ? [
+            `| duplicates only (the storm's ceiling: 0.1·first + 0.9·dup, per delivery) | ${spread(fastPath.ceiling)} | ${fmt(med(fastPath.rates['dup, fast path'] ?? []))} | ${fmt(med(fastPath.rates['dup, no fast path'] ?? []))} |`,
+          ]
+        : []),
       '',
       `Effects applied twice over the whole run: ${fmt(fastPath.appliedTwice)}.` +
         (fastPath.lookups
@@ -622,6 +634,58 @@ if (runs.fastpath !== undefined) {
         measured: spread(fastPath.first),
         target: '≥ 0.95×',
         ok: fastPath.first.median >= 0.95,
+      },
+    );
+  } else {
+    md.push('_No figures: see the raw output._', '');
+  }
+}
+
+// The Redis fast path in front of the HTTP Idempotency-Key middleware.
+const httpFastPath = runs.httpfastpath?.result as
+  | {
+      requests: number;
+      rounds: number;
+      concurrency: number;
+      duplicateShare: number;
+      rates: Record<string, number[]>;
+      storm: RatioSpread;
+      first: RatioSpread;
+      ceiling: RatioSpread;
+      appliedTwice: number;
+    }
+  | undefined;
+if (runs.httpfastpath !== undefined) {
+  md.push('## Redis fast path in front of the HTTP Idempotency-Key middleware', '');
+  if (httpFastPath) {
+    const spread = (r: RatioSpread): string => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
+    const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+    md.push(
+      `\`idempotencyKeys()\` with and without \`fastPath: redisFastPath()\` (\`packages/http/bench/http-fast-path-bench.ts\`): a node:http server in its own process, keep-alive HTTP at concurrency ${httpFastPath.concurrency}, a one-row effect in the handler's transaction. ` +
+        `“storm”: ${fmt(httpFastPath.requests)} requests, ${fmt(httpFastPath.duplicateShare * 100)}% retries of completed keys; “first”: ${fmt(httpFastPath.requests / 2)} new keys. ` +
+        `${fmt(httpFastPath.rounds)} rounds, the two variants taking turns in blocks within each round; the figure is the median of the rounds’ ratios, with their min–max.`,
+      '',
+      '| workload | fast path / without (median, min–max) | requests/s with (median) | requests/s without (median) |',
+      '|---|---:|---:|---:|',
+      `| storm (90% retries) | ${spread(httpFastPath.storm)} | ${fmt(med(httpFastPath.rates['storm, fast path'] ?? []))} | ${fmt(med(httpFastPath.rates['storm, no fast path'] ?? []))} |`,
+      `| first requests only | ${spread(httpFastPath.first)} | ${fmt(med(httpFastPath.rates['first, fast path'] ?? []))} | ${fmt(med(httpFastPath.rates['first, no fast path'] ?? []))} |`,
+      `| retries only (the storm's ceiling: 0.1·first + 0.9·retry, per request) | ${spread(httpFastPath.ceiling)} | ${fmt(med(httpFastPath.rates['dup, fast path'] ?? []))} | ${fmt(med(httpFastPath.rates['dup, no fast path'] ?? []))} |`,
+      '',
+      `Handlers run twice over the whole run: ${fmt(httpFastPath.appliedTwice)}.`,
+      '',
+    );
+    targets.push(
+      {
+        figure: 'HTTP fast path: retry storm (90% retries, c=16), with / without Redis',
+        measured: spread(httpFastPath.storm),
+        target: '≥ 3×',
+        ok: httpFastPath.storm.median >= 3,
+      },
+      {
+        figure: 'HTTP fast path: first requests only, with / without Redis (the lookup’s tax)',
+        measured: spread(httpFastPath.first),
+        target: '≥ 0.95×',
+        ok: httpFastPath.first.median >= 0.95,
       },
     );
   } else {

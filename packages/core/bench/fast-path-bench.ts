@@ -4,6 +4,9 @@
 //   storm: a duplicate storm — 90% of the deliveries are duplicates of completed ids, 10% new — concurrency 16.
 //   first: first deliveries only (every id new): what the fast path's lookup (a miss) costs a delivery it
 //          cannot help.
+//   dup:   duplicates only (ids completed earlier in the round): what one costs through the inbox and through
+//          Redis. With `first`, it gives the storm's ceiling: with a tenth of the storm still first deliveries,
+//          (0.1·first + 0.9·dup without) / (0.1·first + 0.9·dup with), in time per delivery.
 //
 // In each round the two variants take turns in small blocks (the order flipping every block), so load from
 // elsewhere on the machine falls on both; the figure is the median of the rounds' ratios (with fast path /
@@ -124,15 +127,25 @@ function storm(completed: string[], prefix: string, size: number): string[] {
   return ids;
 }
 
-type Variant = 'storm, no fast path' | 'storm, fast path' | 'first, no fast path' | 'first, fast path';
+type Variant =
+  | 'storm, no fast path'
+  | 'storm, fast path'
+  | 'first, no fast path'
+  | 'first, fast path'
+  | 'dup, no fast path'
+  | 'dup, fast path';
 const rates: Record<Variant, number[]> = {
   'storm, no fast path': [],
   'storm, fast path': [],
   'first, no fast path': [],
   'first, fast path': [],
+  'dup, no fast path': [],
+  'dup, fast path': [],
 };
 const stormRatios: number[] = [];
 const firstRatios: number[] = [];
+/** Per round: the storm's ceiling from that round's first and dup rates (see the top of the file). */
+const ceilings: number[] = [];
 /** Blocks per round: the variants take turns block by block, so a burst of load elsewhere hits both. */
 const BLOCKS = 6;
 
@@ -150,9 +163,11 @@ async function measure(round: number): Promise<void> {
     completed: [] as string[],
     firstSeconds: 0,
     stormSeconds: 0,
+    dupSeconds: 0,
   }));
   const firstSize = Math.max(16, Math.round(N / 2 / BLOCKS));
   const stormSize = Math.max(16, Math.round(N / BLOCKS));
+  const dupSize = firstSize;
   for (let block = 0; block < BLOCKS; block++) {
     const order = (block + round) % 2 === 0 ? variants : [...variants].reverse();
     for (const v of order) {
@@ -162,11 +177,28 @@ async function measure(round: number): Promise<void> {
     }
     for (const v of order)
       v.stormSeconds += await run((m) => v.consumer.handle(m), storm(v.completed, v.name, stormSize));
+    for (const v of order) {
+      const ids = Array.from(
+        { length: dupSize },
+        () => v.completed[Math.floor(Math.random() * v.completed.length)]!,
+      );
+      v.dupSeconds += await run((m) => v.consumer.handle(m), ids);
+    }
   }
   for (const v of variants) {
     rates[`first, ${v.label}` as Variant].push((firstSize * BLOCKS) / v.firstSeconds);
     rates[`storm, ${v.label}` as Variant].push((stormSize * BLOCKS) / v.stormSeconds);
+    rates[`dup, ${v.label}` as Variant].push((dupSize * BLOCKS) / v.dupSeconds);
   }
+}
+
+/** Round `r`'s storm ceiling: time per delivery of 10% first and 90% dup, without the fast path over with it. */
+function ceiling(r: number): number {
+  const per = (v: Variant): number => 1 / rates[v][r]!;
+  return (
+    (0.1 * per('first, no fast path') + 0.9 * per('dup, no fast path')) /
+    (0.1 * per('first, fast path') + 0.9 * per('dup, fast path'))
+  );
 }
 
 const median = (xs: readonly number[]): number => {
@@ -185,9 +217,11 @@ try {
     await measure(round);
     stormRatios.push(rates['storm, fast path'][round]! / rates['storm, no fast path'][round]!);
     firstRatios.push(rates['first, fast path'][round]! / rates['first, no fast path'][round]!);
+    ceilings.push(ceiling(round));
     process.stdout.write(
       `round ${round + 1}: storm ${stormRatios[round]!.toFixed(2)}× (${Math.round(rates['storm, fast path'][round]!)} vs ${Math.round(rates['storm, no fast path'][round]!)} deliveries/s), ` +
-        `first ${firstRatios[round]!.toFixed(2)}× (${Math.round(rates['first, fast path'][round]!)} vs ${Math.round(rates['first, no fast path'][round]!)})\n`,
+        `first ${firstRatios[round]!.toFixed(2)}× (${Math.round(rates['first, fast path'][round]!)} vs ${Math.round(rates['first, no fast path'][round]!)}), ` +
+        `dup ${Math.round(rates['dup, fast path'][round]!)} vs ${Math.round(rates['dup, no fast path'][round]!)}, storm ceiling ${ceilings[round]!.toFixed(2)}×\n`,
     );
   }
   const duplicatesApplied = await sql<{
@@ -206,6 +240,7 @@ try {
       '\n\n' +
       `storm (90% duplicates, c=16) fast path / no fast path: ${median(stormRatios).toFixed(2)}× (min ${Math.min(...stormRatios).toFixed(2)}, max ${Math.max(...stormRatios).toFixed(2)}; target ≥ 3×)\n` +
       `first deliveries fast path / no fast path: ${median(firstRatios).toFixed(2)}× (min ${Math.min(...firstRatios).toFixed(2)}, max ${Math.max(...firstRatios).toFixed(2)}; target ≥ 0.95×)\n` +
+      `storm ceiling from the rounds' first and dup rates: ${median(ceilings).toFixed(2)}× (min ${Math.min(...ceilings).toFixed(2)}, max ${Math.max(...ceilings).toFixed(2)})\n` +
       `effects applied twice: ${duplicatesApplied.rows[0]!.n}\n` +
       `fast-path lookups: ${[...lookups].map(([result, n]) => `${result} ${n}`).join(', ')}\n`,
   );
@@ -227,6 +262,12 @@ try {
         min: Math.min(...firstRatios),
         max: Math.max(...firstRatios),
         ratios: firstRatios,
+      },
+      ceiling: {
+        median: median(ceilings),
+        min: Math.min(...ceilings),
+        max: Math.max(...ceilings),
+        ratios: ceilings,
       },
       appliedTwice: duplicatesApplied.rows[0]!.n,
       lookups: Object.fromEntries(lookups),
