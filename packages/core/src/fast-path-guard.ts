@@ -5,8 +5,13 @@ import { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from
 
 /** Lookups or writes still waiting on the cache above which the guard stops asking (a stalled cache). */
 const MAX_PENDING = 1_000;
-/** Failures (errors, timeouts) in a row after which the cache is left alone for `BYPASS_MS`. */
+/**
+ * Failures (errors, timeouts) in a row after which the cache is left alone for `BYPASS_MS`, once they have gone
+ * on for `FAILING_FOR_MS` (at least): one stall of the cache times out every lookup in flight at once (16 at
+ * concurrency 16), and that alone must not send a storm to Postgres for a second.
+ */
 const FAILURES_TO_BYPASS = 10;
+const FAILING_FOR_MS = 50;
 const BYPASS_MS = 1_000;
 /** Below this recent hit rate, only one check in `SAMPLE_EVERY` is looked up: a lookup that misses is a tax. */
 const LOW_HIT_RATE = 0.05;
@@ -32,8 +37,10 @@ function matches(expected: FastPathExpectation, value: string): boolean {
 
 /**
  * Guards a `FastPath` so that a slow or dead cache costs a caller at most `timeoutMs` per lookup, and then
- * nothing: after 10 failures in a row (errors or timeouts) the cache is left alone for a second, and work still
- * waiting on it is bounded (1,000 lookups and writes), so a stalled connection cannot pile up work. Lookups
+ * nothing: after 10 failures in a row (errors or timeouts) that have gone on for 50 ms or two timeouts,
+ * whichever is longer, the cache is left alone for a second (one stall that times out every lookup in flight
+ * at once is not enough), and work still waiting on it is bounded (1,000 lookups and writes), so a stalled
+ * connection cannot pile up work. Lookups
  * adapt to the traffic: while almost none hits (under 5% of recent lookups: first deliveries, no storm), one
  * check in 16 is looked up, so the cache costs work it cannot help next to nothing; once sampled lookups hit
  * again, every check is. Writes always happen, so the cache is warm when a storm comes. For inboxkit's own
@@ -48,8 +55,12 @@ function matches(expected: FastPathExpectation, value: string): boolean {
 export class FastPathGuard {
   readonly #cache: FastPath;
   readonly #timeoutMs: number;
+  /** How long failures must go on before a bypass: two timeouts' worth, and `FAILING_FOR_MS` at least. */
+  readonly #failingForMs: number;
   #pending = 0;
   #failures = 0;
+  /** When the current run of failures began (performance.now()). */
+  #failingSince = 0;
   #bypassUntil = 0;
   /** Recent share of lookups that hit; starts optimistic. */
   #hitRate = 1;
@@ -58,6 +69,7 @@ export class FastPathGuard {
   constructor(cache: FastPath) {
     this.#cache = cache;
     this.#timeoutMs = cache.timeoutMs ?? DEFAULT_FAST_PATH_TIMEOUT_MS;
+    this.#failingForMs = Math.max(FAILING_FOR_MS, 2 * this.#timeoutMs);
   }
 
   /** Looks (scope, id) up, at most `timeoutMs`; `hit` only for a value that meets `expected`. */
@@ -85,8 +97,10 @@ export class FastPathGuard {
     const result = await Promise.race([lookup, timeout]);
     clearTimeout(timer);
     if (result === 'error' || result === 'timeout') {
-      if (++this.#failures >= FAILURES_TO_BYPASS) {
-        this.#bypassUntil = performance.now() + BYPASS_MS;
+      const now = performance.now();
+      if (this.#failures++ === 0) this.#failingSince = now;
+      if (this.#failures >= FAILURES_TO_BYPASS && now - this.#failingSince >= this.#failingForMs) {
+        this.#bypassUntil = now + BYPASS_MS;
         this.#failures = 0;
       }
     } else {

@@ -1,0 +1,66 @@
+// FastPathGuard's policy on a real Redis of the test's own, stalled with CLIENT PAUSE: one stall that times out
+// every lookup in flight at once does not switch the fast path off; a stall that goes on does, and from then on
+// a lookup costs nothing until the bypass ends.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FastPathGuard } from '../src/fast-path-guard.js';
+import { redisFastPath } from '../src/redis/index.js';
+import {
+  connectRedis,
+  startPrivateRedis,
+  type PrivateRedis,
+  type TestRedis,
+} from '../../../test/support/redis.js';
+
+let server: PrivateRedis;
+let client: TestRedis;
+let admin: TestRedis;
+beforeAll(async () => {
+  server = await startPrivateRedis();
+  client = await connectRedis(server.url);
+  admin = await connectRedis(server.url);
+});
+afterAll(async () => {
+  await client?.quit().catch(() => undefined);
+  await admin?.quit().catch(() => undefined);
+  await server?.stop();
+});
+
+/** Pauses every client of the private Redis for `ms` (the admin's own later commands wait too). */
+const pause = (ms: number): Promise<unknown> => admin.sendCommand(['CLIENT', 'PAUSE', String(ms), 'ALL']);
+
+/** 16 lookups at once, as a consumer at concurrency 16 sends them. */
+const wave = (guard: FastPathGuard, id: string) =>
+  Promise.all(Array.from({ length: 16 }, () => guard.check('guard', id, 'fp')));
+
+describe('FastPathGuard', () => {
+  it('keeps looking up after one stall that times out every lookup in flight at once', async () => {
+    const cache = redisFastPath({ client, timeoutMs: 20 });
+    await cache.remember('guard', 'a', 'fp', 60_000);
+    const guard = new FastPathGuard(cache);
+    expect(await guard.check('guard', 'a', 'fp')).toBe('hit');
+    await pause(40);
+    expect(new Set(await wave(guard, 'a'))).toEqual(new Set(['timeout']));
+    // The stall is over: Redis answers again, and the guard asks it.
+    await admin.sendCommand(['PING']);
+    expect(await guard.check('guard', 'a', 'fp')).toBe('hit');
+  });
+
+  it('leaves a cache that keeps failing alone, and then a lookup costs nothing', async () => {
+    const cache = redisFastPath({ client, timeoutMs: 20 });
+    await cache.remember('guard', 'b', 'fp', 60_000);
+    const guard = new FastPathGuard(cache);
+    expect(await guard.check('guard', 'b', 'fp')).toBe('hit');
+    await pause(2_000);
+    const results: string[] = [];
+    const started = performance.now();
+    while (!results.includes('bypassed') && performance.now() - started < 1_500)
+      results.push(...(await wave(guard, 'b')));
+    // Bypassed within a few waves of timeouts (50 ms of failures), not after the whole stall.
+    expect(results).toContain('bypassed');
+    expect(performance.now() - started).toBeLessThan(500);
+    const at = performance.now();
+    expect(await guard.check('guard', 'b', 'fp')).toBe('bypassed');
+    expect(performance.now() - at).toBeLessThan(10);
+  });
+});
