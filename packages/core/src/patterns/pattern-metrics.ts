@@ -3,7 +3,13 @@
 
 import { metrics, type Counter, type MeterProvider } from '@opentelemetry/api';
 
-/** Instrument names of the patterns, documented for dashboards. */
+/**
+ * Instrument names of the patterns, documented for dashboards (docs/patterns.md, docs/operations.md).
+ *
+ * @example
+ * // Alert on open reconciliation differences:
+ * const gauge = PATTERN_METRIC_NAMES.unreconciled; // 'inboxkit.reconciliation.unreconciled', by `sweeper`
+ */
 export const PATTERN_METRIC_NAMES = {
   /** Counter of updates a version guard refused (the event was not newer than the row), by `table`. */
   staleUpdates: 'inboxkit.patterns.stale_updates',

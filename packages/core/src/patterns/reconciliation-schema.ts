@@ -8,7 +8,13 @@ import { quoteIdentifier } from './sql-identifier.js';
 /** Default schema of the sweeper's tables: the inbox's. */
 export const DEFAULT_RECONCILIATION_SCHEMA = 'inboxkit';
 
-/** The statements that create the sweeper's tables in `schema` (idempotent: `IF NOT EXISTS`). */
+/**
+ * The statements that create the sweeper's tables in `schema` (idempotent: `IF NOT EXISTS`). Default schema is
+ * `inboxkit`, the inbox's.
+ *
+ * @example
+ * for (const statement of reconciliationSchemaStatements('billing')) await pool.query(statement);
+ */
 export function reconciliationSchemaStatements(schema = DEFAULT_RECONCILIATION_SCHEMA): string[] {
   const s = quoteIdentifier(schema);
   return [
@@ -35,7 +41,13 @@ export function reconciliationSchemaStatements(schema = DEFAULT_RECONCILIATION_S
   ];
 }
 
-/** The same statements as one SQL script, for teams that run their own migration tool. */
+/**
+ * The same statements as one SQL script, for teams that run their own migration tool
+ * (`migrations/0004_reconciliation.sql` is generated from it). Default schema is `inboxkit`.
+ *
+ * @example
+ * writeFileSync('migrations/V7__reconciliation.sql', reconciliationSchemaSql('billing'));
+ */
 export function reconciliationSchemaSql(schema = DEFAULT_RECONCILIATION_SCHEMA): string {
   return `${reconciliationSchemaStatements(schema).join(';\n\n')};\n`;
 }

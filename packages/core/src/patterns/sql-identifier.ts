@@ -4,7 +4,12 @@
 /** A table: `'orders'`, `'sales.orders'`, or `{ schema: 'sales', name: 'orders' }`. */
 export type TableName = string | { readonly schema?: string; readonly name: string };
 
-/** `"name"`, with embedded quotes doubled. Throws a `TypeError` for an empty name or a NUL character. */
+/**
+ * `"name"`, with embedded quotes doubled. Throws a `TypeError` for an empty name or a NUL character.
+ *
+ * @example
+ * quoteIdentifier('order'); // '"order"' (a reserved word, usable as written)
+ */
 export function quoteIdentifier(name: string): string {
   if (typeof name !== 'string' || name.length === 0 || name.includes('\0')) {
     throw new TypeError(`inboxkit patterns: invalid SQL identifier ${JSON.stringify(name)}`);
@@ -12,7 +17,14 @@ export function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-/** The quoted, schema-qualified name of a table (`'a.b'` is schema `a`, table `b`). */
+/**
+ * The quoted, schema-qualified name of a table (`'a.b'` is schema `a`, table `b`; without a schema, the
+ * connection's `search_path` decides).
+ *
+ * @example
+ * quoteTable('sales.orders'); // '"sales"."orders"'
+ * quoteTable({ schema: 'Sales', name: 'orders' }); // '"Sales"."orders"'
+ */
 export function quoteTable(table: TableName): string {
   if (typeof table === 'string') {
     const dot = table.indexOf('.');
