@@ -10,7 +10,7 @@ import { requireService } from './services.js';
 
 /** What the tests use of a node-redis client. */
 export interface TestRedis {
-  sendCommand(args: string[]): Promise<unknown>;
+  sendCommand(args: string[], options?: { readonly timeout?: number }): Promise<unknown>;
   get(key: string): Promise<string | null>;
   pTTL(key: string): Promise<number>;
   del(key: string): Promise<number>;

@@ -124,9 +124,11 @@ const store = new PostgresInboxStore({ db, schema });
 /** The fast paths' client: the same connection, with a count of the commands sent (round trips). */
 let roundTrips = 0;
 const countingClient = (options: Record<string, unknown> | undefined) => ({
-  sendCommand: (args: string[]): Promise<unknown> => {
+  sendCommand: (args: string[], given?: Record<string, unknown>): Promise<unknown> => {
     roundTrips += 1;
-    return options === undefined ? redis.sendCommand(args) : redis.sendCommand(args, options);
+    // --b-command-options replaces what redisFastPath passes (an A/B of a client setting).
+    const chosen = options ?? given;
+    return chosen === undefined ? redis.sendCommand(args) : redis.sendCommand(args, chosen);
   },
 });
 

@@ -205,6 +205,22 @@ describe('the fast path', () => {
     expect(await countEffects(t.db, t.schema, name)).toBe(200);
   });
 
+  it("sends its commands without node-redis' per-command timeout: the guard bounds the wait", async () => {
+    const options: unknown[] = [];
+    const recording = {
+      sendCommand: (args: string[], given?: { readonly timeout?: number }) => {
+        options.push(given);
+        return redis.sendCommand(args, given);
+      },
+    };
+    const cache = redisFastPath({ client: recording });
+    const id = randomUUID();
+    await cache.remember('fp-options', id, 'fingerprint', 60_000);
+    expect(await cache.lookup('fp-options', id)).toBe('fingerprint');
+    // node-redis 5+ would otherwise give each command a 5 s AbortSignal.timeout and its timer.
+    expect(options).toEqual([{ timeout: 0 }, { timeout: 0 }]);
+  });
+
   it('works with an ioredis client too', async () => {
     const io = new IoRedis(requireService('redis').url, { enableOfflineQueue: false, lazyConnect: true });
     io.on('error', () => undefined);

@@ -6,8 +6,17 @@ import { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath } from '../fast-path.js';
 
 /** node-redis (`createClient()` of `redis` 4 and later): the slice inboxkit uses. */
 export interface NodeRedisLike {
-  sendCommand(args: string[]): Promise<unknown>;
+  sendCommand(args: string[], options?: { readonly timeout?: number }): Promise<unknown>;
 }
+
+/**
+ * node-redis' options for the fast path's commands: no per-command timeout. node-redis 5 and later give every
+ * command one (5 s by default), an `AbortSignal.timeout` and its timer each, which measured half the CPU of a
+ * duplicate answered from Redis (docs/fast-path.md); the fast path bounds its own wait (`timeoutMs`) and the
+ * commands it leaves waiting (1,000), so the client's timeout buys it nothing. The application's own commands
+ * keep the client's setting.
+ */
+const NODE_REDIS_COMMAND_OPTIONS = Object.freeze({ timeout: 0 });
 
 /** ioredis (`new Redis()`, `new Redis.Cluster()`): the slice inboxkit uses. */
 export interface IoRedisLike {
@@ -71,7 +80,7 @@ function commandRunner(client: NodeRedisLike | IoRedisLike): (args: string[]) =>
     }
     if (typeof c.sendCommand === 'function') {
       const nodeRedis = c as NodeRedisLike;
-      return (args) => nodeRedis.sendCommand(args);
+      return (args) => nodeRedis.sendCommand(args, NODE_REDIS_COMMAND_OPTIONS);
     }
   }
   throw new TypeError(
