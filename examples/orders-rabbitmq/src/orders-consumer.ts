@@ -1,10 +1,11 @@
 // The orders consumer: an `OrderPlaced` event becomes an order, its lines and a stock reservation, all in the
 // transaction that also records the message in the inbox (transactional mode, the default). The order number
 // is unique as well: a second guard for what no inbox can see, one order published under two message ids
-// (insertIfAbsent from @inboxkit/core/patterns, docs/patterns.md).
+// (insertIfAbsent from @inboxkit/core/patterns, docs/patterns.md). With a credit limit, a customer's orders are
+// checked against it one at a time (advisoryLock): the limit is a sum over rows, and no row to lock holds it.
 
 import { idempotentConsumer, PermanentError } from '@inboxkit/core';
-import { insertIfAbsent } from '@inboxkit/core/patterns';
+import { advisoryLock, insertIfAbsent } from '@inboxkit/core/patterns';
 import type { IdempotentConsumer, InboxStore, Logger, OutcomeEvent } from '@inboxkit/core';
 import { sql } from 'kysely';
 import type { Kysely, Transaction } from 'kysely';
@@ -73,6 +74,11 @@ export interface OrdersConsumerOptions {
   readonly store: InboxStore<Transaction<OrdersDatabase>>;
   /** Called when the order number was already taken (count it: it should stay at 0). */
   readonly onSecondGuard?: (event: SecondGuardEvent) => void;
+  /**
+   * The most a customer's orders may total, in cents; an order that would go over it is dead-lettered
+   * (`PermanentError`, code `CREDIT_LIMIT`) and applies nothing. Default is no limit.
+   */
+  readonly creditLimitCents?: number;
   readonly backoff?: { readonly initialDelayMs?: number; readonly jitter?: 'full' | 'none' };
   readonly logger?: Logger;
   readonly onOutcome?: (event: OutcomeEvent) => void | Promise<void>;
@@ -92,6 +98,11 @@ export function ordersConsumer(
     handler: async (message, { tx, logger }) => {
       const order = message.payload;
       const total = order.lines.reduce((sum, line) => sum + line.quantity * line.priceCents, 0);
+      // Two orders of one customer applied at once would each read the other's total as 0 (READ COMMITTED).
+      // The lock makes the second wait for the first's commit (it is the transaction's: COMMIT or ROLLBACK
+      // releases it); still busy after 5 s, the delivery is retried later.
+      if (options.creditLimitCents !== undefined)
+        await advisoryLock(tx, { key: ['customer-credit', order.customer] });
       // The natural key first (insertIfAbsent: INSERT … ON CONFLICT (order_no) DO NOTHING, and the row that
       // holds the key read back only on a conflict), so nothing else is applied for an order we have.
       const inserted = await insertIfAbsent(tx, {
@@ -117,6 +128,19 @@ export function ordersConsumer(
         );
         options.onSecondGuard?.({ orderNo: order.orderNo, messageId: message.id, firstMessageId });
         return;
+      }
+      if (options.creditLimitCents !== undefined) {
+        const { owed } = await tx
+          .selectFrom('orders')
+          .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('total_cents'), eb.lit(0)).as('owed'))
+          .where('customer', '=', order.customer)
+          .executeTakeFirstOrThrow();
+        // Thrown inside the transaction: the order row above rolls back with it.
+        if (Number(owed) > options.creditLimitCents)
+          throw new PermanentError(
+            `over the credit limit: ${order.customer} would owe ${owed} cents, the limit is ${options.creditLimitCents}`,
+            { code: 'CREDIT_LIMIT' },
+          );
       }
       for (const line of order.lines) {
         const reserved = await tx
