@@ -8,7 +8,7 @@ import { backoffDelayMs } from './backoff.js';
 import { classifyError, contentRejection } from './classify-error.js';
 import { resolveConsumerConfig, type ResolvedConsumerConfig } from './consumer-config.js';
 import { ConsumerMetrics } from './consumer-metrics.js';
-import type { IdempotentConsumer, IdempotentConsumerConfig, Logger } from './consumer-types.js';
+import type { IdempotentConsumer, IdempotentConsumerConfig, Logger, OutcomeEvent } from './consumer-types.js';
 import { HandlerRun } from './handler-run.js';
 import { decodeJsonBody, validatePayload } from './decode-payload.js';
 import { toErrorInfo } from './error-info.js';
@@ -160,7 +160,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const span = startDeliverySpan(this.#tracer, this.name, message);
     const outcome = await context.with(deliveryContext(message), () => this.#guarded(message, () => this.#handleOne(message)));
     endDeliverySpan(span, outcome);
-    await this.#report(message, outcome);
+    const reported = this.#report(message, outcome);
+    if (reported !== undefined) await reported;
     return outcome;
   }
 
@@ -174,7 +175,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const outcomes = await this.#handleBatch(messages);
     for (let i = 0; i < messages.length; i++) {
       endDeliverySpan(spans[i]!, outcomes[i]!);
-      await this.#report(messages[i]!, outcomes[i]!);
+      const reported = this.#report(messages[i]!, outcomes[i]!);
+      if (reported !== undefined) await reported;
     }
     return outcomes;
   }
@@ -206,8 +208,9 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const checked = this.#prepare(message);
     const prepared = checked instanceof Promise ? await checked : checked;
     if (!('request' in prepared)) return this.#recordRejection(prepared);
-    if (await this.#fastPathHit(prepared)) return this.#fastPathDuplicate(prepared);
-    if (await this.#mayBeLate(prepared)) {
+    // (Each check awaited only when it can apply: no fast path, or no timestamp, costs no await.)
+    if (this.#fastPath !== undefined && (await this.#fastPathHit(prepared))) return this.#fastPathDuplicate(prepared);
+    if (prepared.request.messageTimestamp !== undefined && (await this.#mayBeLate(prepared))) {
       const late = await this.#lateOutcome(prepared);
       if (late !== undefined) return this.#recordRejection(late);
     }
@@ -799,7 +802,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     return this.#deadLetter(messageId, reason, row.attempts, row.lastError ?? undefined, row);
   }
 
-  async #report(message: InboundMessage, outcome: Outcome): Promise<void> {
+  /** Metrics and log line of an outcome; a promise only when there is more to wait for (a replay's audit, a hook). */
+  #report(message: InboundMessage, outcome: Outcome): Promise<void> | undefined {
     const m = this.#metrics;
     m.outcome(outcome.status);
     switch (outcome.status) {
@@ -825,8 +829,14 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         );
         break;
     }
-    if (message.replay !== undefined && outcome.messageId !== undefined) await this.#auditReplay(message, outcome);
+    const audit = message.replay !== undefined && outcome.messageId !== undefined;
     const hook = this.config.hooks?.onOutcome;
+    if (!audit && hook === undefined) return undefined;
+    return this.#reportAfter(message, outcome, audit, hook);
+  }
+
+  async #reportAfter(message: InboundMessage, outcome: Outcome, audit: boolean, hook: ((event: OutcomeEvent) => void | Promise<void>) | undefined): Promise<void> {
+    if (audit) await this.#auditReplay(message, outcome);
     if (hook !== undefined) {
       try {
         await hook({ consumer: this.name, message, outcome });
