@@ -1,6 +1,7 @@
 // The configuration of idempotencyKeys(), validated once and frozen.
 
 import { checkFastPath, ConfigurationError, type FastPath } from '@inboxkit/core';
+import type { MeterProvider } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import type { IdempotentRequest } from './idempotent-request.js';
 import {
@@ -85,6 +86,15 @@ export interface IdempotencyKeysConfig<
    * path; larger ones stay in Postgres only, and their replays are read from there. Default is 16 KiB.
    */
   readonly fastPathMaxResponseBytes?: number;
+  /**
+   * Where the middleware's metrics go: `inboxkit.fast_path` (each fast-path lookup's `result`, with
+   * `scope: 'inboxkit-http'`). Default is the global provider of `@opentelemetry/api` (a no-op until the
+   * application registers an SDK). See docs/operations.md.
+   *
+   * @example
+   * idempotencyKeys({ db, principal, fastPath, meterProvider: sdk.meterProvider });
+   */
+  readonly meterProvider?: MeterProvider;
 }
 
 /** The validated configuration. */
@@ -104,6 +114,8 @@ export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
   readonly handlerTimeoutMs: number;
   readonly fastPath: FastPath | undefined;
   readonly fastPathMaxResponseBytes: number;
+  /** The given `meterProvider`; undefined means the global one, looked up when the middleware is created. */
+  readonly meterProvider: MeterProvider | undefined;
 }
 
 function positiveInteger(value: number, option: string): number {
@@ -163,6 +175,7 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
       config.fastPathMaxResponseBytes ?? 16 * 1024,
       'fastPathMaxResponseBytes',
     ),
+    meterProvider: config.meterProvider,
     // Built last, once every option is valid.
     seam: hasSeam ? config.seam : (kyselySeam(config.db!) as unknown as SqlSeam<Tx>),
   });

@@ -28,6 +28,7 @@ import {
   type CachedResponse,
 } from './cached-response.js';
 import { canonicalQuery } from './canonical-query.js';
+import { IdempotencyKeyMetrics } from './idempotency-key-metrics.js';
 import { requestFingerprint } from './request-fingerprint.js';
 
 /** The request header carrying the key. */
@@ -92,6 +93,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
   const run = (sql: string, parameters: readonly unknown[]): Promise<SqlRow[]> =>
     seam.query({ sql, parameters });
   const fastPath = resolved.fastPath === undefined ? undefined : new FastPathGuard(resolved.fastPath);
+  const metrics = new IdempotencyKeyMetrics(resolved.meterProvider);
 
   /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */
   async function cachedReplay(
@@ -106,6 +108,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       hit = cached;
       return true;
     });
+    metrics.fastPath(result);
     if (result !== 'hit' || hit === undefined) return undefined;
     return {
       kind: 'replay',

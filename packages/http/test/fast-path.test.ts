@@ -3,12 +3,21 @@
 // another payload under the key still gets 422 from Postgres; a slow Redis costs at most the timeout; Redis
 // SIGKILLed, restarted and flushed mid-run runs no handler twice and loses no request. Then, at the protocol's
 // level: a cached response of another request is never served; only durably stored responses are cached, never
-// longer than their key's retention, never one larger than the limit; a bad fastPath is refused at start-up.
+// longer than their key's retention, never one larger than the limit; a bad fastPath is refused at start-up;
+// every lookup is counted in inboxkit.fast_path by result, under scope inboxkit-http (a hit, a miss, a bypass).
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigurationError, type FastPath } from '@inboxkit/core';
+import {
+  metrics,
+  type Attributes,
+  type Counter,
+  type Histogram,
+  type Meter,
+  type MeterProvider,
+} from '@opentelemetry/api';
 import { kyselySeam, type SqlSeam } from '@inboxkit/core/postgres';
 import { redisFastPath } from '@inboxkit/core/redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -170,6 +179,28 @@ async function post(
     body: await response.text(),
     location: response.headers.get('location'),
     replayed: response.headers.get('idempotent-replayed'),
+  };
+}
+
+/** A MeterProvider that sums counters by name and exact attribute set (as core's tests read metrics). */
+function recordingMeterProvider(): {
+  provider: MeterProvider;
+  value(name: string, attributes: Attributes): number;
+} {
+  const sums = new Map<string, number>();
+  const key = (name: string, attributes: Attributes = {}): string =>
+    `${name} ${JSON.stringify(Object.entries(attributes).sort())}`;
+  const instrument = (name: string) => ({
+    add: (v: number, a?: Attributes) => sums.set(key(name, a), (sums.get(key(name, a)) ?? 0) + v),
+    record: () => undefined,
+  });
+  const meter = {
+    createCounter: (name: string) => instrument(name) as unknown as Counter,
+    createHistogram: (name: string) => instrument(name) as unknown as Histogram,
+  } as unknown as Meter;
+  return {
+    provider: { getMeter: () => meter },
+    value: (name, attributes) => sums.get(key(name, attributes)) ?? 0,
   };
 }
 
@@ -462,6 +493,56 @@ describe('the fast path at the protocol level', () => {
     const replay = await send(keys, big, { amount: 1, pad: 'x'.repeat(2_000) });
     expect(replay).toMatchObject({ kind: 'replay', source: undefined });
     expect(replay.response.body.length).toBeGreaterThan(2_000);
+  });
+
+  it('counts each lookup in inboxkit.fast_path by result under scope inboxkit-http: a miss, a hit, a bypass', async () => {
+    const recorded = recordingMeterProvider();
+    const counted = (result: string) =>
+      recorded.value('inboxkit.fast_path', { scope: HTTP_FAST_PATH_SCOPE, result });
+    const keys = keysWith(redisFastPath({ client: redis }), { meterProvider: recorded.provider });
+    const key = randomUUID();
+    expect((await send(keys, key, { amount: 1 })).kind).toBe('proceed');
+    expect(counted('miss')).toBe(1);
+    await eventually(async () => (await redis.get(cacheKey(key))) !== null);
+    expect(await send(keys, key, { amount: 1 })).toMatchObject({ kind: 'replay', source: 'fast-path' });
+    expect(counted('hit')).toBe(1);
+
+    // Redis answering after 2 s, the timeout 20 ms: after 10 timeouts in a row the guard leaves Redis alone,
+    // and the lookups it does not make are counted as bypassed.
+    const { host, port } = requireService('redis');
+    const proxy = await slowProxy({ host, port }, 2_000);
+    const slow = await connectRedis(proxy.url);
+    try {
+      const slowed = recordingMeterProvider();
+      const slowCounted = (r: string) =>
+        slowed.value('inboxkit.fast_path', { scope: HTTP_FAST_PATH_SCOPE, result: r });
+      const slowKeys = keysWith(redisFastPath({ client: slow, timeoutMs: 20 }), {
+        meterProvider: slowed.provider,
+      });
+      for (let i = 0; i < 40 && slowCounted('bypassed') === 0; i++) {
+        const decision = await slowKeys.begin(request(randomUUID(), { amount: 1 }));
+        expect(decision.kind).toBe('proceed');
+        if (decision.kind === 'proceed') await decision.release();
+      }
+      expect(slowCounted('timeout')).toBeGreaterThanOrEqual(10);
+      expect(slowCounted('bypassed')).toBeGreaterThanOrEqual(1);
+      expect(slowCounted('hit') + slowCounted('miss')).toBe(0);
+    } finally {
+      slow.destroy();
+      await proxy.close();
+    }
+  });
+
+  it('counts its lookups on the global MeterProvider when given none', async () => {
+    const recorded = recordingMeterProvider();
+    expect(metrics.setGlobalMeterProvider(recorded.provider)).toBe(true);
+    try {
+      const keys = keysWith(redisFastPath({ client: redis }));
+      expect((await send(keys, randomUUID(), { amount: 1 })).kind).toBe('proceed');
+      expect(recorded.value('inboxkit.fast_path', { scope: HTTP_FAST_PATH_SCOPE, result: 'miss' })).toBe(1);
+    } finally {
+      metrics.disable();
+    }
   });
 
   it('refuses a fastPath that is not one, at start-up', () => {
