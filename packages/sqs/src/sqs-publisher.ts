@@ -50,8 +50,33 @@ function bodyText(message: OutgoingMessage): string {
     }
   }
   if (text.length === 0) throw new PublishError(`message ${message.id}: SQS does not accept an empty body`);
+  const refused = firstRefusedCharacter(text);
+  if (refused !== undefined) {
+    const hex = refused.codePoint.toString(16).toUpperCase().padStart(4, '0');
+    throw new PublishError(
+      `message ${message.id}: SQS refuses U+${hex} (at UTF-16 index ${refused.index}) in a message body; it accepts ` +
+        'only tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD and U+10000–U+10FFFF (a lone surrogate is not text): ' +
+        'encode the body (base64, JSON escapes) before publishing',
+    );
+  }
   return text;
 }
+
+/**
+ * The first character of `text` SQS refuses in a body (it accepts #x9 | #xA | #xD | #x20–#xD7FF |
+ * #xE000–#xFFFD | #x10000–#x10FFFF), with its UTF-16 index; `undefined` when there is none. A body is the
+ * sender's data, so it is never cleaned the way attribute text is (`sqsText`): the publish is refused instead.
+ */
+function firstRefusedCharacter(
+  text: string,
+): { readonly index: number; readonly codePoint: number } | undefined {
+  const found = NOT_SQS_BODY.exec(text);
+  return found === null ? undefined : { index: found.index, codePoint: found[0].charCodeAt(0) };
+}
+
+const NOT_SQS_BODY =
+  // eslint-disable-next-line no-control-regex -- the control characters are what SQS refuses
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** The SendMessageBatch entry for one message. `Id` is set by the caller. */
 function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, 'Id'> {
@@ -118,7 +143,9 @@ function chunk(entries: readonly Prepared[]): Prepared[][] {
  * `PublishError` naming the failed ones otherwise. Each message gets a `message-id` attribute; for a FIFO queue
  * its `key` is the MessageGroupId (the id when no key is given) and its id the MessageDeduplicationId (with the
  * replay id for a replay). `delayMs` becomes DelaySeconds (at most 900 s) on standard queues; FIFO queues have
- * no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time.
+ * no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time. A body
+ * SQS would refuse (empty, not UTF-8, or with a character outside SQS's set: a NUL, a lone surrogate, …) rejects
+ * the whole call with a `PublishError` naming the message before anything is sent; bodies are never altered.
  *
  * @example
  * const publisher = sqsPublisher({ client: new SQSClient({}) });

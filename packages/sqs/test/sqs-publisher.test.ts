@@ -103,6 +103,43 @@ describe('sqsPublisher', () => {
     expect(new Set(received.map((m) => m.Attributes?.MessageGroupId))).toEqual(new Set(['customer-1']));
   });
 
+  it('refuses a body with a character SQS does not accept before sending any message of the call, naming the message and the character', async () => {
+    const q = await queues('pub-chars');
+    const publisher = sqsPublisher({ client });
+    const bad: [string, string, string][] = [
+      ['nul', 'before \u0000 after', 'U+0000'],
+      ['control', 'bell \u0007', 'U+0007'],
+      ['lone-high', 'half \uD83D pair', 'U+D83D'],
+      ['lone-low', '\uDE00 alone', 'U+DE00'],
+      ['nonchar', 'x\uFFFE', 'U+FFFE'],
+    ];
+    for (const [id, body, character] of bad) {
+      // Twelve good messages around the bad one: two batches, neither may be sent.
+      const messages = Array.from({ length: 12 }, (_, n) => ({
+        destination: q.queueUrl,
+        id: `${id}-${n}`,
+        body: 'ok',
+      }));
+      messages.splice(11, 0, { destination: q.queueUrl, id, body });
+      const error = await publisher.publish(messages).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(PublishError);
+      expect((error as Error).message).toContain(`message ${id}:`);
+      expect((error as Error).message).toContain(character);
+    }
+    expect(await drain(q.queueUrl, 1)).toEqual([]);
+  });
+
+  it('sends every character SQS accepts unchanged: tab, line breaks, astral pairs, the private use area, U+FFFD', async () => {
+    const q = await queues('pub-chars-ok');
+    const body = 'tab\t lf\n cr\r space é 中 \uD83D\uDE00 \uE000 \uFFFD \uD7FF \u{10FFFF}';
+    await sqsPublisher({ client }).publish([{ destination: q.queueUrl, id: 'chars-ok', body }]);
+    const [m] = await drain(q.queueUrl, 1);
+    expect(m?.Body).toBe(body);
+  });
+
   it('rejects with a PublishError when SQS refuses the batch or an entry', async () => {
     const q = await queues('pub-fail');
     const publisher = sqsPublisher({ client });
