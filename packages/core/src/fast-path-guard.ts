@@ -1,6 +1,7 @@
 // The caller's side of a FastPath (the consumer's, the HTTP middleware's): bounded lookups, fire-and-forget
 // writes, a short bypass after repeated failures, and lookups sampled while nothing hits.
 
+import type { Logger } from './consumer-types.js';
 import { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath, type FastPathResult } from './fast-path.js';
 
 /** Lookups or writes still waiting on the cache above which the guard stops asking (a stalled cache). */
@@ -66,8 +67,18 @@ export class FastPathGuard {
   #hitRate = 1;
   #sinceSample = 0;
 
-  constructor(cache: FastPath) {
+  readonly #logger: Logger | undefined;
+  readonly #label: string;
+
+  /**
+   * `options.logger` hears one warning each time the cache is left alone (the `bypassed` results that follow
+   * are counted by the caller's metric); `options.label` names the guard in it (a consumer's name). Default
+   * is no log and the label `fast path`.
+   */
+  constructor(cache: FastPath, options: { readonly logger?: Logger; readonly label?: string } = {}) {
     this.#cache = cache;
+    this.#logger = options.logger;
+    this.#label = options.label ?? 'fast path';
     this.#timeoutMs = cache.timeoutMs ?? DEFAULT_FAST_PATH_TIMEOUT_MS;
     this.#failingForMs = Math.max(FAILING_FOR_MS, 2 * this.#timeoutMs);
   }
@@ -101,6 +112,15 @@ export class FastPathGuard {
       if (this.#failures++ === 0) this.#failingSince = now;
       if (this.#failures >= FAILURES_TO_BYPASS && now - this.#failingSince >= this.#failingForMs) {
         this.#bypassUntil = now + BYPASS_MS;
+        this.#logger?.warn(
+          {
+            fastPath: this.#label,
+            failures: this.#failures,
+            failingForMs: Math.round(now - this.#failingSince),
+            bypassMs: BYPASS_MS,
+          },
+          `${this.#label}: the cache failed ${this.#failures} times in a row (last: ${result}); left alone for ${BYPASS_MS} ms, lookups go to the inbox`,
+        );
         this.#failures = 0;
       }
     } else {

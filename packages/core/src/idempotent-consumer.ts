@@ -153,7 +153,10 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#decode = config.decode;
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
     this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
-    this.#fastPath = config.fastPath === undefined ? undefined : new FastPathGuard(config.fastPath);
+    this.#fastPath =
+      config.fastPath === undefined
+        ? undefined
+        : new FastPathGuard(config.fastPath, { logger: this.#logger, label: `${config.name}: fast path` });
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {

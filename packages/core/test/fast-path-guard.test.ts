@@ -49,7 +49,14 @@ describe('FastPathGuard', () => {
   it('leaves a cache that keeps failing alone, and then a lookup costs nothing', async () => {
     const cache = redisFastPath({ client, timeoutMs: 20 });
     await cache.remember('guard', 'b', 'fp', 60_000);
-    const guard = new FastPathGuard(cache);
+    const warnings: { obj: object; msg?: string }[] = [];
+    const logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (obj: object, msg?: string) => warnings.push({ obj, ...(msg !== undefined ? { msg } : {}) }),
+      error: () => undefined,
+    };
+    const guard = new FastPathGuard(cache, { logger, label: 'billing: fast path' });
     expect(await guard.check('guard', 'b', 'fp')).toBe('hit');
     await pause(2_000);
     const results: string[] = [];
@@ -62,5 +69,10 @@ describe('FastPathGuard', () => {
     const at = performance.now();
     expect(await guard.check('guard', 'b', 'fp')).toBe('bypassed');
     expect(performance.now() - at).toBeLessThan(10);
+    // Switching itself off is said once, with who and for how long.
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.obj).toMatchObject({ fastPath: 'billing: fast path', bypassMs: 1_000 });
+    expect((warnings[0]?.obj as { failures: number }).failures).toBeGreaterThanOrEqual(10);
+    expect(warnings[0]?.msg).toMatch(/^billing: fast path: the cache failed \d+ times in a row/);
   });
 });
