@@ -26,6 +26,16 @@ export interface OutgoingMessage {
   readonly routingKey?: string;
   /** Ask the broker to hold the message this long before delivering it, where the transport supports it. */
   readonly delayMs?: number;
+  /**
+   * The message's own time, which the consumer reads back as `InboundMessage.timestamp` (and the partitioned
+   * inbox keys rows by its UTC day): the Kafka record timestamp, the AMQP `timestamp` property (whole seconds),
+   * and on SQS, whose SentTimestamp the broker assigns, the `x-inboxkit-timestamp` attribute (epoch ms) that
+   * the SQS consumer prefers. Fix it once per message and keep it on every resend. Default is none: the broker
+   * stamps each send (Kafka, SQS) or there is none (RabbitMQ).
+   *
+   * @example
+   * await publisher.publish([{ destination: 'payments', id: 'pay-42', body, timestamp: enqueuedAt }]);
+   */
   readonly timestamp?: Date;
 }
 

@@ -121,6 +121,10 @@ function toOutgoing(row: Row): OutgoingMessage {
     ...(row.partition_key === null ? {} : { key: row.partition_key }),
     ...(row.routing_key === null ? {} : { routingKey: row.routing_key }),
     ...(row.delay_ms === null ? {} : { delayMs: row.delay_ms }),
+    // Fixed once per row (its enqueue time), so a resend after a crash between send and mark-dispatched carries
+    // the same timestamp as the first send: a broker-stamped time would differ, and the partitioned inbox
+    // (keyed by the UTC day of the timestamp) would run a resend across midnight again.
+    timestamp: row.created_at,
   };
 }
 
@@ -129,6 +133,8 @@ function toOutgoing(row: Row): OutgoingMessage {
  * Per (publisher, destination, partition key) only the oldest undispatched row is eligible, so a key's
  * messages are published in enqueue order, one at a time. A row is marked dispatched only after its publisher
  * resolved (the broker confirmed); a failure reschedules it with backoff, and past `parkAfterMs` parks it.
+ * Every send of a row carries the row's enqueue time (`created_at`) as `OutgoingMessage.timestamp`, so a row
+ * sent again after a crash reaches the consumer with the same timestamp (and the same id) as the first time.
  *
  * @example
  * const relay = startOutboxRelay({ db, publishers: { default: kafkaPublisher({ producer }) }, listen: pool });

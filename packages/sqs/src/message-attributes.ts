@@ -13,6 +13,11 @@ export const SQS_ATTRIBUTES = {
   deadLetter: 'x-inboxkit-dead-letter',
   /** The source message's FIFO MessageGroupId, kept in the dead-letter record so a replay keeps its group. */
   sourceMessageGroupId: 'x-inboxkit-source-message-group-id',
+  /**
+   * The producer's timestamp (`OutgoingMessage.timestamp`) in epoch milliseconds: SentTimestamp is assigned by
+   * SQS on every send, so a resend needs this to keep its time. Read before SentTimestamp when it is valid.
+   */
+  timestamp: 'x-inboxkit-timestamp',
 } as const;
 
 /** SQS's limit of message attributes per message. */

@@ -6,7 +6,7 @@ import type { SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
 import { HEADERS, injectTraceHeaders, PublishError } from '@inboxkit/core';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
-import { encodeMessageAttributes } from './message-attributes.js';
+import { encodeMessageAttributes, SQS_ATTRIBUTES } from './message-attributes.js';
 import type { SqsClient } from './sqs-client.js';
 
 /** Options of `sqsPublisher`. */
@@ -84,9 +84,10 @@ function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, '
   for (const [k, v] of Object.entries(injectTraceHeaders(message.headers)))
     if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
   headers[HEADERS.messageId] = message.id;
+  if (message.timestamp !== undefined) headers[SQS_ATTRIBUTES.timestamp] = String(message.timestamp.getTime());
   const entry: Omit<SendMessageBatchRequestEntry, 'Id'> = {
     MessageBody: bodyText(message),
-    MessageAttributes: encodeMessageAttributes(headers, PRIORITY_HEADERS),
+    MessageAttributes: encodeMessageAttributes(headers, [SQS_ATTRIBUTES.timestamp, ...PRIORITY_HEADERS]),
   };
   if (isFifoQueue(message.destination)) {
     // A replay must not be swallowed by SQS's 5-minute deduplication of the original send.
@@ -142,10 +143,11 @@ function chunk(entries: readonly Prepared[]): Prepared[][] {
  * A core `Publisher` over SQS. `publish` resolves once SQS has accepted every message and rejects with a
  * `PublishError` naming the failed ones otherwise. Each message gets a `message-id` attribute; for a FIFO queue
  * its `key` is the MessageGroupId (the id when no key is given) and its id the MessageDeduplicationId (with the
- * replay id for a replay). `delayMs` becomes DelaySeconds (at most 900 s) on standard queues; FIFO queues have
- * no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time. A body
- * SQS would refuse (empty, not UTF-8, or with a character outside SQS's set: a NUL, a lone surrogate, …) rejects
- * the whole call with a `PublishError` naming the message before anything is sent; bodies are never altered.
+ * replay id for a replay). `timestamp` becomes the `x-inboxkit-timestamp` attribute (epoch ms), which the
+ * consumer reads before SentTimestamp. `delayMs` becomes DelaySeconds (at most 900 s) on standard queues; FIFO
+ * queues have no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time. A
+ * body SQS would refuse (empty, not UTF-8, or with a character outside SQS's set: a NUL, a lone surrogate, …)
+ * rejects the whole call with a `PublishError` naming the message before anything is sent; bodies are never altered.
  *
  * @example
  * const publisher = sqsPublisher({ client: new SQSClient({}) });

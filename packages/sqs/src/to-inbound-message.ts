@@ -1,10 +1,11 @@
 // One received SQS message as core's InboundMessage: headers from message attributes, the producer's id and
-// the send time. Not the receive count: it counts receives, not attempts (see sqsConsumer's started attempts).
+// the producer's timestamp (else the send time). Not the receive count: it counts receives, not attempts (see
+// sqsConsumer's started attempts).
 
 import type { Message } from '@aws-sdk/client-sqs';
 import { parseReplayMarker } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
-import { decodeMessageAttributes } from './message-attributes.js';
+import { decodeMessageAttributes, SQS_ATTRIBUTES } from './message-attributes.js';
 import { resolveMessageId } from './message-id.js';
 import type { MessageIdResolution } from './message-id.js';
 
@@ -21,14 +22,32 @@ function positiveInteger(value: string | undefined): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-/** Builds the InboundMessage core handles for `message`. */
+/** The latest time a Date can hold, in epoch milliseconds. */
+const MAX_DATE_MS = 8.64e15;
+
+/**
+ * The producer's timestamp from the `x-inboxkit-timestamp` attribute (epoch ms, set by sqsPublisher from
+ * `OutgoingMessage.timestamp`), or `undefined` when it is absent or not a positive integer a Date can hold:
+ * the caller then falls back to SentTimestamp, so a malformed attribute is ignored, never fatal.
+ */
+function timestampOf(headers: Readonly<Record<string, string>>): number | undefined {
+  const raw = headers[SQS_ATTRIBUTES.timestamp];
+  if (raw === undefined || !/^[0-9]{1,16}$/.test(raw)) return undefined;
+  const ms = positiveInteger(raw);
+  return ms !== undefined && ms <= MAX_DATE_MS ? ms : undefined;
+}
+
+/**
+ * Builds the InboundMessage core handles for `message`. Its timestamp is the `x-inboxkit-timestamp` attribute
+ * when valid (a time fixed by the producer, the same on every resend), else SentTimestamp (stamped per send).
+ */
 export function toInboundMessage(message: Message, options: InboundMessageOptions): InboundMessage {
   const headers = decodeMessageAttributes(message.MessageAttributes);
   const id =
     options.resolveMessageId !== undefined
       ? options.resolveMessageId(message)
       : resolveMessageId(headers, message.Body, message.MessageId, options);
-  const sent = positiveInteger(message.Attributes?.SentTimestamp);
+  const sent = timestampOf(headers) ?? positiveInteger(message.Attributes?.SentTimestamp);
   return {
     id,
     body: message.Body ?? null,
