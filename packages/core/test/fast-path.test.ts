@@ -5,7 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Attributes, Counter, Histogram, Meter, MeterProvider } from '@opentelemetry/api';
+import type { MeterProvider } from '@opentelemetry/api';
 import { Redis as IoRedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
@@ -22,6 +22,7 @@ import {
   type TestDatabase,
   type TestTx,
 } from './support/postgres.js';
+import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { connectRedis, slowProxy, startPrivateRedis } from '../../../test/support/redis.js';
 
 const delivery = (
@@ -54,28 +55,6 @@ function countingStore(store: InboxStore<TestTx>): {
     },
   });
   return { store: proxy, claims: () => claims };
-}
-
-/** A MeterProvider that sums counters by name and attributes. */
-function recordingMeterProvider(): {
-  provider: MeterProvider;
-  value(name: string, attributes: Attributes): number;
-} {
-  const sums = new Map<string, number>();
-  const key = (name: string, attributes: Attributes = {}): string =>
-    `${name} ${JSON.stringify(Object.entries(attributes).sort())}`;
-  const instrument = (name: string) => ({
-    add: (v: number, a?: Attributes) => sums.set(key(name, a), (sums.get(key(name, a)) ?? 0) + v),
-    record: () => undefined,
-  });
-  const meter = {
-    createCounter: (name: string) => instrument(name) as unknown as Counter,
-    createHistogram: (name: string) => instrument(name) as unknown as Histogram,
-  } as unknown as Meter;
-  return {
-    provider: { getMeter: () => meter },
-    value: (name, attributes) => sums.get(key(name, attributes)) ?? 0,
-  };
 }
 
 /** Waits until `check` holds (the fast path writes after the outcome, without being awaited). */

@@ -10,20 +10,14 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigurationError, type FastPath } from '@inboxkit/core';
-import {
-  metrics,
-  type Attributes,
-  type Counter,
-  type Histogram,
-  type Meter,
-  type MeterProvider,
-} from '@opentelemetry/api';
+import { metrics } from '@opentelemetry/api';
 import { kyselySeam, type SqlSeam } from '@inboxkit/core/postgres';
 import { redisFastPath } from '@inboxkit/core/redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import Fastify, { type FastifyRequest } from 'fastify';
 import { sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { connectRedis, slowProxy, startPrivateRedis, type TestRedis } from '../../../test/support/redis.js';
 import { requireService } from '../../../test/support/services.js';
 import { cachedResponseId, HTTP_FAST_PATH_SCOPE } from '../src/cached-response.js';
@@ -179,28 +173,6 @@ async function post(
     body: await response.text(),
     location: response.headers.get('location'),
     replayed: response.headers.get('idempotent-replayed'),
-  };
-}
-
-/** A MeterProvider that sums counters by name and exact attribute set (as core's tests read metrics). */
-function recordingMeterProvider(): {
-  provider: MeterProvider;
-  value(name: string, attributes: Attributes): number;
-} {
-  const sums = new Map<string, number>();
-  const key = (name: string, attributes: Attributes = {}): string =>
-    `${name} ${JSON.stringify(Object.entries(attributes).sort())}`;
-  const instrument = (name: string) => ({
-    add: (v: number, a?: Attributes) => sums.set(key(name, a), (sums.get(key(name, a)) ?? 0) + v),
-    record: () => undefined,
-  });
-  const meter = {
-    createCounter: (name: string) => instrument(name) as unknown as Counter,
-    createHistogram: (name: string) => instrument(name) as unknown as Histogram,
-  } as unknown as Meter;
-  return {
-    provider: { getMeter: () => meter },
-    value: (name, attributes) => sums.get(key(name, attributes)) ?? 0,
   };
 }
 
