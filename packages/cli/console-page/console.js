@@ -537,13 +537,8 @@ function followJob(job) {
       ),
     );
   };
-  source.addEventListener('job', (event) => {
-    const view = JSON.parse(/** @type {MessageEvent} */ (event).data);
-    for (const e of view.entries) onEntry(e);
-  });
-  source.addEventListener('entry', (event) => onEntry(JSON.parse(/** @type {MessageEvent} */ (event).data)));
-  source.addEventListener('done', (event) => {
-    const view = JSON.parse(/** @type {MessageEvent} */ (event).data);
+  /** @param {any} view the job once it is no longer running */
+  const finish = (view) => {
     source.close();
     box.dataset.state = view.state;
     if (view.summary) {
@@ -553,7 +548,16 @@ function followJob(job) {
       bar.setAttribute('value', String(sm.entries.length));
     } else counts.textContent = `failed: ${view.error}`;
     refresh().catch(showError);
+  };
+  source.addEventListener('job', (event) => {
+    const view = JSON.parse(/** @type {MessageEvent} */ (event).data);
+    for (const e of view.entries) onEntry(e);
+    // A job that ended before this stream opened (a short one, or one whose messages another operator's
+    // replay took first) is sent once as it stands, with no `done` event after it.
+    if (view.state !== 'running') finish(view);
   });
+  source.addEventListener('entry', (event) => onEntry(JSON.parse(/** @type {MessageEvent} */ (event).data)));
+  source.addEventListener('done', (event) => finish(JSON.parse(/** @type {MessageEvent} */ (event).data)));
   source.onerror = () => {
     if (box.dataset.state === 'running')
       counts.textContent += ' (connection lost; the replay goes on on the server)';

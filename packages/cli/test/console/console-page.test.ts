@@ -190,6 +190,17 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
       await p.fill('#rate', '50');
       await p.click('#select-all');
     }
+    // The second page's live stream opens only once its replay has ended on the server (as when the first
+    // operator's run takes every message before the page connects): the page still shows it done.
+    const jobState = async (url: string) => ((await (await fetch(url)).json()) as { state: string }).state;
+    await second.route('**/api/replays/*/events', async (route) => {
+      const job = route.request().url().replace(/\/events$/, '');
+      await eventually(
+        async () => (await jobState(job)) !== 'running',
+        async () => `replay ${job} is ${await jobState(job)}`,
+      );
+      await route.continue();
+    });
     const processed = world.recorder.events.filter((e) => e.outcome.status === 'processed').length;
     await Promise.all([page.click('#replay'), second.click('#replay')]);
     for (const p of [page, second])
