@@ -96,13 +96,22 @@ export function deadLetterRecordHeaders(
   return Object.assign(headers, fresh);
 }
 
-/** Produces dead letters; owns (connects, disconnects) the producer only when it created it from `kafka`. */
+/**
+ * Produces dead letters; owns (connects, disconnects) the producer only when it created it from `kafka`. A
+ * producer it created is dropped after any failed send and a fresh one is connected for the next send, as
+ * `kafkaPublisher` does: after a broker restart an idempotent kafkajs producer can refuse every later send
+ * ("out of order sequence number"), and a partition whose dead letter cannot be produced stalls behind it.
+ */
 export class DeadLetterProducer {
   readonly #consumerName: string;
   readonly #topicFor: (topic: string) => string;
   readonly #timeoutMs: number;
   readonly #kafka: KafkaClientLike | undefined;
   #producer: KafkaProducerLike | undefined;
+  /** A fresh producer being connected after the previous one was retired. */
+  #connecting: Promise<KafkaProducerLike> | undefined;
+  /** Between `start()` and `stop()` (always, for an application's producer). */
+  #running: boolean;
 
   constructor(options: {
     readonly consumerName: string;
@@ -116,22 +125,24 @@ export class DeadLetterProducer {
     this.#timeoutMs = options.timeoutMs;
     this.#producer = options.producer;
     this.#kafka = options.producer === undefined ? options.kafka : undefined;
+    this.#running = options.producer !== undefined;
   }
 
   /** Connects the producer this object creates (an application's producer is expected connected). */
   async start(): Promise<void> {
-    if (this.#kafka === undefined || this.#producer !== undefined) return;
-    const producer = this.#kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-    await producer.connect();
-    this.#producer = producer;
+    if (this.#kafka === undefined || this.#running) return;
+    this.#running = true;
+    await this.#current();
   }
 
   /** Disconnects the producer this object created. */
   async stop(): Promise<void> {
-    if (this.#kafka === undefined || this.#producer === undefined) return;
-    const producer = this.#producer;
+    if (this.#kafka === undefined || !this.#running) return;
+    this.#running = false;
+    const producer = await this.#connecting?.catch(() => undefined);
+    this.#connecting = undefined;
     this.#producer = undefined;
-    await producer.disconnect();
+    await producer?.disconnect();
   }
 
   /** The dead-letter topic of a source topic. */
@@ -145,20 +156,64 @@ export class DeadLetterProducer {
    */
   async send(topic: string, deadLetters: readonly DeadLetter[], now: Date = new Date()): Promise<void> {
     if (deadLetters.length === 0) return;
-    const producer = this.#producer;
-    if (producer === undefined) throw new Error('the dead-letter producer is not started');
+    const producer = await this.#current();
     const target = this.#topicFor(topic);
     try {
-      await sendConfirmed(
-        producer,
-        [{ topic: target, messages: deadLetters.map((d) => this.#record(d, now, 'full')) }],
-        this.#timeoutMs,
-      );
+      try {
+        await sendConfirmed(
+          producer,
+          [{ topic: target, messages: deadLetters.map((d) => this.#record(d, now, 'full')) }],
+          this.#timeoutMs,
+        );
+      } catch (error) {
+        if (!isRecordTooLarge(error)) throw error;
+        // Some record is over the DLQ topic's max.message.bytes: one at a time, each in the largest form that
+        // fits.
+        for (const deadLetter of deadLetters) await this.#sendFitting(producer, target, deadLetter, now);
+      }
     } catch (error) {
-      if (!isRecordTooLarge(error)) throw error;
-      // Some record is over the DLQ topic's max.message.bytes: one at a time, each in the largest form that fits.
-      for (const deadLetter of deadLetters) await this.#sendFitting(producer, target, deadLetter, now);
+      this.#retire(producer);
+      throw error;
     }
+  }
+
+  /** The producer to send with: the application's, or the one this object created (connected anew if retired). */
+  async #current(): Promise<KafkaProducerLike> {
+    if (this.#producer !== undefined) return this.#producer;
+    const kafka = this.#kafka;
+    if (kafka === undefined || !this.#running) throw new Error('the dead-letter producer is not started');
+    this.#connecting ??= (async () => {
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      await producer.connect();
+      return producer;
+    })();
+    const connecting = this.#connecting;
+    try {
+      const producer = await connecting;
+      // stop() may have run while this one connected: it then owns no producer any more.
+      if (!this.#running) {
+        await producer.disconnect().catch(() => undefined);
+        throw new Error('the dead-letter producer is stopped');
+      }
+      if (this.#connecting === connecting) this.#producer = producer;
+      return producer;
+    } catch (error) {
+      if (this.#connecting === connecting) this.#connecting = undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Drops a producer this object created after a failed send (the next send connects a fresh one, with a new
+   * producer id); the dead letters are not lost, the caller commits nothing and sends them again. Only the
+   * current one: a send of an older producer may fail after a fresh one took its place. An application's
+   * producer is its own to replace.
+   */
+  #retire(producer: KafkaProducerLike): void {
+    if (this.#kafka === undefined || this.#producer !== producer) return;
+    this.#producer = undefined;
+    this.#connecting = undefined;
+    void producer.disconnect().catch(() => undefined);
   }
 
   /** One dead letter, full, then compact, then minimal, until the broker takes it. Rejects when none fits. */

@@ -6,9 +6,9 @@ import type { Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { kafkaPublisher } from '../src/index.js';
-import type { KafkaClientLike } from '../src/kafka-client-types.js';
 import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
+import { countingKafka } from './support/counting-kafka.js';
 
 let kafka: Kafka;
 let producer: Producer;
@@ -87,23 +87,7 @@ describe('kafkaPublisher', () => {
     // number"): a publisher that kept it would never recover. Any failed send retires the producer it created.
     const topic = uniqueName('pub-fresh');
     const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
-    const created: { disconnected: boolean }[] = [];
-    const counting: KafkaClientLike = {
-      ...(kafka as unknown as KafkaClientLike),
-      producer: (config) => {
-        const real = kafka.producer(config);
-        const entry = { disconnected: false };
-        created.push(entry);
-        return {
-          connect: () => real.connect(),
-          sendBatch: (batch) => real.sendBatch(batch),
-          disconnect: async () => {
-            entry.disconnected = true;
-            await real.disconnect();
-          },
-        };
-      },
-    };
+    const { client: counting, created } = countingKafka(kafka);
     const publisher = kafkaPublisher({ kafka: counting, timeoutMs: 2_000 });
     await publisher.publish([{ destination: topic, id: 'f-1', body: 'x' }]);
     await expect(publisher.publish([{ destination: 'not a topic!', id: 'f-2', body: 'x' }])).rejects.toThrow(

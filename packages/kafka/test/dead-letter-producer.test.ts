@@ -1,7 +1,12 @@
+// The dead-letter producer against the real broker.
+//
 // Issue 22, item 8: a dead letter must fit the DLQ topic's max.message.bytes, or the broker refuses it on every
 // try (MESSAGE_TOO_LARGE) and the source partition stalls behind it. The copy adds headers (the error's text and
 // stack, the original headers) to the original's bytes; when that is too large, it is produced again in a
-// smaller form. Against the real broker, with a DLQ topic whose limit is set small.
+// smaller form. Tested with a DLQ topic whose limit is set small.
+//
+// And a producer it created that failed a send is replaced by a fresh one, so a producer stuck after a broker
+// restart cannot stall the partitions whose dead letters it must produce.
 
 import { HEADERS, parseDeadLetterHeaders, PermanentError, toErrorInfo } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
@@ -12,6 +17,7 @@ import { DeadLetterProducer, isRecordTooLarge } from '../src/dead-letter-produce
 import type { DeadLetter } from '../src/dead-letter-producer.js';
 import { connectedProducer, readTopic, testKafka } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
+import { countingKafka } from './support/counting-kafka.js';
 
 const LIMIT = 8_192;
 
@@ -137,5 +143,47 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
       .send('orders', [deadLetter(uniqueName('too-big'), LIMIT + 1_000, 0)])
       .catch((e: unknown) => e);
     expect(isRecordTooLarge(error)).toBe(true);
+  });
+});
+
+describe('the dead-letter producer after a failed send', () => {
+  it('drops the producer it created and produces the next dead letters on a fresh one', async () => {
+    const topic = await smallTopic();
+    const { client, created } = countingKafka(kafka);
+    let target = 'not a topic!';
+    const dlq = new DeadLetterProducer({
+      consumerName: 'orders',
+      topicFor: () => target,
+      timeoutMs: 2_000,
+      producer: undefined,
+      kafka: client,
+    });
+    await dlq.start();
+    const first = deadLetter(uniqueName('retired'), 10, 10);
+    await expect(dlq.send('orders', [first])).rejects.toThrow();
+    target = topic;
+    await dlq.send('orders', [first]);
+    expect(created.map((p) => p.disconnected)).toEqual([true, false]);
+    await dlq.stop();
+    expect(created.map((p) => p.disconnected)).toEqual([true, true]);
+    expect((await readTopic(kafka, topic, 1, 30_000)).map((e) => e.id)).toEqual([first.message.id]);
+  });
+
+  it("keeps an application's producer: it is the application's to replace", async () => {
+    const { client, created } = countingKafka(kafka);
+    const own = client.producer({ idempotent: true });
+    await own.connect();
+    const dlq = new DeadLetterProducer({
+      consumerName: 'orders',
+      topicFor: () => 'not a topic!',
+      timeoutMs: 2_000,
+      producer: own,
+      kafka: client,
+    });
+    await dlq.start();
+    await expect(dlq.send('orders', [deadLetter(uniqueName('kept'), 10, 10)])).rejects.toThrow();
+    await dlq.stop();
+    expect(created.map((p) => p.disconnected)).toEqual([false]);
+    await own.disconnect();
   });
 });
