@@ -112,15 +112,19 @@ export class FastPathGuard {
       if (this.#failures++ === 0) this.#failingSince = now;
       if (this.#failures >= FAILURES_TO_BYPASS && now - this.#failingSince >= this.#failingForMs) {
         this.#bypassUntil = now + BYPASS_MS;
-        this.#logger?.warn(
-          {
-            fastPath: this.#label,
-            failures: this.#failures,
-            failingForMs: Math.round(now - this.#failingSince),
-            bypassMs: BYPASS_MS,
-          },
-          `${this.#label}: the cache failed ${this.#failures} times in a row (last: ${result}); left alone for ${BYPASS_MS} ms, lookups go to the inbox`,
-        );
+        try {
+          this.#logger?.warn(
+            {
+              fastPath: this.#label,
+              failures: this.#failures,
+              failingForMs: Math.round(now - this.#failingSince),
+              bypassMs: BYPASS_MS,
+            },
+            `${this.#label}: the cache failed ${this.#failures} times in a row (last: ${result}); left alone for ${BYPASS_MS} ms, lookups go to Postgres`,
+          );
+        } catch {
+          // Logging is best effort: a logger that throws must not fail the lookup it reports on.
+        }
         this.#failures = 0;
       }
     } else {

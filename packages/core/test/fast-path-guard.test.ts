@@ -75,4 +75,26 @@ describe('FastPathGuard', () => {
     expect((warnings[0]?.obj as { failures: number }).failures).toBeGreaterThanOrEqual(10);
     expect(warnings[0]?.msg).toMatch(/^billing: fast path: the cache failed \d+ times in a row/);
   });
+
+  it('answers the lookup that switches it off even when the logger throws on the warning', async () => {
+    const cache = redisFastPath({ client, timeoutMs: 20 });
+    let warned = 0;
+    const throwing = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: () => {
+        warned += 1;
+        throw new Error('the log destination is closed');
+      },
+      error: () => undefined,
+    };
+    const guard = new FastPathGuard(cache, { logger: throwing });
+    await pause(2_000);
+    const results: string[] = [];
+    const started = performance.now();
+    while (!results.includes('bypassed') && performance.now() - started < 1_500)
+      results.push(...(await wave(guard, 'c')));
+    expect(warned).toBe(1);
+    expect(results).toContain('bypassed');
+  });
 });

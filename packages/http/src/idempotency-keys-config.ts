@@ -1,6 +1,6 @@
 // The configuration of idempotencyKeys(), validated once and frozen.
 
-import { checkFastPath, ConfigurationError, type FastPath } from '@inboxkit/core';
+import { checkFastPath, ConfigurationError, type FastPath, type Logger } from '@inboxkit/core';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import type { IdempotentRequest } from './idempotent-request.js';
@@ -95,6 +95,16 @@ export interface IdempotencyKeysConfig<
    * idempotencyKeys({ db, principal, fastPath, meterProvider: sdk.meterProvider });
    */
   readonly meterProvider?: MeterProvider;
+  /**
+   * Hears what the middleware does on its own: one warning each time the fast path leaves a failing cache
+   * alone for a second (its lookups then go to Postgres and are counted as `bypassed` in `inboxkit.fast_path`).
+   * Any object with pino-style `debug/info/warn/error(obj, msg)`; a logger that throws is ignored. Default is
+   * none (silent), as for a consumer.
+   *
+   * @example
+   * idempotencyKeys({ db, principal, fastPath, logger: pino() });
+   */
+  readonly logger?: Logger;
 }
 
 /** The validated configuration. */
@@ -116,6 +126,7 @@ export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
   readonly fastPathMaxResponseBytes: number;
   /** The given `meterProvider`; undefined means the global one, looked up when the middleware is created. */
   readonly meterProvider: MeterProvider | undefined;
+  readonly logger: Logger | undefined;
 }
 
 function positiveInteger(value: number, option: string): number {
@@ -154,6 +165,10 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
     );
   }
   checkFastPath(config.fastPath);
+  if (config.logger !== undefined && typeof config.logger?.warn !== 'function')
+    throw new ConfigurationError(
+      'logger must be an object with debug, info, warn and error methods (pino, console)',
+    );
   return Object.freeze({
     db: config.db,
     names: resolveIdempotencyKeyTableNames(config),
@@ -176,6 +191,7 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
       'fastPathMaxResponseBytes',
     ),
     meterProvider: config.meterProvider,
+    logger: config.logger,
     // Built last, once every option is valid.
     seam: hasSeam ? config.seam : (kyselySeam(config.db!) as unknown as SqlSeam<Tx>),
   });

@@ -92,7 +92,13 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
   const retentionSeconds = resolved.retentionMs / 1000;
   const run = (sql: string, parameters: readonly unknown[]): Promise<SqlRow[]> =>
     seam.query({ sql, parameters });
-  const fastPath = resolved.fastPath === undefined ? undefined : new FastPathGuard(resolved.fastPath);
+  const fastPath =
+    resolved.fastPath === undefined
+      ? undefined
+      : new FastPathGuard(resolved.fastPath, {
+          logger: resolved.logger,
+          label: 'idempotency keys: fast path',
+        });
   const metrics = new IdempotencyKeyMetrics(resolved.meterProvider);
 
   /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */

@@ -4,7 +4,8 @@
 // SIGKILLed, restarted and flushed mid-run runs no handler twice and loses no request. Then, at the protocol's
 // level: a cached response of another request is never served; only durably stored responses are cached, never
 // longer than their key's retention, never one larger than the limit; a bad fastPath is refused at start-up;
-// every lookup is counted in inboxkit.fast_path by result, under scope inboxkit-http (a hit, a miss, a bypass).
+// every lookup is counted in inboxkit.fast_path by result, under scope inboxkit-http (a hit, a miss, a bypass),
+// and a bypass is said once on the middleware's logger.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -488,8 +489,16 @@ describe('the fast path at the protocol level', () => {
       const slowed = recordingMeterProvider();
       const slowCounted = (r: string) =>
         slowed.value('inboxkit.fast_path', { scope: HTTP_FAST_PATH_SCOPE, result: r });
+      const warnings: { obj: object; msg?: string }[] = [];
+      const logger = {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (obj: object, msg?: string) => warnings.push({ obj, ...(msg !== undefined ? { msg } : {}) }),
+        error: () => undefined,
+      };
       const slowKeys = keysWith(redisFastPath({ client: slow, timeoutMs: 20 }), {
         meterProvider: slowed.provider,
+        logger,
       });
       for (let i = 0; i < 40 && slowCounted('bypassed') === 0; i++) {
         const decision = await slowKeys.begin(request(randomUUID(), { amount: 1 }));
@@ -499,6 +508,9 @@ describe('the fast path at the protocol level', () => {
       expect(slowCounted('timeout')).toBeGreaterThanOrEqual(10);
       expect(slowCounted('bypassed')).toBeGreaterThanOrEqual(1);
       expect(slowCounted('hit') + slowCounted('miss')).toBe(0);
+      // Switching itself off is said once, on the middleware's logger.
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.obj).toMatchObject({ fastPath: 'idempotency keys: fast path', bypassMs: 1_000 });
     } finally {
       slow.destroy();
       await proxy.close();
@@ -524,6 +536,9 @@ describe('the fast path at the protocol level', () => {
     );
     expect(() => keysWith(redisFastPath({ client: redis }), { fastPathMaxResponseBytes: -1 })).toThrow(
       /fastPathMaxResponseBytes/,
+    );
+    expect(() => keysWith(redisFastPath({ client: redis }), { logger: 'debug' as never })).toThrow(
+      /logger must be an object/,
     );
   });
 });
