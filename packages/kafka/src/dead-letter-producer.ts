@@ -19,6 +19,7 @@ import type {
   KafkaMessageLike,
   KafkaProducerLike,
 } from './kafka-client-types.js';
+import { ReplaceableProducer } from './replaceable-producer.js';
 import { sendConfirmed } from './send-confirmed.js';
 import type { TopicRecords } from './send-confirmed.js';
 
@@ -98,20 +99,16 @@ export function deadLetterRecordHeaders(
 
 /**
  * Produces dead letters; owns (connects, disconnects) the producer only when it created it from `kafka`. A
- * producer it created is dropped after any failed send and a fresh one is connected for the next send, as
- * `kafkaPublisher` does: after a broker restart an idempotent kafkajs producer can refuse every later send
- * ("out of order sequence number"), and a partition whose dead letter cannot be produced stalls behind it.
+ * producer it created is replaced by a fresh one after any failed send, as `kafkaPublisher`'s is (see
+ * `ReplaceableProducer`): a partition whose dead letter cannot be produced would otherwise stall behind it.
  */
 export class DeadLetterProducer {
   readonly #consumerName: string;
   readonly #topicFor: (topic: string) => string;
   readonly #timeoutMs: number;
-  readonly #kafka: KafkaClientLike | undefined;
-  #producer: KafkaProducerLike | undefined;
-  /** A fresh producer being connected after the previous one was retired. */
-  #connecting: Promise<KafkaProducerLike> | undefined;
-  /** Between `start()` and `stop()` (always, for an application's producer). */
-  #running: boolean;
+  readonly #producer: ReplaceableProducer;
+  /** Between `start()` and `stop()`; from the start for an application's producer. */
+  #started: boolean;
 
   constructor(options: {
     readonly consumerName: string;
@@ -123,26 +120,20 @@ export class DeadLetterProducer {
     this.#consumerName = options.consumerName;
     this.#topicFor = options.topicFor;
     this.#timeoutMs = options.timeoutMs;
-    this.#producer = options.producer;
-    this.#kafka = options.producer === undefined ? options.kafka : undefined;
-    this.#running = options.producer !== undefined;
+    this.#producer = new ReplaceableProducer(options.producer, options.kafka);
+    this.#started = options.producer !== undefined;
   }
 
   /** Connects the producer this object creates (an application's producer is expected connected). */
   async start(): Promise<void> {
-    if (this.#kafka === undefined || this.#running) return;
-    this.#running = true;
-    await this.#current();
+    this.#started = true;
+    await this.#producer.current();
   }
 
   /** Disconnects the producer this object created. */
   async stop(): Promise<void> {
-    if (this.#kafka === undefined || !this.#running) return;
-    this.#running = false;
-    const producer = await this.#connecting?.catch(() => undefined);
-    this.#connecting = undefined;
-    this.#producer = undefined;
-    await producer?.disconnect();
+    this.#started = false;
+    await this.#producer.close();
   }
 
   /** The dead-letter topic of a source topic. */
@@ -156,9 +147,9 @@ export class DeadLetterProducer {
    */
   async send(topic: string, deadLetters: readonly DeadLetter[], now: Date = new Date()): Promise<void> {
     if (deadLetters.length === 0) return;
-    const producer = await this.#current();
+    if (!this.#started) throw new Error('the dead-letter producer is not started');
     const target = this.#topicFor(topic);
-    try {
+    await this.#producer.send(async (producer) => {
       try {
         await sendConfirmed(
           producer,
@@ -171,49 +162,7 @@ export class DeadLetterProducer {
         // fits.
         for (const deadLetter of deadLetters) await this.#sendFitting(producer, target, deadLetter, now);
       }
-    } catch (error) {
-      this.#retire(producer);
-      throw error;
-    }
-  }
-
-  /** The producer to send with: the application's, or the one this object created (connected anew if retired). */
-  async #current(): Promise<KafkaProducerLike> {
-    if (this.#producer !== undefined) return this.#producer;
-    const kafka = this.#kafka;
-    if (kafka === undefined || !this.#running) throw new Error('the dead-letter producer is not started');
-    this.#connecting ??= (async () => {
-      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-      await producer.connect();
-      return producer;
-    })();
-    const connecting = this.#connecting;
-    try {
-      const producer = await connecting;
-      // stop() may have run while this one connected: it then owns no producer any more.
-      if (!this.#running) {
-        await producer.disconnect().catch(() => undefined);
-        throw new Error('the dead-letter producer is stopped');
-      }
-      if (this.#connecting === connecting) this.#producer = producer;
-      return producer;
-    } catch (error) {
-      if (this.#connecting === connecting) this.#connecting = undefined;
-      throw error;
-    }
-  }
-
-  /**
-   * Drops a producer this object created after a failed send (the next send connects a fresh one, with a new
-   * producer id); the dead letters are not lost, the caller commits nothing and sends them again. Only the
-   * current one: a send of an older producer may fail after a fresh one took its place. An application's
-   * producer is its own to replace.
-   */
-  #retire(producer: KafkaProducerLike): void {
-    if (this.#kafka === undefined || this.#producer !== producer) return;
-    this.#producer = undefined;
-    this.#connecting = undefined;
-    void producer.disconnect().catch(() => undefined);
+    });
   }
 
   /** One dead letter, full, then compact, then minimal, until the broker takes it. Rejects when none fits. */

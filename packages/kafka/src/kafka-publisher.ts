@@ -5,6 +5,7 @@ import { ConfigurationError, HEADERS, injectTraceHeaders, PublishError } from '@
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaProducerLike } from './kafka-client-types.js';
 import { positiveInteger } from './config-checks.js';
+import { ReplaceableProducer } from './replaceable-producer.js';
 import { sendConfirmed } from './send-confirmed.js';
 import type { TopicRecords } from './send-confirmed.js';
 
@@ -44,11 +45,7 @@ export function kafkaPublisher(options: KafkaPublisherOptions): Publisher {
 
 class KafkaPublisher implements Publisher {
   readonly #timeoutMs: number;
-  readonly #kafka: KafkaClientLike | undefined;
-  #producer: KafkaProducerLike | undefined;
-  #connecting: Promise<KafkaProducerLike> | undefined;
-  /** The producer `#connecting` resolved to, once it did (only for a producer this publisher created). */
-  #created: KafkaProducerLike | undefined;
+  readonly #producer: ReplaceableProducer;
   #closed = false;
 
   constructor(options: KafkaPublisherOptions) {
@@ -58,8 +55,11 @@ class KafkaPublisher implements Publisher {
       );
     }
     this.#timeoutMs = positiveInteger('kafkaPublisher timeoutMs', options.timeoutMs, 30_000);
-    this.#producer = options.producer;
-    this.#kafka = options.producer === undefined ? options.kafka : undefined;
+    this.#producer = new ReplaceableProducer(
+      options.producer,
+      options.kafka,
+      (cause) => new PublishError('could not connect the Kafka producer', { cause }),
+    );
   }
 
   async publish(messages: readonly OutgoingMessage[]): Promise<void> {
@@ -86,52 +86,13 @@ class KafkaPublisher implements Publisher {
         ...(message.timestamp !== undefined ? { timestamp: String(message.timestamp.getTime()) } : {}),
       });
     }
-    const producer = await this.#connected();
-    try {
-      await sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs);
-    } catch (error) {
-      this.#retire(producer);
-      throw error;
-    }
-  }
-
-  // An idempotent producer that failed a send may be stuck for good: after a broker restart kafkajs can keep
-  // answering "out of order sequence number" for its producer id on every later send (seen in the torture's
-  // pipeline: a relay that never recovered). A producer this publisher created is therefore dropped after any
-  // failed send, and the next publish connects a fresh one (a new producer id). The records are not lost: the
-  // caller (relay, replay) did not settle its source and sends them again; the consumer's inbox dedupes.
-  // A producer the application passed in is its own to replace.
-  #retire(producer: KafkaProducerLike): void {
-    // Only the current one: a send of an older producer may fail after a fresh one took its place.
-    if (this.#kafka === undefined || this.#created !== producer) return;
-    this.#connecting = undefined;
-    this.#created = undefined;
-    void producer.disconnect().catch(() => undefined);
+    // A producer this publisher created is replaced after a failed send (see ReplaceableProducer).
+    await this.#producer.send((producer) => sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs));
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#kafka !== undefined && this.#connecting !== undefined) {
-      const producer = await this.#connecting.catch(() => undefined);
-      await producer?.disconnect();
-    }
-  }
-
-  async #connected(): Promise<KafkaProducerLike> {
-    if (this.#producer !== undefined) return this.#producer;
-    const kafka = this.#kafka!;
-    this.#connecting ??= (async () => {
-      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-      await producer.connect();
-      this.#created = producer;
-      return producer;
-    })();
-    try {
-      return await this.#connecting;
-    } catch (error) {
-      this.#connecting = undefined;
-      throw new PublishError('could not connect the Kafka producer', { cause: error });
-    }
+    await this.#producer.close();
   }
 }
