@@ -11,6 +11,7 @@ import {
   type PrivateRedis,
   type TestRedis,
 } from '../../../test/support/redis.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 
 let server: PrivateRedis;
 let client: TestRedis;
@@ -49,13 +50,7 @@ describe('FastPathGuard', () => {
   it('leaves a cache that keeps failing alone, and then a lookup costs nothing', async () => {
     const cache = redisFastPath({ client, timeoutMs: 20 });
     await cache.remember('guard', 'b', 'fp', 60_000);
-    const warnings: { obj: object; msg?: string }[] = [];
-    const logger = {
-      debug: () => undefined,
-      info: () => undefined,
-      warn: (obj: object, msg?: string) => warnings.push({ obj, ...(msg !== undefined ? { msg } : {}) }),
-      error: () => undefined,
-    };
+    const { logger, warnings } = recordingLogger();
     const guard = new FastPathGuard(cache, { logger, label: 'billing: fast path' });
     expect(await guard.check('guard', 'b', 'fp')).toBe('hit');
     await pause(2_000);

@@ -11,6 +11,7 @@ import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
 import { statementHandler } from '../src/statement-handler.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 import { openTestDatabase, recordingPool, type TestDatabase } from './support/postgres.js';
 
 interface Payload {
@@ -322,8 +323,7 @@ describe('statementHandler', () => {
     await migrateInbox(roleDb);
     // (Postgres 15 lets nobody but the owner create in `public`: the orders go in the role's inbox schema.)
     await roleDb.executeQuery(CompiledQuery.raw('CREATE TABLE inboxkit.orders (order_id text PRIMARY KEY, total int NOT NULL)'));
-    const warnings: { obj: object; msg?: string }[] = [];
-    const logger = { debug() {}, info() {}, error() {}, warn: (obj: object, msg?: string) => void warnings.push({ obj, msg }) };
+    const { logger, warnings } = recordingLogger();
     const consumer = idempotentConsumer<Payload, Transaction<DB>>({
       name: 'notemp',
       store: new PostgresInboxStore({ db: roleDb, logger }),

@@ -18,6 +18,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import Fastify, { type FastifyRequest } from 'fastify';
 import { sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { connectRedis, slowProxy, startPrivateRedis, type TestRedis } from '../../../test/support/redis.js';
 import { requireService } from '../../../test/support/services.js';
@@ -489,13 +490,7 @@ describe('the fast path at the protocol level', () => {
       const slowed = recordingMeterProvider();
       const slowCounted = (r: string) =>
         slowed.value('inboxkit.fast_path', { scope: HTTP_FAST_PATH_SCOPE, result: r });
-      const warnings: { obj: object; msg?: string }[] = [];
-      const logger = {
-        debug: () => undefined,
-        info: () => undefined,
-        warn: (obj: object, msg?: string) => warnings.push({ obj, ...(msg !== undefined ? { msg } : {}) }),
-        error: () => undefined,
-      };
+      const { logger, warnings } = recordingLogger();
       const slowKeys = keysWith(redisFastPath({ client: slow, timeoutMs: 20 }), {
         meterProvider: slowed.provider,
         logger,

@@ -3,7 +3,6 @@
 // every record once; a SASL login the broker refuses rejects at once with a ConfigurationError; stop() ends a
 // start that is still retrying; startTimeoutMs bounds it.
 import { ConfigurationError, idempotentConsumer } from '@inboxkit/core';
-import type { Logger } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import { Kafka, logLevel } from 'kafkajs';
 import type { Producer } from 'kafkajs';
@@ -18,6 +17,7 @@ import { kafkaBrokers } from './support/kafka-services.js';
 import { schemaName, testDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 
 let kafka: Kafka;
 let producer: Producer;
@@ -36,20 +36,6 @@ afterAll(async () => {
   await database?.dispose();
   releaseBroker?.();
 });
-
-function recordingLogger(): { logger: Logger; warnings: { obj: unknown; msg: string }[] } {
-  const warnings: { obj: unknown; msg: string }[] = [];
-  const noop = (): void => undefined;
-  return {
-    warnings,
-    logger: {
-      debug: noop,
-      info: noop,
-      error: noop,
-      warn: (obj, msg) => void warnings.push({ obj, msg: msg ?? '' }),
-    },
-  };
-}
 
 /** A client whose only broker is `port` on this host; its own retries kept short. */
 function kafkaAt(port: number, extra: Partial<ConstructorParameters<typeof Kafka>[0]> = {}): Kafka {

@@ -3,7 +3,6 @@
 // wrong credentials reject at once with a ConfigurationError; stop() ends a start that is still retrying.
 
 import { ConfigurationError, idempotentConsumer } from '@inboxkit/core';
-import type { Logger } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import amqp from 'amqplib';
 import type { Transaction } from 'kysely';
@@ -18,19 +17,9 @@ import type { EffectsDatabase, PostgresFixture } from './postgres-fixture.js';
 import { TEST_TOPOLOGY } from './rabbitmq-harness.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 import type { TcpProxy } from '../../../test/support/tcp-proxy.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 
 useSharedBroker();
-
-function recordingLogger(): { logger: Logger; warnings: { obj: unknown; msg: string }[] } {
-  const warnings: { obj: unknown; msg: string }[] = [];
-  const logger: Logger = {
-    debug: () => undefined,
-    info: () => undefined,
-    warn: (obj, msg) => void warnings.push({ obj, msg: msg ?? '' }),
-    error: () => undefined,
-  };
-  return { logger, warnings };
-}
 
 /** The broker URL with another port (the proxy's) and, optionally, other credentials. */
 function urlVia(port: number, password?: string): string {

@@ -5,7 +5,6 @@
 
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { ConfigurationError, idempotentConsumer } from '@inboxkit/core';
-import type { Logger } from '@inboxkit/core';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { uniqueName } from '@inboxkit/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import { effectCounts, insertEffect, openTestDatabase } from './support/postgres
 import type { TestDB, TestDatabase, TestTx } from './support/postgres.js';
 import { deleteQueues, freshQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 
 let database: TestDatabase;
 let admin: SQSClient;
@@ -35,20 +35,6 @@ afterAll(async () => {
   admin.destroy();
   await database.close();
 });
-
-function recordingLogger(): { logger: Logger; warnings: { obj: unknown; msg: string }[] } {
-  const warnings: { obj: unknown; msg: string }[] = [];
-  const noop = (): void => undefined;
-  return {
-    warnings,
-    logger: {
-      debug: noop,
-      info: noop,
-      error: noop,
-      warn: (obj, msg) => void warnings.push({ obj, msg: msg ?? '' }),
-    },
-  };
-}
 
 function clientAt(port: number): SQSClient {
   return new SQSClient({
