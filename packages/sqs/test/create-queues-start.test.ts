@@ -4,7 +4,6 @@
 // later; `startTimeoutMs` bounds the wait with a StartTimeoutError.
 
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
-import type { Logger } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -13,6 +12,7 @@ import type { CreatedQueues } from '../src/index.js';
 import { deleteQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 import type { TcpProxy } from '../../../test/support/tcp-proxy.js';
+import { recordingLogger } from '../../../test/support/recording-logger.js';
 
 let admin: SQSClient;
 let proxy: TcpProxy;
@@ -39,27 +39,13 @@ function clientAt(port: number): SQSClient {
   });
 }
 
-function warningLogger(): { logger: Logger; warnings: { obj: unknown; msg: string }[] } {
-  const warnings: { obj: unknown; msg: string }[] = [];
-  const noop = (): void => undefined;
-  return {
-    warnings,
-    logger: {
-      debug: noop,
-      info: noop,
-      error: noop,
-      warn: (obj, msg) => void warnings.push({ obj, msg: msg ?? '' }),
-    },
-  };
-}
-
 const fast = { initialDelayMs: 50, maxDelayMs: 400 };
 
 describe('createQueues while SQS is down', () => {
   it('keeps trying until SQS listens, then creates both queues with the redrive policy', async () => {
     await proxy.close();
     const client = clientAt(proxy.port);
-    const { logger, warnings } = warningLogger();
+    const { logger, warnings } = recordingLogger();
     const name = uniqueName('cq-wait');
     let settled = false;
     const creating = createQueues({ client, name, maxAttempts: 3, reconnect: fast, logger }).finally(() => {
@@ -114,7 +100,7 @@ describe('createQueues while SQS is down', () => {
     await proxy.close();
     const client = clientAt(proxy.port);
     const controller = new AbortController();
-    const { logger, warnings } = warningLogger();
+    const { logger, warnings } = recordingLogger();
     try {
       const creating = createQueues({
         client,
