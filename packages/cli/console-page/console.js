@@ -558,10 +558,25 @@ function followJob(job) {
   });
   source.addEventListener('entry', (event) => onEntry(JSON.parse(/** @type {MessageEvent} */ (event).data)));
   source.addEventListener('done', (event) => finish(JSON.parse(/** @type {MessageEvent} */ (event).data)));
+  // The live stream lost (a proxy's timeout, a network blip): the replay goes on on the server, and the page
+  // asks for the job once a second until it has ended, so it never shows a finished replay as running.
   source.onerror = () => {
-    if (box.dataset.state === 'running')
-      counts.textContent += ' (connection lost; the replay goes on on the server)';
     source.close();
+    if (box.dataset.state !== 'running' || state.jobSource !== source) return;
+    counts.textContent += ' (live progress lost; the replay goes on on the server, checking on it)';
+    const poll = async () => {
+      // A newer replay followed on this page replaces this one.
+      while (state.jobSource === source && box.dataset.state === 'running') {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        try {
+          const view = await api(`/api/replays/${job.id}`);
+          if (view.state !== 'running' && state.jobSource === source) return finish(view);
+        } catch {
+          // The console itself is unreachable for now: ask again.
+        }
+      }
+    };
+    poll().catch(showError);
   };
 }
 

@@ -1,7 +1,8 @@
 // The operator console in a real browser (Debian's Chromium through playwright-core) over real Postgres and
 // RabbitMQ with a real consumer: the page loads with its charts, filters the dead letters, shows one message's
 // full record, dry-runs a selection (nothing changes), replays it at a rate with live progress, and two
-// operators replaying the same selection at once apply each message once. Set
+// operators replaying the same selection at once apply each message once; a replay whose live stream is lost
+// (or opened after it ended) is still shown done. Set
 // INBOXKIT_CONSOLE_SCREENSHOTS=docs/console to refresh the screenshots of docs/console.md.
 
 import { mkdirSync } from 'node:fs';
@@ -194,7 +195,10 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     // operator's run takes every message before the page connects): the page still shows it done.
     const jobState = async (url: string) => ((await (await fetch(url)).json()) as { state: string }).state;
     await second.route('**/api/replays/*/events', async (route) => {
-      const job = route.request().url().replace(/\/events$/, '');
+      const job = route
+        .request()
+        .url()
+        .replace(/\/events$/, '');
       await eventually(
         async () => (await jobState(job)) !== 'running',
         async () => `replay ${job} is ${await jobState(job)}`,
@@ -325,5 +329,27 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await world.recorder.waitForCount(processed + 1, { status: 'processed', timeoutMs: 30_000 });
     expect((await world.database.effects()).get('ord-4001')).toBe(2);
     await page.click('#detail-close');
+  });
+
+  it('shows a replay done when its live progress stream is lost: the page asks the server until the job ends', async () => {
+    // ord-3002 is left in the DLQ, parked: a replay of it ends at once, leaving it there.
+    await page.route('**/api/replays/*/events', (route) => route.abort());
+    try {
+      await page.selectOption('#f-reason', 'schema-invalid');
+      await page.click('#list');
+      await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(1);
+      await page.click('#select-all');
+      const depth = await world.broker.dlqDepth();
+      await page.click('#replay');
+      await expect
+        .poll(() => page.locator('#job').getAttribute('data-state'), { timeout: 30_000 })
+        .toBe('done');
+      expect(await page.locator('#job .counts').textContent()).toMatch(
+        /replayed 0, failed 0, unreplayable 0, parked 1/,
+      );
+      expect(await world.broker.dlqDepth()).toBe(depth);
+    } finally {
+      await page.unroute('**/api/replays/*/events');
+    }
   });
 });
