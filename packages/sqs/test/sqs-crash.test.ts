@@ -45,7 +45,16 @@ type Child = ChildProcessByStdio<null, Readable, Readable>;
 /** Starts a consumer process; resolves once it polls. */
 async function startProcess(
   consumer: string,
-  extra: { queues?: CreatedQueues; concurrency?: number; maxAttempts?: number; crashOnId?: string } = {},
+  extra: {
+    queues?: CreatedQueues;
+    concurrency?: number;
+    maxAttempts?: number;
+    crashOnId?: string;
+    handlerDelayMs?: number;
+    handlerJitterMs?: number;
+    prefetch?: number;
+    mode?: 'message' | 'batch';
+  } = {},
 ): Promise<{ child: Child; output: () => string }> {
   const { queues = q, concurrency = 10, ...rest } = extra;
   const settings = {
@@ -220,6 +229,93 @@ describe('a consumer process killed mid-batch', () => {
         ]);
       } finally {
         await deleteQueues(client, loop);
+      }
+    },
+  );
+
+  it(
+    'a process killed as soon as it applies anything, six times over, dead-letters nothing: a crash charges one redelivered message at most (maxAttempts 2, four handlers)',
+    { timeout: 180_000 },
+    async () => {
+      const maxAttempts = 2;
+      // Headroom enough that SQS's own redrive (maxReceiveCount) never moves a message: only core decides here.
+      const busy = await freshQueues(client, 'busykill', { maxAttempts, headroom: 30 });
+      try {
+        const consumer = uniqueName('busykill');
+        const ids = Array.from({ length: 24 }, (_, n) => `${consumer}-${n}`);
+        await sqsPublisher({ client }).publish(
+          ids.map((id) => ({ destination: busy.queueUrl, id, body: JSON.stringify({ id }) })),
+        );
+        const applied = async () => (await effectCounts(t.db, t.schema, consumer)).size;
+        const deadLettered = async () => {
+          const d = await depth(busy.deadLetterQueueUrl);
+          return d.visible + d.inFlight;
+        };
+        const outputs: string[] = [];
+        const runningAtKill: number[] = [];
+        for (let round = 1; round <= 6; round += 1) {
+          // What the previous process held is visible again first (its visibility timeout ran out), so this
+          // process receives it, redelivered, beside fresh messages.
+          await until(`round ${round}: nothing held`, async () => (await depth(busy.queueUrl)).inFlight === 0);
+          // Four handlers of 100–600 ms: a kill right after the first effect commits finds the others running.
+          const { child, output } = await startProcess(consumer, {
+            queues: busy,
+            concurrency: 4,
+            maxAttempts,
+            handlerDelayMs: 100,
+            handlerJitterMs: 500,
+          });
+          const before = await applied();
+          await until(
+            `round ${round}: one more effect`,
+            async () => (await applied()) > before || (await deadLettered()) > 0,
+          );
+          child.kill('SIGKILL');
+          await exited(child);
+          expect(child.signalCode).toBe('SIGKILL');
+          const lines = output().split('\n');
+          runningAtKill.push(
+            lines.filter((l) => l.startsWith('RUN ')).length - lines.filter((l) => l.startsWith('END ')).length,
+          );
+          outputs.push(output());
+        }
+        // The first round's process held only fresh messages, four at once: the kills find several running.
+        expect(runningAtKill[0], `handlers running at each kill: ${String(runningAtKill)}`).toBeGreaterThan(1);
+
+        const last = await startProcess(consumer, { queues: busy, concurrency: 4, maxAttempts });
+        await until(
+          'every message is settled and the queue is empty',
+          async () => {
+            const d = await depth(busy.queueUrl);
+            return d.visible + d.inFlight === 0 && (await applied()) + (await deadLettered()) >= ids.length;
+          },
+          120_000,
+        );
+        last.child.kill('SIGTERM');
+        await exited(last.child);
+        outputs.push(last.output());
+
+        const letters = [];
+        const dlq = sqsDeadLetterQueue({ client, queueUrl: busy.deadLetterQueueUrl, waitTimeSeconds: 1 });
+        for await (const entry of dlq.browse({ limit: 30 })) letters.push(entry);
+        await dlq.close();
+        const deadLetterOutcomes = outputs
+          .flatMap((o) => o.split('\n'))
+          .filter((l) => l.startsWith('OUTCOME dead-letter'));
+        expect(
+          {
+            dlq: letters.map((l) => `${String(l.id)} ${String(l.headers['x-inboxkit-reason'])}`),
+            outcomes: deadLetterOutcomes,
+          },
+          `healthy messages dead-lettered (handlers running at each kill: ${String(runningAtKill)})`,
+        ).toEqual({ dlq: [], outcomes: [] });
+        const counts = await effectCounts(t.db, t.schema, consumer);
+        expect(
+          ids.filter((id) => counts.get(id) !== 1),
+          'ids not applied exactly once',
+        ).toEqual([]);
+      } finally {
+        await deleteQueues(client, busy);
       }
     },
   );
