@@ -195,6 +195,26 @@ export interface IdempotentConsumer<P = unknown, Tx = unknown> {
    * `maxAttempts`. Call before handing the batch to `handle`/`handleBatch`.
    */
   recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
+  /**
+   * Which of these redelivered messages may have been running when a process died (one read of their rows,
+   * `findRows`, for the lot): an id with no inbox row yet, or whose last started attempt has no recorded end — a
+   * `processing` row, or a `failed` one with more attempts recorded as started than made. A row whose last
+   * attempt ended on record (completed, dead-lettered, or failed: this is its retry) is no suspect. Ids that
+   * are missing or invalid are never suspects (they are dead-lettered unrun). Resolves to each suspect's id
+   * and the attempts it has used so far (`max(attempts, startedAttempts)`, 0 with no row: the closer to
+   * `maxAttempts`, the fewer crashes it can still take). When the store cannot be read, every message with a
+   * valid id is a suspect, with 0. Never rejects.
+   *
+   * For transports whose broker cannot tell a redelivery after a crash from a retry (SQS: both come back with a
+   * receive count above 1): a suspect is run alone, the one with the most attempts used first, its started
+   * attempt recorded just before it runs, so a crash charges one suspect at most; a plain retry keeps running
+   * beside the others.
+   *
+   * @example
+   * const suspects = await consumer.crashSuspects(redelivered);
+   * for (const m of redelivered) if (suspects.has(m.id!)) await runAlone(m); // the rest run together
+   */
+  crashSuspects(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>>;
 }
 
 export type { DeadLetterReason };

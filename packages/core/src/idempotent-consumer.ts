@@ -204,6 +204,29 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
   }
 
+  async crashSuspects(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>> {
+    const suspects = new Map<string, number>();
+    for (const m of messages) {
+      if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined) suspects.set(m.id!, 0);
+    }
+    if (suspects.size === 0) return suspects;
+    let rows: InboxRow[];
+    try {
+      rows = await this.#store.findRows(this.name, [...suspects.keys()]);
+    } catch (error) {
+      // Unknown: every one may have crashed. The claim meets the same store and waits for it.
+      this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: could not read the rows of redelivered messages');
+      return suspects;
+    }
+    for (const row of rows) {
+      // The last attempt ended on record: completed, dead-lettered, or a failure whose retry this is.
+      const ended = row.status === 'completed' || row.status === 'dead_lettered' || (row.status === 'failed' && row.startedAttempts <= row.attempts);
+      if (ended) suspects.delete(row.messageId);
+      else suspects.set(row.messageId, Math.max(row.attempts, row.startedAttempts));
+    }
+    return suspects;
+  }
+
   // ── one delivery ────────────────────────────────────────────────────────────────────────────────────────
 
   async #handleOne(message: InboundMessage): Promise<Outcome> {

@@ -35,6 +35,11 @@ interface Held extends HeldMessage {
   readonly inbound: InboundMessage;
   /** SQS's `ApproximateReceiveCount` of this receive (1 on the first). */
   readonly receiveCount: number;
+  /**
+   * A crash suspect (see `#startHandling`): the attempts it has used so far, set by `#readSuspects` before the
+   * message is routed. `undefined` for any other message.
+   */
+  suspect: number | undefined;
 }
 
 /** What happened to a held message: settled for good, or still in the queue (retry, failed DLQ publish). */
@@ -126,6 +131,9 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   readonly #returnedUnrun = new Set<string>();
   /** Copies of each message id being handled in this process right now (see `#startHandling`). */
   readonly #inFlight = new Map<string, number>();
+  /** The last receive routed once its crash suspects were read (see `#dispatch`), and how many wait. */
+  #routed: Promise<void> = Promise.resolve();
+  #routesPending = 0;
 
   constructor(options: SqsConsumerOptions<P, Tx>, config: SqsConsumerConfig) {
     this.#options = options;
@@ -338,61 +346,121 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       messageId: raw.MessageId,
       extendedAt: receivedAt,
       extending: undefined,
+      suspect: undefined,
     };
     this.#heartbeat.track(held);
     return held;
   }
 
   #dispatch(config: SqsConsumerConfig, messages: readonly Message[], receivedAt: number): void {
-    if (config.mode === 'batch' && !config.fifo) {
-      const held: Held[] = [];
-      for (const raw of messages) {
-        const h = this.#hold(config, raw, receivedAt);
-        if (h === undefined) this.#buffer.release();
-        else held.push(h);
+    const received: { held: Held; groupId: string | undefined }[] = [];
+    for (const raw of messages) {
+      const held = this.#hold(config, raw, receivedAt);
+      if (held === undefined) this.#buffer.release();
+      else received.push({ held, groupId: config.fifo ? raw.Attributes?.MessageGroupId : undefined });
+    }
+    const read = this.#readSuspects(received.map((r) => r.held));
+    if (read === undefined && this.#routesPending === 0) {
+      this.#route(config, received);
+      return;
+    }
+    // Receives are routed in the order they came, each once its suspects are known.
+    this.#routesPending += 1;
+    this.#routed = this.#routed
+      .then(() => read)
+      .then(() => {
+        this.#routesPending -= 1;
+        this.#route(config, received);
+      });
+    this.#track(this.#routed);
+  }
+
+  /**
+   * Starts handling a receive's messages. Its crash suspects first: each waits for every handler (see
+   * `#startHandling`), and from then on nothing else starts, so no message received with them gets ahead.
+   */
+  #route(config: SqsConsumerConfig, received: readonly { held: Held; groupId: string | undefined }[]): void {
+    if (config.fifo) {
+      // Order within a group is kept; the groups this receive opens start suspects first.
+      const opened: { groupId: string; group: Group }[] = [];
+      for (const { held, groupId } of received) {
+        if (groupId === undefined) {
+          this.#track(this.#handleOne(config, held));
+          continue;
+        }
+        const group = this.#groups.get(groupId);
+        if (group !== undefined) group.waiting.push(held);
+        else {
+          const created: Group = { waiting: [held] };
+          this.#groups.set(groupId, created);
+          opened.push({ groupId, group: created });
+        }
       }
+      // Groups headed by a suspect first, the one with the most attempts used first (see below).
+      const rank = (o: { group: Group }) => o.group.waiting[0]!.suspect ?? -1;
+      opened.sort((x, y) => rank(y) - rank(x));
+      for (const { groupId, group } of opened) this.#track(this.#runGroup(config, groupId, group));
+      return;
+    }
+    const held = received.map((r) => r.held);
+    // The suspect with the most attempts used first: the one a crash could dead-letter soonest.
+    const suspects = held.filter((h) => h.suspect !== undefined).sort((x, y) => y.suspect! - x.suspect!);
+    for (const h of suspects) this.#track(this.#handleOne(config, h));
+    const together = held.filter((h) => h.suspect === undefined);
+    if (config.mode === 'batch') {
       // A chunk never needs more handlers than there are.
-      for (let i = 0; i < held.length; i += config.concurrency) {
-        this.#track(this.#handleChunk(config, held.slice(i, i + config.concurrency)));
+      for (let i = 0; i < together.length; i += config.concurrency) {
+        this.#track(this.#handleChunk(config, together.slice(i, i + config.concurrency)));
       }
       return;
     }
-    for (const raw of messages) {
-      const groupId = config.fifo ? raw.Attributes?.MessageGroupId : undefined;
-      const held = this.#hold(config, raw, receivedAt);
-      if (held === undefined) {
-        this.#buffer.release();
-        continue;
-      }
-      if (groupId === undefined) {
-        this.#track(this.#handleOne(config, held));
-        continue;
-      }
-      const group = this.#groups.get(groupId);
-      if (group !== undefined) group.waiting.push(held);
-      else {
-        const created: Group = { waiting: [held] };
-        this.#groups.set(groupId, created);
-        this.#track(this.#runGroup(config, groupId, created));
-      }
-    }
+    for (const h of together) this.#track(this.#handleOne(config, h));
   }
 
   // ---- settling
 
   /**
-   * Waits for a free handler, then handles and settles `held`; when the consumer stops first, returns it to
-   * the queue unhandled. Frees its buffer slot either way. Never rejects.
+   * Reads which of a receive's redelivered messages are crash suspects (`crashSuspects`, one read for the
+   * receive) and marks them; `undefined` when none can be (a first receive, an id this process returned
+   * unrun). Never rejects.
+   */
+  #readSuspects(held: readonly Held[]): Promise<void> | undefined {
+    const asked = held.filter(
+      (h) => h.receiveCount > 1 && h.inbound.id !== undefined && !this.#returnedUnrun.has(h.inbound.id),
+    );
+    if (asked.length === 0) return undefined;
+    return Promise.resolve()
+      .then(() => this.#options.handler.crashSuspects(asked.map((h) => h.inbound)))
+      .then(
+        (suspects) => {
+          for (const h of asked) h.suspect = suspects.get(h.inbound.id!);
+        },
+        () => {
+          // Never rejects by contract; if it does (or throws), every one may have crashed.
+          for (const h of asked) h.suspect = 0;
+        },
+      );
+  }
+
+  /**
+   * Waits for a free handler (for a crash suspect: for every handler, see `#startHandling`), then handles and
+   * settles `held`; when the consumer stops first, returns it to the queue unhandled. Frees its buffer slot
+   * either way. Never rejects.
    */
   async #handleOne(config: SqsConsumerConfig, held: Held): Promise<Settlement | 'stopped'> {
-    if (!this.#running || !(await this.#handlers.acquire())) {
+    // Of the suspects waiting, the one with the most attempts used goes first (see `#route`).
+    const alone = held.suspect !== undefined;
+    if (
+      !this.#running ||
+      !(await (alone ? this.#handlers.acquireAll(held.suspect) : this.#handlers.acquire()))
+    ) {
       await this.#returnAndFree(config, [held]);
       return 'stopped';
     }
     try {
       return await this.#settle(config, held);
     } finally {
-      this.#handlers.release();
+      this.#handlers.release(alone ? this.#handlers.size : 1);
       this.#buffer.release();
     }
   }
@@ -447,8 +515,17 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
    * A message that kills its process must still reach the DLQ, though: on a redelivery (receive count above
    * 1) a started attempt is recorded in the inbox just before the message runs (one statement for the lot).
    * That is the attempt about to run — the claim counts `max(attempts + 1, started)` — so it costs a message
-   * that then runs nothing, and a crash-looping one is charged on each receive after its first death. Marks
-   * the ids of `held` in hand until the returned function is called.
+   * that then runs nothing, and a crash-looping one is charged on each receive after its first death.
+   *
+   * Charged while others run, every redelivery running at the next crash would be charged again, and a
+   * process dying soon after each start would dead-letter healthy messages. So a crash suspect — a
+   * redelivery with no inbox row yet, or whose last started attempt has no recorded end (`crashSuspects`,
+   * read once per receive) — runs alone: it takes every handler (`Slots.acquireAll`), so it waits until the
+   * running handlers have finished and nothing starts beside it until it settles, and it is charged here, one
+   * at a time. A crash then charges one suspect at most. The suspects of a receive start before its other
+   * messages, the one with the most attempts used first (`#route`): the one a crash could dead-letter soonest.
+   * A plain retry (its failure is on record) is no suspect: its charge is neutral and it runs beside the
+   * others. Marks the ids of `held` in hand until the returned function is called.
    */
   async #startHandling(config: SqsConsumerConfig, held: readonly Held[]): Promise<() => void> {
     const starting: InboundMessage[] = [];

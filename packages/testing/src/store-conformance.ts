@@ -262,6 +262,26 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         const [row] = await subject.store.findRows(consumerName, ['m1']);
         expect(row).toMatchObject({ status: 'completed', attempts: 2 });
       });
+
+      it('tells crash suspects (no row, or a started attempt with no recorded end) from retries and settled rows', async () => {
+        const failing = new Set(['retry', 'retry-started', 'dead']);
+        const c = consumer({ maxAttempts: 5 }, (id) => {
+          if (failing.has(id)) throw new Error('fails');
+        });
+        await c.handle(testMessage('done'));
+        // A plain retry: its attempt was charged before it ran, and its failure is on record.
+        await c.recordAttemptsStarted([testMessage('retry')]);
+        expect(await c.handle(testMessage('retry'))).toMatchObject({ status: 'retry', attempt: 1 });
+        // Charged twice, never ended: its process died twice.
+        await c.recordAttemptsStarted([testMessage('started')]);
+        await c.recordAttemptsStarted([testMessage('started')]);
+        // A retry charged again, whose attempt never ended.
+        expect(await c.handle(testMessage('retry-started'))).toMatchObject({ status: 'retry', attempt: 1 });
+        await c.recordAttemptsStarted([testMessage('retry-started')]);
+        expect(await consumer({ maxAttempts: 1 }, () => { throw new Error('fails'); }).handle(testMessage('dead'))).toMatchObject({ status: 'dead-letter' });
+        const asked = ['done', 'retry', 'started', 'retry-started', 'dead', 'new', ''].map((id) => testMessage(id));
+        expect(Object.fromEntries(await c.crashSuspects([...asked, testMessage(undefined)]))).toEqual({ started: 2, 'retry-started': 2, new: 0 });
+      });
     });
 
     describe('replay', () => {

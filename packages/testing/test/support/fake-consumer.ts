@@ -91,5 +91,6 @@ export function fakeConsumer(
     handle,
     handleBatch: (messages) => Promise.all(messages.map(handle)),
     recordAttemptsStarted: async () => undefined,
+    crashSuspects: async () => new Map<string, number>(),
   };
 }
