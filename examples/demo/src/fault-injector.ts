@@ -128,6 +128,7 @@ export class FaultInjector {
         return outcomes;
       },
       recordAttemptsStarted: (messages) => consumer.recordAttemptsStarted(messages),
+      crashSuspects: (messages) => consumer.crashSuspects(messages),
     };
     return wrapped;
   }
