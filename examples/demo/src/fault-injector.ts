@@ -128,7 +128,7 @@ export class FaultInjector {
         return outcomes;
       },
       recordAttemptsStarted: (messages) => consumer.recordAttemptsStarted(messages),
-      crashSuspects: (messages) => consumer.crashSuspects(messages),
+      crashSuspects: consumer.crashSuspects?.bind(consumer),
     };
     return wrapped;
   }

@@ -210,11 +210,15 @@ export interface IdempotentConsumer<P = unknown, Tx = unknown> {
    * attempt recorded just before it runs, so a crash charges one suspect at most; a plain retry keeps running
    * beside the others.
    *
+   * Optional, so an object that wraps a consumer (a fault injector, a decorator) written before it still
+   * type-checks: a transport that finds none treats every redelivery as a suspect (safe, and slower after
+   * retries). Forward it when you wrap a consumer.
+   *
    * @example
    * const suspects = await consumer.crashSuspects(redelivered);
    * for (const m of redelivered) if (suspects.has(m.id!)) await runAlone(m); // the rest run together
    */
-  crashSuspects(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>>;
+  crashSuspects?(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>>;
 }
 
 export type { DeadLetterReason };

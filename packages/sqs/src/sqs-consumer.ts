@@ -429,8 +429,13 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       (h) => h.receiveCount > 1 && h.inbound.id !== undefined && !this.#returnedUnrun.has(h.inbound.id),
     );
     if (asked.length === 0) return undefined;
+    const handler = this.#options.handler;
     return Promise.resolve()
-      .then(() => this.#options.handler.crashSuspects(asked.map((h) => h.inbound)))
+      .then(() => {
+        // A wrapper of the consumer that does not forward it: every one may have crashed.
+        if (handler.crashSuspects === undefined) throw new Error('no crashSuspects');
+        return handler.crashSuspects(asked.map((h) => h.inbound));
+      })
       .then(
         (suspects) => {
           for (const h of asked) h.suspect = suspects.get(h.inbound.id!);

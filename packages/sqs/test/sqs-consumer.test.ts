@@ -13,7 +13,7 @@ import {
   idempotentConsumer,
   parseDeadLetterHeaders,
 } from '@inboxkit/core';
-import type { IdempotentConsumerConfig, TransportConsumer } from '@inboxkit/core';
+import type { IdempotentConsumer, IdempotentConsumerConfig, TransportConsumer } from '@inboxkit/core';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -102,6 +102,48 @@ async function start(
 }
 
 describe('sqsConsumer', () => {
+  it.each([
+    ['forwards crashSuspects: the retries of recorded failures run side by side', true],
+    ['wraps the consumer without crashSuspects: every redelivery runs alone', false],
+  ] as const)('a consumer that %s', async (_, forwards) => {
+    // Each of six messages fails its first attempt on record (a plain retry, no crash suspect), then its retry
+    // holds its handler 300 ms. Told which messages are suspects, the transport runs the retries together; not
+    // told (an older wrapper of the consumer), it must assume each may have crashed and run it alone.
+    const q = await queues(forwards ? 'suspects-told' : 'suspects-unknown');
+    const tried = new Set<string>();
+    let now = 0;
+    let most = 0;
+    const { consumer, recorder } = consumerOf({
+      handler: async (message, { tx }) => {
+        if (!tried.has(message.id)) {
+          tried.add(message.id);
+          throw new RetryableError('first attempt', { delayMs: 0 });
+        }
+        now += 1;
+        most = Math.max(most, now);
+        await sleep(300);
+        now -= 1;
+        await insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id });
+      },
+    });
+    const wrapper: IdempotentConsumer<unknown, TestTx> = {
+      name: consumer.name,
+      config: consumer.config,
+      handle: (m) => consumer.handle(m),
+      handleBatch: (ms) => consumer.handleBatch(ms),
+      recordAttemptsStarted: (ms) => consumer.recordAttemptsStarted(ms),
+      ...(forwards ? { crashSuspects: (ms) => consumer.crashSuspects!(ms) } : {}),
+    };
+    const ids = Array.from({ length: 6 }, (_, n) => `suspect-${forwards ? 'told' : 'unknown'}-${n}`);
+    await sqsPublisher({ client }).publish(ids.map((id) => ({ destination: q.queueUrl, id, body: '{}' })));
+    await start(q, wrapper, { concurrency: 6 });
+    await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
+    const counts = await effectCounts(t.db, t.schema, consumer.name);
+    expect(ids.map((id) => counts.get(id))).toEqual(ids.map(() => 1));
+    if (forwards) expect(most, 'retries running at once').toBeGreaterThan(1);
+    else expect(most, 'redeliveries running at once').toBe(1);
+  });
+
   it.each(['message', 'batch'] as const)(
     'applies each message once when every message arrives three times, concurrently (%s mode)',
     async (mode) => {
