@@ -1,6 +1,5 @@
 // hooks.onOutcome, metrics through @opentelemetry/api, the pino-compatible logger, and the handler's context.
 
-import type { Attributes, Counter, Histogram, Meter, MeterProvider } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { METRIC_NAMES } from '../src/consumer-metrics.js';
 import type { HandlerContext, Logger, OutcomeEvent } from '../src/consumer-types.js';
@@ -9,6 +8,7 @@ import { HandlerTimeoutError, PermanentError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
 import type { InboundMessage } from '../src/message.js';
+import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 
 const message = (id: string, extra: Partial<InboundMessage> = {}): InboundMessage => ({
   id,
@@ -17,24 +17,6 @@ const message = (id: string, extra: Partial<InboundMessage> = {}): InboundMessag
   source: { transport: 'memory' },
   ...extra,
 });
-
-/** A MeterProvider that sums every instrument by name and attributes. */
-function recordingMeterProvider(): { provider: MeterProvider; value(name: string, attributes?: Attributes): number } {
-  const sums = new Map<string, number>();
-  const key = (name: string, attributes: Attributes = {}): string => `${name} ${JSON.stringify(Object.entries(attributes).sort())}`;
-  const instrument = (name: string) => ({
-    add: (v: number, a?: Attributes) => sums.set(key(name, a), (sums.get(key(name, a)) ?? 0) + v),
-    record: (v: number, a?: Attributes) => sums.set(key(name, a), (sums.get(key(name, a)) ?? 0) + (v >= 0 ? 1 : 0)),
-  });
-  const meter = {
-    createCounter: (name: string) => instrument(name) as unknown as Counter,
-    createHistogram: (name: string) => instrument(name) as unknown as Histogram,
-  } as unknown as Meter;
-  return {
-    provider: { getMeter: () => meter },
-    value: (name, attributes) => sums.get(key(name, attributes)) ?? 0,
-  };
-}
 
 function recordingLogger(): Logger & { lines: { level: string; msg: string | undefined; obj: object }[] } {
   const lines: { level: string; msg: string | undefined; obj: object }[] = [];

@@ -3,13 +3,14 @@
 // endpoint is a proxy on a port with nothing listening, which starts listening (SQS comes up) a few seconds
 // later; `startTimeoutMs` bounds the wait with a StartTimeoutError.
 
-import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { uniqueName } from '@inboxkit/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { createQueues, StartTimeoutError } from '../src/index.js';
 import type { CreatedQueues } from '../src/index.js';
-import { deleteQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
+import { clientAtPort, deleteQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 import type { TcpProxy } from '../../../test/support/tcp-proxy.js';
 import { recordingLogger } from '../../../test/support/recording-logger.js';
@@ -30,21 +31,12 @@ afterAll(async () => {
   admin.destroy();
 });
 
-function clientAt(port: number): SQSClient {
-  return new SQSClient({
-    endpoint: `http://127.0.0.1:${port}`,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-    maxAttempts: 1,
-  });
-}
-
 const fast = { initialDelayMs: 50, maxDelayMs: 400 };
 
 describe('createQueues while SQS is down', () => {
   it('keeps trying until SQS listens, then creates both queues with the redrive policy', async () => {
     await proxy.close();
-    const client = clientAt(proxy.port);
+    const client = clientAtPort(proxy.port);
     const { logger, warnings } = recordingLogger();
     const name = uniqueName('cq-wait');
     let settled = false;
@@ -74,7 +66,7 @@ describe('createQueues while SQS is down', () => {
 
   it('rejects with a StartTimeoutError naming the last error once startTimeoutMs has passed', async () => {
     await proxy.close();
-    const client = clientAt(proxy.port);
+    const client = clientAtPort(proxy.port);
     try {
       const error = await createQueues({
         client,
@@ -98,7 +90,7 @@ describe('createQueues while SQS is down', () => {
 
   it('ends the wait when its signal aborts, rejecting with the reason', async () => {
     await proxy.close();
-    const client = clientAt(proxy.port);
+    const client = clientAtPort(proxy.port);
     const controller = new AbortController();
     const { logger, warnings } = recordingLogger();
     try {

@@ -3,7 +3,8 @@
 // message once; refused credentials reject at once with a ConfigurationError; stop() ends a start that is still
 // retrying; startTimeoutMs bounds it.
 
-import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { ConfigurationError, idempotentConsumer } from '@inboxkit/core';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { uniqueName } from '@inboxkit/testing';
@@ -14,7 +15,13 @@ import type { CreatedQueues } from '../src/index.js';
 import { sqsStartFailure } from '../src/start-retry.js';
 import { effectCounts, insertEffect, openTestDatabase } from './support/postgres.js';
 import type { TestDB, TestDatabase, TestTx } from './support/postgres.js';
-import { deleteQueues, freshQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
+import {
+  clientAtPort,
+  deleteQueues,
+  freshQueues,
+  sqsEndpoint,
+  testSqsClient,
+} from './support/sqs-test-client.js';
 import { tcpProxy } from '../../../test/support/tcp-proxy.js';
 import { recordingLogger } from '../../../test/support/recording-logger.js';
 
@@ -35,15 +42,6 @@ afterAll(async () => {
   admin.destroy();
   await database.close();
 });
-
-function clientAt(port: number): SQSClient {
-  return new SQSClient({
-    endpoint: `http://127.0.0.1:${port}`,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-    maxAttempts: 1,
-  });
-}
 
 function handlerOf(name: string) {
   return idempotentConsumer<unknown, TestTx>({
@@ -75,7 +73,7 @@ describe('sqsConsumer start() while SQS is down', () => {
   it('keeps trying, becomes ready once SQS answers, and applies every message once', async () => {
     const endpoint = new URL(sqsEndpoint());
     const proxy = await tcpProxy({ host: endpoint.hostname, port: Number(endpoint.port) });
-    const client = clientAt(proxy.port);
+    const client = clientAtPort(proxy.port);
     const name = uniqueName('start');
     const { logger, warnings } = recordingLogger();
     const consumer = sqsConsumer({
@@ -150,7 +148,7 @@ describe('sqsConsumer start() while SQS is down', () => {
 
   it('stop() ends a start that is still retrying; start() resolves without starting', async () => {
     const closed = await tcpProxy({ host: '127.0.0.1', port: 1 });
-    const client = clientAt(closed.port);
+    const client = clientAtPort(closed.port);
     const { logger, warnings } = recordingLogger();
     const consumer = sqsConsumer({
       client,
@@ -172,7 +170,7 @@ describe('sqsConsumer start() while SQS is down', () => {
 
   it('rejects with a StartTimeoutError once startTimeoutMs has passed', async () => {
     const closed = await tcpProxy({ host: '127.0.0.1', port: 1 });
-    const client = clientAt(closed.port);
+    const client = clientAtPort(closed.port);
     const consumer = sqsConsumer({
       client,
       queueUrl: queues.queueUrl,

@@ -24,6 +24,19 @@ export function testSqsClient(): SQSClient {
   return new SQSClient({ endpoint: sqs.endpoint, region: sqs.region, credentials: sqs.credentials });
 }
 
+/**
+ * A client for an SQS endpoint on this host at `port` (a proxy in front of the test server, or a port where
+ * nothing listens), failing at once rather than retrying: the start-up tests count the tries themselves.
+ */
+export function clientAtPort(port: number): SQSClient {
+  return new SQSClient({
+    endpoint: `http://127.0.0.1:${port}`,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
+    maxAttempts: 1,
+  });
+}
+
 /** Creates a fresh queue pair named after `prefix`, with a redrive policy as `createQueues` sets it. */
 export async function freshQueues(
   client: SQSClient,
