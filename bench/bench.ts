@@ -580,6 +580,10 @@ interface RatioSpread {
   max: number;
   ratios: number[];
 }
+/** A ratio's median with its min–max, as the fast-path tables print it. */
+const spread = (r: RatioSpread): string => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
+/** The lower median of some rates (a fast-path table's requests/s column). */
+const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const fastPath = runs.fastpath?.result as
   | {
       deliveries: number;
@@ -597,8 +601,6 @@ const fastPath = runs.fastpath?.result as
 if (runs.fastpath !== undefined) {
   md.push('## Redis fast path in a duplicate storm', '');
   if (fastPath) {
-    const spread = (r: RatioSpread): string => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
-    const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
     md.push(
       `\`idempotentConsumer().handle()\` on the Postgres inbox with and without \`redisFastPath()\` on Redis (\`packages/core/bench/fast-path-bench.ts\`), concurrency ${fastPath.concurrency}, a one-row effect. ` +
         `“storm”: ${fmt(fastPath.deliveries)} deliveries, ${fmt(fastPath.duplicateShare * 100)}% duplicates of completed ids; “first”: ${fmt(fastPath.deliveries / 2)} new ids. ` +
@@ -658,8 +660,6 @@ const httpFastPath = runs.httpfastpath?.result as
 if (runs.httpfastpath !== undefined) {
   md.push('## Redis fast path in front of the HTTP Idempotency-Key middleware', '');
   if (httpFastPath) {
-    const spread = (r: RatioSpread): string => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
-    const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
     md.push(
       `\`idempotencyKeys()\` with and without \`fastPath: redisFastPath()\` (\`packages/http/bench/http-fast-path-bench.ts\`): a node:http server in its own process, keep-alive HTTP at concurrency ${httpFastPath.concurrency}, a one-row effect in the handler's transaction. ` +
         `“storm”: ${fmt(httpFastPath.requests)} requests, ${fmt(httpFastPath.duplicateShare * 100)}% retries of completed keys; “first”: ${fmt(httpFastPath.requests / 2)} new keys. ` +
