@@ -1,8 +1,9 @@
 // One way to run a package's schema migrations (the inbox's, the outbox's, the HTTP keys'): Kysely's Migrator
 // with a bookkeeping table of its own inside the package's schema, retried while the database is starting.
 
-import { Migrator, sql, type Kysely, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { retryDatabaseStart, type DatabaseStartRetryOptions } from './database-start-retry.js';
+import type { SchemaMigrationProvider, SchemaMigrationResultSet } from './schema-migration-types.js';
 
 /** What `runSchemaMigrations` migrates: one provider, bookkept in its own table inside `schema`. */
 export interface SchemaMigrationsTarget {
@@ -10,7 +11,7 @@ export interface SchemaMigrationsTarget {
   readonly schema: string;
   /** A validated name of Kysely's bookkeeping table; the lock table is `<migrationTable>_lock`. */
   readonly migrationTable: string;
-  readonly provider: MigrationProvider;
+  readonly provider: SchemaMigrationProvider;
 }
 
 /**
@@ -22,12 +23,50 @@ export async function runSchemaMigrations(
   db: Kysely<unknown>,
   target: SchemaMigrationsTarget,
   retry: DatabaseStartRetryOptions & { readonly what?: string } = {},
-): Promise<MigrationResultSet> {
+): Promise<SchemaMigrationResultSet> {
   return retryDatabaseStart(retry.what ?? 'runSchemaMigrations', () => migrateOnce(db, target), retry);
 }
 
-async function migrateOnce(db: Kysely<unknown>, target: SchemaMigrationsTarget): Promise<MigrationResultSet> {
+interface MigratorLike {
+  migrateToLatest(): Promise<SchemaMigrationResultSet>;
+}
+type MigratorConstructor = new (props: {
+  db: Kysely<unknown>;
+  provider: SchemaMigrationProvider;
+  migrationTableSchema: string;
+  migrationTableName: string;
+  migrationLockTableName: string;
+}) => MigratorLike;
+
+let migratorClass: Promise<MigratorConstructor> | undefined;
+
+/**
+ * Kysely's Migrator from whichever line the application installed: 'kysely/migration' (0.29, where the root
+ * export became a type error) or 'kysely' (0.28, which has no such subpath). The specifier is a variable so that
+ * TypeScript, compiling against either line's types, does not resolve it.
+ */
+function loadMigrator(): Promise<MigratorConstructor> {
+  migratorClass ??= (async () => {
+    const subpath: string = 'kysely/migration';
+    const fromSubpath = await import(subpath).then(
+      (module: { Migrator?: MigratorConstructor }) => module.Migrator,
+      () => undefined,
+    );
+    if (fromSubpath !== undefined) return fromSubpath;
+    const root = (await import('kysely')) as unknown as { Migrator?: MigratorConstructor };
+    if (root.Migrator === undefined)
+      throw new Error('kysely exports no Migrator (neither kysely/migration nor kysely)');
+    return root.Migrator;
+  })();
+  return migratorClass;
+}
+
+async function migrateOnce(
+  db: Kysely<unknown>,
+  target: SchemaMigrationsTarget,
+): Promise<SchemaMigrationResultSet> {
   await sql.raw(`CREATE SCHEMA IF NOT EXISTS "${target.schema}"`).execute(db);
+  const Migrator = await loadMigrator();
   const migrator = new Migrator({
     db,
     provider: target.provider,

@@ -2,7 +2,8 @@
 // validated identifiers, and the upgrade of a populated version-1 inbox without losing its dedupe history.
 
 import { readFileSync } from 'node:fs';
-import { Migrator, NO_MIGRATIONS, sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import { Migrator, NO_MIGRATIONS } from '../../../test/support/kysely-migrator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inboxSqlFile, SQL_FILE, V1_SQL_FILE } from '../scripts/generate-sql.js';
 import { ConfigurationError, PermanentError } from '../src/errors.js';
@@ -112,7 +113,7 @@ describe('inbox schema', () => {
         // A version-1 database as `inboxkit migrate` left it: the v1 DDL, its migration recorded by Kysely.
         const v1 = new Migrator({
           db: t.db,
-          provider: { getMigrations: async () => ({ inboxkit_0001_inbox: { up: (db) => sql.raw(version1Sql(schema)).execute(db).then(() => undefined) } }) },
+          provider: { getMigrations: async () => ({ inboxkit_0001_inbox: { up: (db: Kysely<unknown>) => sql.raw(version1Sql(schema)).execute(db).then(() => undefined) } }) },
           migrationTableSchema: schema,
           migrationTableName: 'inboxkit_migrations',
           migrationLockTableName: 'inboxkit_migrations_lock',

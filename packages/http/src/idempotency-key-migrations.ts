@@ -1,9 +1,14 @@
 // The idempotency-key table as a Kysely migration provider of its own, and migrateIdempotencyKeys() which runs
 // it with its own migration table, so it never mixes with the inbox's or the application's migrations.
 
-import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DatabaseStartRetryOptions } from '@inboxkit/core';
-import { runSchemaMigrations } from '@inboxkit/core/postgres';
+import {
+  runSchemaMigrations,
+  type SchemaMigration,
+  type SchemaMigrationProvider,
+  type SchemaMigrationResultSet,
+} from '@inboxkit/core/postgres';
 import {
   idempotencyKeySchemaDownStatements,
   idempotencyKeySchemaStatements,
@@ -20,9 +25,9 @@ import {
  * @example
  * const migrator = new Migrator({ db, provider: idempotencyKeyMigrations({ schema: 'app' }) });
  */
-export function idempotencyKeyMigrations(options: IdempotencyKeyTableOptions = {}): MigrationProvider {
+export function idempotencyKeyMigrations(options: IdempotencyKeyTableOptions = {}): SchemaMigrationProvider {
   const names = resolveIdempotencyKeyTableNames(options);
-  const migration: Migration = {
+  const migration: SchemaMigration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of idempotencyKeySchemaStatements(names)) await sql.raw(statement).execute(db);
     },
@@ -50,7 +55,7 @@ export interface MigrateIdempotencyKeysOptions extends IdempotencyKeyTableOption
 export async function migrateIdempotencyKeys<DB>(
   database: Kysely<DB>,
   options: MigrateIdempotencyKeysOptions = {},
-): Promise<MigrationResultSet> {
+): Promise<SchemaMigrationResultSet> {
   const db = database as unknown as Kysely<unknown>;
   const names = resolveIdempotencyKeyTableNames(options);
   const migrationTable = resolveIdempotencyKeyTableNames({

@@ -1,6 +1,7 @@
 // migrateIdempotencyKeys on Postgres: its own migration table, idempotent, and down again.
 
-import { Migrator, sql } from 'kysely';
+import { sql } from 'kysely';
+import { Migrator } from '../../../test/support/kysely-migrator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyKeyMigrations, migrateIdempotencyKeys } from '../src/index.js';
 import { openHttpTestDatabase, type HttpTestDatabase } from './support/http-test-database.js';

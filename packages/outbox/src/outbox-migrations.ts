@@ -1,9 +1,14 @@
-// The outbox schema as Kysely migrations: a MigrationProvider for Kysely's Migrator, and migrateOutbox() which
+// The outbox schema as Kysely migrations: a SchemaMigrationProvider for Kysely's Migrator, and migrateOutbox() which
 // runs it with its own migration table so it never mixes with the application's (or the inbox's) migrations.
 
-import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DatabaseStartRetryOptions } from '@inboxkit/core';
-import { runSchemaMigrations } from '@inboxkit/core/postgres';
+import {
+  runSchemaMigrations,
+  type SchemaMigration,
+  type SchemaMigrationProvider,
+  type SchemaMigrationResultSet,
+} from '@inboxkit/core/postgres';
 import { outboxSchemaDownStatements, outboxSchemaStatements } from './outbox-schema.js';
 import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table-names.js';
 
@@ -15,9 +20,9 @@ import { resolveOutboxTableNames, type OutboxTableOptions } from './outbox-table
  * const migrator = new Migrator({ db, provider: outboxMigrations({ schema: 'app' }) });
  * await migrator.migrateToLatest();
  */
-export function outboxMigrations(options: OutboxTableOptions = {}): MigrationProvider {
+export function outboxMigrations(options: OutboxTableOptions = {}): SchemaMigrationProvider {
   const names = resolveOutboxTableNames(options);
-  const migration: Migration = {
+  const migration: SchemaMigration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of outboxSchemaStatements(names)) await sql.raw(statement).execute(db);
     },
@@ -45,7 +50,7 @@ export interface MigrateOutboxOptions extends OutboxTableOptions, DatabaseStartR
 export async function migrateOutbox<DB>(
   database: Kysely<DB>,
   options: MigrateOutboxOptions = {},
-): Promise<MigrationResultSet> {
+): Promise<SchemaMigrationResultSet> {
   // The migration touches only the outbox table: the application's table types do not matter here.
   const db = database as unknown as Kysely<unknown>;
   const names = resolveOutboxTableNames(options);

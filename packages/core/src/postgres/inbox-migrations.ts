@@ -1,8 +1,9 @@
-// The inbox schema as Kysely migrations: a MigrationProvider for Kysely's Migrator, and migrateInbox() which
+// The inbox schema as Kysely migrations: a SchemaMigrationProvider for Kysely's Migrator, and migrateInbox() which
 // runs it with its own migration table so it never mixes with the application's migrations.
 
-import { sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DatabaseStartRetryOptions } from '../database-start-retry.js';
+import type { SchemaMigration, SchemaMigrationProvider, SchemaMigrationResultSet } from '../schema-migration-types.js';
 import { runSchemaMigrations } from '../schema-migrations.js';
 import { inboxTablesDown, inboxTableStatements } from './inbox-schema.js';
 import { inboxFunctions, inboxFunctionsDown } from './inbox-sql.js';
@@ -52,13 +53,13 @@ export function inboxSchemaSql(n: InboxTableNames): string {
  * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
  * await migrator.migrateToLatest();
  */
-export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvider {
+export function inboxMigrations(options: InboxTableOptions = {}): SchemaMigrationProvider {
   const names = resolveInboxTableNames({ ...options, layout: 'table' });
   // Version 1 (one wide row, two indexes) was created by `inboxkit_0001_inbox`. Migration 0002 creates the
   // current schema or upgrades a version-1 one in place (inbox-schema.ts), so on a new database 0001 has nothing
   // left to do; it stays listed because databases that ran it remember its name.
-  const v1: Migration = { up: async () => {} };
-  const leanRow: Migration = {
+  const v1: SchemaMigration = { up: async () => {} };
+  const leanRow: SchemaMigration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of inboxSchemaStatements(names)) await sql.raw(statement).execute(db);
     },
@@ -71,7 +72,7 @@ export function inboxMigrations(options: InboxTableOptions = {}): MigrationProvi
   }
   // The partitioned layout starts from the plain one (empty, or refused when populated: see docs/operations.md).
   const partitioned = resolveInboxTableNames(options);
-  const dailyPartitions: Migration = {
+  const dailyPartitions: SchemaMigration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of inboxSchemaStatements(partitioned)) await sql.raw(statement).execute(db);
     },
@@ -110,7 +111,7 @@ export interface MigrateInboxOptions extends InboxTableOptions, DatabaseStartRet
 export async function migrateInbox<DB>(
   database: Kysely<DB>,
   options: MigrateInboxOptions = {},
-): Promise<MigrationResultSet> {
+): Promise<SchemaMigrationResultSet> {
   // The migrations touch only the inbox tables: the application's table types do not matter here.
   const db = database as unknown as Kysely<unknown>;
   const names = resolveInboxTableNames(options);

@@ -4,6 +4,12 @@
 export * from './postgres-inbox-store.js';
 export * from './inbox-migrations.js';
 export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
+export type {
+  SchemaMigration,
+  SchemaMigrationProvider,
+  SchemaMigrationResult,
+  SchemaMigrationResultSet,
+} from '../schema-migration-types.js';
 export * from './partitions/maintain-inbox-partitions.js';
 export * from './partitions/start-partition-maintenance.js';
 export { PARTITION_METRIC_NAMES, countPartitionSteps } from './partitions/partition-metrics.js';
