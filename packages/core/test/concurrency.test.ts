@@ -125,6 +125,10 @@ describe('concurrent deliveries on Postgres', () => {
     const consumer = idempotentConsumer<unknown, TestTx>({
       name: 'rollback',
       store,
+      // The duplicate waits on the row from before waitUntilBlocked sees it until the first has rolled back; on a
+      // machine at load 26 that took longer than the default 5 s lock wait (answered retry lock-timeout, attempt
+      // 0). Bounding that wait is another test's subject: here it must not end first.
+      lockTimeoutMs: 120_000,
       backoff: { initialDelayMs: 0, maxDelayMs: 0 },
       handler: async (m, { tx }) => {
         calls++;
