@@ -20,6 +20,12 @@ export interface IdempotentRequest<N = unknown> {
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
   /** The parsed body (a JSON value), raw bytes, or undefined: part of the fingerprint. */
   readonly body: unknown;
+  /**
+   * Whether the framework's response has been started by the handler itself (`res.headersSent`, Fastify
+   * `reply.sent`). Checked just before the response is stored: when true, nothing is stored, the handler's
+   * transaction rolls back, the key is released and `ResponseAlreadySentError` is thrown. Default is never.
+   */
+  readonly responseStarted?: () => boolean;
   /** The framework's own request, for `principal`. */
   readonly native: N;
 }
