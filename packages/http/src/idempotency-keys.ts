@@ -165,6 +165,16 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       }
       return { kind: 'unkeyed' };
     }
+    if (Array.isArray(header) && header.length > 1) {
+      return answered(
+        'invalid',
+        problemResponse(
+          400,
+          'Several Idempotency-Keys',
+          `The request carries ${header.length} Idempotency-Key headers; send exactly one.`,
+        ),
+      );
+    }
     if (typeof header !== 'string' || !VALID_KEY.test(header)) {
       return answered(
         'invalid',

@@ -31,6 +31,7 @@ export {
   ResponseAlreadySentError,
   ResponseTooLargeError,
 } from './idempotency-errors.js';
+export { requestHeaders } from './request-headers.js';
 export {
   idempotencyKeyMigrations,
   migrateIdempotencyKeys,

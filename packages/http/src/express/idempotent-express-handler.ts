@@ -6,6 +6,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
 import { matchedRoute } from '../matched-route.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
 import { sendResponse, type ResponseWriter } from '../send-response.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
@@ -74,7 +75,7 @@ export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
         method: request.method,
         route,
         query: queryOf(request.originalUrl),
-        headers: request.headers,
+        headers: requestHeaders(request),
         body: request.body as unknown,
         responseStarted: () => response.headersSent,
         native: request,

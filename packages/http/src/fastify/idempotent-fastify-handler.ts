@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
 import { matchedRoute } from '../matched-route.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
 import { safeLog } from '../safe-log.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
@@ -64,7 +65,7 @@ export function idempotentFastifyHandler<DB, Tx = Transaction<DB>>(
         method: request.method,
         route,
         query: start < 0 ? '' : request.url.slice(start + 1),
-        headers: request.headers,
+        headers: requestHeaders(request.raw),
         body: request.body,
         responseStarted: () => started(reply),
         native: request,

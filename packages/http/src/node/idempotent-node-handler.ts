@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isInboxkitError } from '@inboxkit/core';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import { problemResponse, type HttpResponse, type IdempotentResponseInit } from '../http-response.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
 import { sendResponse, writeHead } from '../send-response.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
@@ -100,7 +101,7 @@ export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
             method: request.method ?? 'GET',
             route,
             query: queryOf(url),
-            headers: request.headers,
+            headers: requestHeaders(request),
             body,
             responseStarted: () => response.headersSent,
             native: request,
