@@ -6,14 +6,19 @@ import type { IncomingMessage } from 'node:http';
 import type { IdempotentRequest } from './idempotent-request.js';
 
 /**
- * `request.headers`, with `idempotency-key` as the list of its values when the request repeats that header
- * (read from `headersDistinct`). A custom adapter passes this as `IdempotentRequest.headers`.
+ * `headers` (default `request.headers`; Fastify passes its own view), with `idempotency-key` as the list of its
+ * values when the request repeats that header (read from `request.headersDistinct`, which an HTTP/2
+ * compatibility request may lack). A custom adapter passes this as `IdempotentRequest.headers`.
  *
  * @example
  * await runIdempotent(keys, { method, route, headers: requestHeaders(req), body, native: req }, handler);
  */
-export function requestHeaders(request: IncomingMessage): IdempotentRequest['headers'] {
-  const keys = request.headersDistinct['idempotency-key'];
-  if (keys === undefined || keys.length < 2) return request.headers;
-  return { ...request.headers, 'idempotency-key': keys };
+export function requestHeaders(
+  request: IncomingMessage,
+  headers: IdempotentRequest['headers'] = request.headers,
+): IdempotentRequest['headers'] {
+  const distinct = (request as Partial<Pick<IncomingMessage, 'headersDistinct'>>).headersDistinct;
+  const keys = distinct?.['idempotency-key'];
+  if (keys === undefined || keys.length < 2) return headers;
+  return { ...headers, 'idempotency-key': keys };
 }

@@ -99,7 +99,9 @@ export interface IdempotentRouteOptions {
 
 /**
  * Runs `handler` under the Idempotency-Key protocol and returns the response to write: the handler's, a
- * replay, or the protocol's own 400/409/422. A handler error releases the key and is rethrown.
+ * replay, or the protocol's own 400/409/422. A handler error releases the key and is rethrown; a response Node
+ * cannot send (`InvalidResponseError`) is rolled back, releases the key and is answered 500 naming the header. A
+ * replay of a stored header Node cannot send (a row stored before that check) leaves the header out.
  *
  * @example
  * const response = await runIdempotent(keys, request, (context) => context.transaction(async (tx) => …));

@@ -65,7 +65,7 @@ export function idempotentFastifyHandler<DB, Tx = Transaction<DB>>(
         method: request.method,
         route,
         query: start < 0 ? '' : request.url.slice(start + 1),
-        headers: requestHeaders(request.raw),
+        headers: requestHeaders(request.raw, request.headers),
         body: request.body,
         responseStarted: () => started(reply),
         native: request,
