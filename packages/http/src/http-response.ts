@@ -28,12 +28,17 @@ export interface HttpResponse {
 
 /**
  * Why Node would refuse to send this header (its error message), or undefined when it can be sent. The same
- * checks `res.setHeader`/`res.writeHead` make (`validateHeaderName`, `validateHeaderValue` of node:http).
+ * checks `res.setHeader`/`res.writeHead` make (`validateHeaderName`, `validateHeaderValue` of node:http), and
+ * `Trailer`, which `writeHead` refuses for a body of known length (`ERR_HTTP_TRAILER_INVALID`): the adapters
+ * always send one.
  */
 export function unsendableHeaderReason(name: string, value: string): string | undefined {
   try {
     validateHeaderName(name);
     validateHeaderValue(name, value);
+    if (name.toLowerCase() === 'trailer') {
+      return 'Trailers are invalid with this transfer encoding: the response body is sent with a known length';
+    }
     return undefined;
   } catch (error) {
     return error instanceof Error ? error.message : String(error);

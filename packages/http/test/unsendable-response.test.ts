@@ -81,7 +81,7 @@ describe.each(ADAPTERS)('%s', (adapter) => {
 
   it('refuses a header value Node cannot send with a 500 naming it, rolls the effect back and keeps serving', async () => {
     const key = randomUUID();
-    const body = { location: '/files/résumé-€.pdf' };
+    const body = { value: '/files/résumé-€.pdf' };
     const first = await post(server().url, '/bad-header', body, { 'idempotency-key': key });
     expect(first.status).toBe(500);
     expect(JSON.parse(first.body)).toMatchObject({ title: 'Invalid response' });
@@ -97,19 +97,19 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     // A corrected handler (percent-encoding the value) then succeeds once with the same key, and is replayed.
     const fixed = await post(server().url, '/bad-header', body, { 'idempotency-key': key, 'x-fix': '1' });
     expect(fixed.status).toBe(201);
-    expect(fixed.headers['location']).toBe(encodeURI(body.location));
+    expect(fixed.headers['location']).toBe(encodeURI(body.value));
     const replay = await post(server().url, '/bad-header', body, { 'idempotency-key': key });
     expect(replay.status).toBe(201);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toBe(fixed.body);
-    expect(replay.headers['location']).toBe(encodeURI(body.location));
+    expect(replay.headers['location']).toBe(encodeURI(body.value));
     expect(await effects(key)).toBe(1);
     await expectServing();
   });
 
   it('refuses a header value with CR/LF the same way', async () => {
     const key = randomUUID();
-    const body = { location: '/ok\r\nset-cookie: session=stolen' };
+    const body = { value: '/ok\r\nset-cookie: session=stolen' };
     const first = await post(server().url, '/bad-header', body, { 'idempotency-key': key });
     expect(first.status).toBe(500);
     expect((JSON.parse(first.body) as { detail: string }).detail).toContain('"location"');
@@ -118,9 +118,19 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     await expectServing();
   });
 
+  it('refuses a Trailer header (Node refuses it with a body of known length) the same way', async () => {
+    const key = randomUUID();
+    const body = { name: 'Trailer', value: 'x-checksum' };
+    const first = await post(server().url, '/bad-header', body, { 'idempotency-key': key });
+    expect(first.status).toBe(500);
+    expect((JSON.parse(first.body) as { detail: string }).detail).toContain('"Trailer"');
+    expect(await effects(key)).toBe(0);
+    await expectServing();
+  });
+
   it('replays a stored response whose header Node cannot send (stored before the check) without that header', async () => {
     const key = randomUUID();
-    const body = { location: '/files/ok.pdf' };
+    const body = { value: '/files/ok.pdf' };
     const first = await post(server().url, '/bad-header', body, { 'idempotency-key': key });
     expect(first.status).toBe(201);
     // What an earlier version stored for a handler that returned the raw value.
