@@ -68,7 +68,12 @@ function invalidResponse(error: InvalidResponseError): HttpResponse {
  */
 function sendableReplay(response: HttpResponse, logger: Logger | undefined): HttpResponse {
   if (!Number.isInteger(response.status) || response.status < 100 || response.status > 599) {
-    safeLog(logger, 'error', { status: response.status }, 'idempotency keys: stored status cannot be replayed');
+    safeLog(
+      logger,
+      'error',
+      { status: response.status },
+      'idempotency keys: stored status cannot be replayed',
+    );
     return problemResponse(
       500,
       'Stored response cannot be replayed',

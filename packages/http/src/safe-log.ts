@@ -4,12 +4,7 @@
 import type { Logger } from '@inboxkit/core';
 
 /** Calls `logger[level]`; does nothing without a logger, and ignores a logger that throws. */
-export function safeLog(
-  logger: Logger | undefined,
-  level: 'warn' | 'error',
-  obj: object,
-  msg: string,
-): void {
+export function safeLog(logger: Logger | undefined, level: 'warn' | 'error', obj: object, msg: string): void {
   try {
     logger?.[level](obj, msg);
   } catch {

@@ -22,7 +22,9 @@ function recordingLogger(): Logger & { errors: string[] } {
 }
 
 async function serve(write: ResponseWriter, logger: Logger): Promise<string> {
-  const server = await listen(createServer((_req, res: ServerResponse) => sendResponse(res, value, write, logger)));
+  const server = await listen(
+    createServer((_req, res: ServerResponse) => sendResponse(res, value, write, logger)),
+  );
   close = () => server.close();
   return server.url;
 }

@@ -38,7 +38,12 @@ interface Answer {
 }
 
 /** POSTs JSON through node:http; rejects when the connection breaks before the whole response arrived. */
-function post(base: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+function post(
+  base: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   const { hostname, port } = new URL(base);
   const payload = Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -55,7 +60,11 @@ function post(base: string, path: string, body: unknown, headers: Record<string,
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString(),
+          }),
         );
         res.on('aborted', () => reject(new Error('response aborted')));
         res.on('error', reject);

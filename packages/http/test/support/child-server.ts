@@ -9,6 +9,8 @@ const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 export interface ChildServer {
   readonly url: string;
   readonly child: ChildProcess;
+  /** The lines the process wrote to stdout so far. */
+  lines(): readonly string[];
   /** Everything the process wrote to stderr so far (its crash, if it crashed). */
   stderr(): string;
   /** Whether the process is still running. */
@@ -24,19 +26,22 @@ export function startChildServer(fixture: string, input: unknown): Promise<Child
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let err = '';
+  const lines: string[] = [];
   child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const alive = (): boolean => child.exitCode === null && child.signalCode === null;
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      const lines = out.split('\n');
-      out = lines.pop() ?? '';
-      for (const line of lines) {
+      const parts = out.split('\n');
+      out = parts.pop() ?? '';
+      for (const line of parts) {
+        lines.push(line);
         if (!line.startsWith('LISTENING ')) continue;
         resolve({
           url: line.slice('LISTENING '.length),
           child,
+          lines: () => lines,
           stderr: () => err,
           alive,
           kill: () => {
@@ -46,6 +51,8 @@ export function startChildServer(fixture: string, input: unknown): Promise<Child
       }
     });
     child.on('error', reject);
-    child.on('exit', (code, signal) => reject(new Error(`server exited (${code ?? signal}) before listening: ${err}`)));
+    child.on('exit', (code, signal) =>
+      reject(new Error(`server exited (${code ?? signal}) before listening: ${err}`)),
+    );
   });
 }
