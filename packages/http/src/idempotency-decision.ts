@@ -25,10 +25,15 @@ export interface ProceedDecision<DB, Tx = Transaction<DB>> {
    * Runs `fn` in a transaction and stores the response it returns in the same transaction, fenced by the
    * lease: business writes and the stored response commit together or not at all. A response that is not
    * stored (5xx by default) rolls the transaction back and releases the key; a thrown error does the same and
-   * is rethrown. Rejects with `ResponseTooLargeError` or `LeaseLostError` (both roll back).
+   * is rethrown. Rejects with `ResponseTooLargeError`, `LeaseLostError`, `InvalidResponseError` (a header or
+   * status Node cannot send) or `ResponseAlreadySentError` (`request.responseStarted()`): all roll back and
+   * release the key.
    */
   transaction(fn: (tx: Tx) => Promise<IdempotentResponseInit>): Promise<HttpResponse>;
-  /** Stores the response in a statement of its own (fenced by the lease), or releases the key for a 5xx. */
+  /**
+   * Stores the response in a statement of its own (fenced by the lease), or releases the key for a 5xx. Rejects
+   * as `transaction` does, after releasing the key.
+   */
   complete(response: IdempotentResponseInit): Promise<HttpResponse>;
   /** Gives the key back so a retry runs again. */
   release(): Promise<void>;

@@ -7,7 +7,7 @@ import { ConfigurationError, FastPathGuard, LeaseLostError } from '@inboxkit/cor
 import type { SqlRow, SqlSeam, SqlStatement } from '@inboxkit/core/postgres';
 import type { Transaction } from 'kysely';
 import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
-import { ResponseTooLargeError } from './idempotency-errors.js';
+import { ResponseAlreadySentError, ResponseTooLargeError } from './idempotency-errors.js';
 import {
   resolveIdempotencyKeysConfig,
   type IdempotencyKeysConfig,
@@ -165,6 +165,16 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       }
       return { kind: 'unkeyed' };
     }
+    if (Array.isArray(header) && header.length > 1) {
+      return answered(
+        'invalid',
+        problemResponse(
+          400,
+          'Several Idempotency-Keys',
+          `The request carries ${header.length} Idempotency-Key headers; send exactly one.`,
+        ),
+      );
+    }
     if (typeof header !== 'string' || !VALID_KEY.test(header)) {
       return answered(
         'invalid',
@@ -241,6 +251,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           { ...(row['recovery_points'] as object) },
           cacheId,
           fingerprint,
+          request.responseStarted,
         );
       const [existing] = await run(
         `SELECT status, fingerprint, response_status, response_headers, response_body,
@@ -279,6 +290,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
             { ...(taken['recovery_points'] as object) },
             cacheId,
             fingerprint,
+            request.responseStarted,
           );
         continue; // another request took it first: answer from the row as it is now
       }
@@ -330,6 +342,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     points: Record<string, unknown>,
     cacheId: string,
     fingerprint: string,
+    responseStarted: () => boolean = () => false,
   ): ProceedDecision<DB, Tx> {
     let settled = false;
     // $1–$5: the key and its lease.
@@ -338,6 +351,13 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       AND status = 'processing' AND lease_token = $5::uuid`;
 
     function stored(response: HttpResponse): { headers: Record<string, string> } {
+      // What the client got is not this response: storing it would replay something else (checked inside the
+      // transaction, so the effect rolls back with it).
+      if (responseStarted()) {
+        throw new ResponseAlreadySentError(
+          'the handler wrote to the response itself, so what the client received cannot be stored for replays; nothing was stored and the key was released: return the response instead of writing it',
+        );
+      }
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(response.headers))
         if (resolved.replayHeaders.has(name)) headers[name] = value;
@@ -447,13 +467,14 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       },
       async complete(init: IdempotentResponseInit): Promise<HttpResponse> {
         if (settled) throw new Error('this idempotency key is settled already');
-        const response = toHttpResponse(init);
-        if (!resolved.storeStatus(response.status)) {
-          await release();
-          return response;
-        }
+        let response: HttpResponse;
         let written: StoredResponse;
         try {
+          response = toHttpResponse(init);
+          if (!resolved.storeStatus(response.status)) {
+            await release();
+            return response;
+          }
           written = await storeWith((statement) => seam.query(statement), response);
         } catch (error) {
           await release();

@@ -16,10 +16,20 @@ export interface IdempotentRequest<N = unknown> {
    * query values is answered 422. Default is no query.
    */
   readonly query?: string | undefined;
-  /** Request headers, names lower-case (as node:http gives them). */
+  /**
+   * Request headers, names lower-case (as node:http gives them). An `idempotency-key` given as an array of
+   * more than one value (the adapters pass `requestHeaders(req)`, which keeps repeated Idempotency-Key headers
+   * apart where Node would join them into one `a, b`) is answered 400.
+   */
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
   /** The parsed body (a JSON value), raw bytes, or undefined: part of the fingerprint. */
   readonly body: unknown;
+  /**
+   * Whether the framework's response has been started by the handler itself (`res.headersSent`, Fastify
+   * `reply.sent`). Checked just before the response is stored: when true, nothing is stored, the handler's
+   * transaction rolls back, the key is released and `ResponseAlreadySentError` is thrown. Default is never.
+   */
+  readonly responseStarted?: () => boolean;
   /** The framework's own request, for `principal`. */
   readonly native: N;
 }

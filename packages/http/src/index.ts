@@ -17,6 +17,7 @@ export type { IdempotentRequest } from './idempotent-request.js';
 export {
   toHttpResponse,
   problemResponse,
+  unsendableHeaderReason,
   type HttpResponse,
   type IdempotentResponseInit,
 } from './http-response.js';
@@ -25,7 +26,12 @@ export { requestFingerprint } from './request-fingerprint.js';
 export { requestPath } from './request-path.js';
 export { canonicalQuery } from './canonical-query.js';
 export { matchedRoute } from './matched-route.js';
-export { ResponseTooLargeError } from './idempotency-errors.js';
+export {
+  InvalidResponseError,
+  ResponseAlreadySentError,
+  ResponseTooLargeError,
+} from './idempotency-errors.js';
+export { requestHeaders } from './request-headers.js';
 export {
   idempotencyKeyMigrations,
   migrateIdempotencyKeys,

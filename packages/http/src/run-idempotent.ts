@@ -5,13 +5,16 @@ import type { Transaction } from 'kysely';
 import type { SqlSeam } from '@inboxkit/core/postgres';
 import type { IdempotencyKeys } from './idempotency-keys.js';
 import type { IdempotentRequest } from './idempotent-request.js';
-import { HandlerTimeoutError, inboxkitTracer, withIncomingSpan } from '@inboxkit/core';
+import { HandlerTimeoutError, inboxkitTracer, withIncomingSpan, type Logger } from '@inboxkit/core';
 import {
   problemResponse,
   toHttpResponse,
+  unsendableHeaderReason,
   type HttpResponse,
   type IdempotentResponseInit,
 } from './http-response.js';
+import { InvalidResponseError } from './idempotency-errors.js';
+import { safeLog } from './safe-log.js';
 
 /** What a handler gets besides its framework's request. */
 export interface IdempotencyContext<DB, Tx = Transaction<DB>> {
@@ -53,6 +56,46 @@ function inTransaction<Tx, T>(seam: SqlSeam<Tx>, fn: (tx: Tx) => Promise<T>): Pr
   return seam.transaction(async (t) => ({ end: 'commit', value: await fn(t.tx) }));
 }
 
+/** The 500 for a response Node cannot send (`InvalidResponseError`): its message names the header. */
+function invalidResponse(error: InvalidResponseError): HttpResponse {
+  return problemResponse(500, 'Invalid response', error.message);
+}
+
+/**
+ * A stored response made sendable: a row written before headers were checked may hold one Node refuses (it
+ * would fail every replay of the key). Such headers are left out, and logged, so the client still learns the
+ * status and body of the request that succeeded; a status outside 100–599 gets a 500 instead.
+ */
+function sendableReplay(response: HttpResponse, logger: Logger | undefined): HttpResponse {
+  if (!Number.isInteger(response.status) || response.status < 100 || response.status > 599) {
+    safeLog(
+      logger,
+      'error',
+      { status: response.status },
+      'idempotency keys: stored status cannot be replayed',
+    );
+    return problemResponse(
+      500,
+      'Stored response cannot be replayed',
+      `The response stored for this Idempotency-Key has status ${response.status}, which cannot be sent.`,
+    );
+  }
+  const headers: Record<string, string> = {};
+  const dropped: string[] = [];
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (unsendableHeaderReason(name, value) === undefined) headers[name] = value;
+    else dropped.push(name);
+  }
+  if (dropped.length === 0) return response;
+  safeLog(
+    logger,
+    'warn',
+    { headers: dropped },
+    'idempotency keys: stored response headers Node cannot send were left out of the replay',
+  );
+  return { ...response, headers };
+}
+
 /** Options of a route. */
 export interface IdempotentRouteOptions {
   /** Whether a request without a key is refused with 400. Default is the `idempotencyKeys` config's (true). */
@@ -61,7 +104,9 @@ export interface IdempotentRouteOptions {
 
 /**
  * Runs `handler` under the Idempotency-Key protocol and returns the response to write: the handler's, a
- * replay, or the protocol's own 400/409/422. A handler error releases the key and is rethrown.
+ * replay, or the protocol's own 400/409/422. A handler error releases the key and is rethrown; a response Node
+ * cannot send (`InvalidResponseError`) is rolled back, releases the key and is answered 500 naming the header. A
+ * replay of a stored header Node cannot send (a row stored before that check) leaves the header out.
  *
  * @example
  * const response = await runIdempotent(keys, request, (context) => context.transaction(async (tx) => …));
@@ -92,16 +137,28 @@ async function runProtocol<DB, N, Tx>(
 ): Promise<HttpResponse> {
   const decision = await keys.begin(request, options);
   if (decision.kind === 'unkeyed') {
-    return toHttpResponse(
-      await handler({
-        key: undefined,
-        attempt: 1,
-        signal: new AbortController().signal,
-        transaction: (fn) => inTransaction(keys.config.seam, fn),
-        phase: (_name, fn) => inTransaction(keys.config.seam, fn),
-      }),
-    );
+    try {
+      return toHttpResponse(
+        await handler({
+          key: undefined,
+          attempt: 1,
+          signal: new AbortController().signal,
+          // Checked before the commit, as for a keyed request: no effect commits with an unsendable response.
+          transaction: (fn) =>
+            inTransaction(keys.config.seam, async (tx) => {
+              const init = await fn(tx);
+              toHttpResponse(init);
+              return init;
+            }),
+          phase: (_name, fn) => inTransaction(keys.config.seam, fn),
+        }),
+      );
+    } catch (error) {
+      if (error instanceof InvalidResponseError) return invalidResponse(error);
+      throw error;
+    }
   }
+  if (decision.kind === 'replay') return sendableReplay(decision.response, keys.config.logger);
   if (decision.kind !== 'proceed') return decision.response;
   const controller = new AbortController();
   const timeoutMs = keys.config.handlerTimeoutMs;
@@ -139,9 +196,17 @@ async function runProtocol<DB, N, Tx>(
     init = result;
   } catch (error) {
     await decision.release();
+    // transaction() refused a response Node cannot send: rolled back and released, answered here.
+    if (error instanceof InvalidResponseError) return invalidResponse(error);
     throw error;
   } finally {
     clearTimeout(timer);
   }
-  return decision.settled ? toHttpResponse(init) : decision.complete(init);
+  try {
+    return decision.settled ? toHttpResponse(init) : await decision.complete(init);
+  } catch (error) {
+    // complete() has released the key; after transaction() the response was checked before its commit.
+    if (error instanceof InvalidResponseError) return invalidResponse(error);
+    throw error;
+  }
 }

@@ -1,61 +1,34 @@
 // The server process SIGKILLed after the payment committed but before its response was written: the client's
 // retry with the same key, served by a new process, gets the replay, and there is one effect.
 
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startChildServer, type ChildServer } from './support/child-server.js';
 import { openHttpTestDatabase, type HttpTestDatabase } from './support/http-test-database.js';
 
 const SERVER = fileURLToPath(new URL('./fixtures/crash-server.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 let t: HttpTestDatabase;
-const children: ChildProcess[] = [];
+const children: ChildServer[] = [];
 
 beforeAll(async () => {
   t = await openHttpTestDatabase('http_crash');
 });
 
 afterAll(async () => {
-  for (const child of children)
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children) child.kill();
   await t?.close();
 });
 
-function startServer(crash: boolean): Promise<{ url: string; child: ChildProcess; lines: string[] }> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--conditions=@inboxkit/source',
-      '--import',
-      'tsx',
-      SERVER,
-      JSON.stringify({ connectionString: t.connectionString, schema: t.schema, crash }),
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  const lines: string[] = [];
-  let err = '';
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const parts = out.split('\n');
-      out = parts.pop() ?? '';
-      for (const line of parts) {
-        lines.push(line);
-        if (line.startsWith('LISTENING ')) resolve({ url: line.slice('LISTENING '.length), child, lines });
-      }
-    });
-    child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      if (!lines.some((l) => l.startsWith('LISTENING ')))
-        reject(new Error(`server exited (${code ?? signal}) before listening: ${err}`));
-    });
+async function startServer(crash: boolean): Promise<ChildServer> {
+  const server = await startChildServer(SERVER, {
+    connectionString: t.connectionString,
+    schema: t.schema,
+    crash,
   });
+  children.push(server);
+  return server;
 }
 
 describe('a server crash after the commit', () => {
@@ -73,7 +46,7 @@ describe('a server crash after the commit', () => {
     );
     await expect(request(crashing.url)).rejects.toThrow();
     expect(await exited).toBe('SIGKILL');
-    expect(crashing.lines).toContain('COMMITTED');
+    expect(crashing.lines()).toContain('COMMITTED');
     expect(await t.effects(`alice:${key}`)).toBe(1);
 
     const healthy = await startServer(false);
@@ -82,6 +55,6 @@ describe('a server crash after the commit', () => {
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await retry.json()).toMatchObject({ payment: { amount: 42 } });
     expect(await t.effects(`alice:${key}`)).toBe(1);
-    healthy.child.kill('SIGKILL');
+    healthy.kill();
   });
 });

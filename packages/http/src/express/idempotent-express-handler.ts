@@ -6,7 +6,9 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
 import { matchedRoute } from '../matched-route.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
+import { sendResponse, type ResponseWriter } from '../send-response.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
 
 /** Options of `idempotentExpressHandler`. */
@@ -43,9 +45,18 @@ export type ExpressIdempotentHandler<DB, Tx = Transaction<DB>> = (
   context: IdempotencyContext<DB, Tx>,
 ) => Promise<IdempotentResponseInit>;
 
+// setHeader, not res.set: Express would rewrite content-type, and replays must be byte-exact.
+const writeExpress: ResponseWriter = (response, value) => {
+  for (const [name, value_] of Object.entries(value.headers)) response.setHeader(name, value_);
+  response.statusCode = value.status;
+  response.end(value.body);
+};
+
 /**
  * Wraps `handler` as an Express request handler. Errors (a handler's, or the store's) go to `next`, after
- * the key is released.
+ * the key is released. The handler returns its response and does not write to `res` itself: a write before the
+ * response is stored is refused (`ResponseAlreadySentError` to `next`: rolled back, key released); one after the
+ * commit is logged and nothing more is written. Writing never throws: a response Node refuses is answered 500.
  *
  * @example
  * app.post('/payments', express.json(), idempotentExpressHandler(keys, async (req, context) =>
@@ -64,18 +75,15 @@ export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
         method: request.method,
         route,
         query: queryOf(request.originalUrl),
-        headers: request.headers,
+        headers: requestHeaders(request),
         body: request.body as unknown,
+        responseStarted: () => response.headersSent,
         native: request,
       },
       (context) => handler(request, context),
       options,
     ).then(
-      (result) => {
-        // setHeader, not res.set: Express would rewrite content-type, and replays must be byte-exact.
-        for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
-        response.status(result.status).end(result.body);
-      },
+      (result) => sendResponse(response, result, writeExpress, keys.config.logger),
       (error: unknown) => next(error),
     );
   };

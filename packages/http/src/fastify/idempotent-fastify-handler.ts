@@ -6,7 +6,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import type { IdempotentResponseInit } from '../http-response.js';
 import { matchedRoute } from '../matched-route.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
+import { safeLog } from '../safe-log.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
 
 /** Options of `idempotentFastifyHandler`. */
@@ -34,8 +36,16 @@ export type FastifyIdempotentHandler<DB, Tx = Transaction<DB>> = (
   context: IdempotencyContext<DB, Tx>,
 ) => Promise<IdempotentResponseInit>;
 
+/** Whether the reply has been sent, or its head written, by someone else than the adapter (the handler). */
+function started(reply: FastifyReply): boolean {
+  return reply.sent || reply.raw.headersSent;
+}
+
 /**
- * Wraps `handler` as a Fastify route handler. Errors reach Fastify's error handler after the key is released.
+ * Wraps `handler` as a Fastify route handler. Errors reach Fastify's error handler after the key is released
+ * (a write Fastify cannot make, too: it answers 500 itself). The handler returns its response and does not call
+ * `reply.send` itself: a send before the response is stored is refused (`ResponseAlreadySentError`: rolled
+ * back, key released); one after the commit is logged and nothing more is sent.
  *
  * @example
  * app.post('/payments', idempotentFastifyHandler(keys, async (req, context) =>
@@ -55,13 +65,24 @@ export function idempotentFastifyHandler<DB, Tx = Transaction<DB>>(
         method: request.method,
         route,
         query: start < 0 ? '' : request.url.slice(start + 1),
-        headers: request.headers,
+        headers: requestHeaders(request.raw, request.headers),
         body: request.body,
+        responseStarted: () => started(reply),
         native: request,
       },
       (context) => handler(request, context),
       options,
     );
+    if (started(reply)) {
+      safeLog(
+        keys.config.logger,
+        'error',
+        { status: result.status },
+        'idempotency keys: the handler sent the reply itself; return the response instead, so that what the client receives is what is stored and replayed',
+      );
+      if (!reply.raw.writableEnded) reply.raw.destroy();
+      return reply;
+    }
     return reply.code(result.status).headers(result.headers).send(result.body);
   };
 }

@@ -5,7 +5,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isInboxkitError } from '@inboxkit/core';
 import type { IdempotencyKeys } from '../idempotency-keys.js';
 import { problemResponse, type HttpResponse, type IdempotentResponseInit } from '../http-response.js';
+import { requestHeaders } from '../request-headers.js';
 import { requestPath } from '../request-path.js';
+import { sendResponse, writeHead } from '../send-response.js';
 import { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from '../run-idempotent.js';
 
 /** Options of `idempotentNodeHandler`. */
@@ -63,15 +65,17 @@ function queryOf(url: string): string {
   return url.slice(start + 1, hash < 0 ? undefined : hash);
 }
 
-/** Writes a response (exported for tests and custom servers). */
+/** Writes a response (exported for tests and custom servers); throws what `writeHead` throws. */
 export function writeHttpResponse(response: ServerResponse, value: HttpResponse): void {
-  response.writeHead(value.status, { ...value.headers, 'content-length': String(value.body.length) });
-  response.end(value.body);
+  writeHead(response, value);
 }
 
 /**
  * Wraps `handler` as a node:http request listener. A handler error releases the key and answers 500 (with the
- * message only for inboxkit's own errors, never the handler's).
+ * message only for inboxkit's own errors, never the handler's). The handler returns its response and does not
+ * write to `response` itself: a write before the response is stored is refused (`ResponseAlreadySentError`:
+ * rolled back, key released, an unfinished response cut off); one after the commit is logged. Writing never
+ * throws out of the listener: a response Node refuses is answered 500.
  *
  * @example
  * http.createServer(idempotentNodeHandler(keys, async (req, body, context) =>
@@ -83,6 +87,7 @@ export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
   options: NodeHandlerOptions = {},
 ): (request: IncomingMessage, response: ServerResponse) => void {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const logger = keys.config.logger;
   return (request, response) => {
     void (async () => {
       let result: HttpResponse;
@@ -96,8 +101,9 @@ export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
             method: request.method ?? 'GET',
             route,
             query: queryOf(url),
-            headers: request.headers,
+            headers: requestHeaders(request),
             body,
+            responseStarted: () => response.headersSent,
             native: request,
           },
           (context) => handler(request, body, context),
@@ -116,7 +122,7 @@ export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
                   : 'The request failed; the Idempotency-Key was released, so it can be retried.',
               );
       }
-      if (!response.headersSent) writeHttpResponse(response, result);
+      sendResponse(response, result, writeHead, logger);
     })();
   };
 }
