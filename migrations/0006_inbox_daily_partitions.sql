@@ -108,6 +108,8 @@ BEGIN
   IF p_cross_day THEN
     PERFORM pg_advisory_xact_lock(hashtextextended(length(p_consumer) || ':' || p_consumer || '|' || p_message_id, 7306));
   END IF;
+  -- One statement over every day (a probe of each partition's key; one on the own day alone would be planned
+  -- anew on each call, which costs more than the probes it saves).
   IF p_cross_day OR p_replay_id IS NOT NULL THEN
     v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day = v_day DESC, day DESC LIMIT 1), v_day);
   END IF;
@@ -300,6 +302,8 @@ BEGIN
   IF p_cross_day THEN
     PERFORM pg_advisory_xact_lock(hashtextextended(length(p_consumer) || ':' || p_consumer || '|' || p_message_id, 7306));
   END IF;
+  -- One statement over every day (a probe of each partition's key; one on the own day alone would be planned
+  -- anew on each call, which costs more than the probes it saves).
   IF p_cross_day OR p_reopened_by IS NOT NULL THEN
     v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day = v_day DESC, day DESC LIMIT 1), v_day);
   END IF;

@@ -116,6 +116,8 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
     crossDay: (replay) => `\n  IF p_cross_day THEN
     PERFORM pg_advisory_xact_lock(${lockKey('p_consumer', 'p_message_id')});
   END IF;
+  -- One statement over every day (a probe of each partition's key; one on the own day alone would be planned
+  -- anew on each call, which costs more than the probes it saves).
   IF p_cross_day OR ${replay} IS NOT NULL THEN
     v_day := coalesce((SELECT day FROM ${n.qualifiedTable} WHERE ${ID} ORDER BY day = v_day DESC, day DESC LIMIT 1), v_day);
   END IF;`,
