@@ -83,6 +83,33 @@ describe('the partitioned layout, one day per intent', () => {
     expect(await days(c, 'order-1')).toEqual([utcDay(yesterday())]);
   });
 
+  it('keeps every record of an id on its first row: a retry stamped on the next day, and an attempt recorded as started', async () => {
+    const c = name('bookkeeping');
+    let failing = true;
+    const flaky = consumer(c, {
+      backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+      handler: async (m, { tx }) => {
+        if (failing) throw new Error('the ledger is down');
+        await insertEffect(tx, t.schema, c, m.id);
+      },
+    });
+    expect(await flaky.handle(message('retry-1', yesterday()))).toMatchObject({ status: 'retry', attempt: 1 });
+    // The failure of an attempt stamped on the next day is recorded on the first day's row too.
+    expect(await flaky.handle(message('retry-1', today()))).toMatchObject({ status: 'retry', attempt: 2 });
+    expect(await days(c, 'retry-1')).toEqual([utcDay(yesterday())]);
+    failing = false;
+    expect(await flaky.handle(message('retry-1', today()))).toMatchObject({ status: 'processed', attempt: 3 });
+    expect(await days(c, 'retry-1')).toEqual([utcDay(yesterday())]);
+    // A transport records the attempt of a redelivery as started before it runs (SQS, quorum queues): the
+    // record must land on the completed row's day, or the claim would take its new `processing` row over.
+    expect(await consumer(c).handle(message('started-1', yesterday()))).toMatchObject({ status: 'processed' });
+    const later = consumer(c);
+    await later.recordAttemptsStarted([message('started-1', today())]);
+    expect(await later.handle(message('started-1', today()))).toMatchObject({ status: 'duplicate' });
+    expect(await days(c, 'started-1')).toEqual([utcDay(yesterday())]);
+    expect(await countEffects(db, t.schema, c, 'started-1')).toBe(1);
+  });
+
   it('runs each id once when two deliveries stamped on different days arrive at once, one by one and in batches', async () => {
     const c = name('race');
     const ids = Array.from({ length: 40 }, (_, i) => `race-${i}`);
