@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -21,6 +21,7 @@ import * as prettier from 'prettier';
 
 import { exclusiveOrSharedLockHolder } from '../test/torture/transports/rabbitmq-broker-lock.js';
 import type { RateRow, RatioLine } from './parse-output.js';
+import { crossDaySection, type CrossDayResult } from './cross-day-report.js';
 import { partitionSection, type PartitionResult } from './partition-report.js';
 import { rateRows, ratioLines } from './parse-output.js';
 import type { ChildRun } from './run-child.js';
@@ -34,6 +35,7 @@ const SECTIONS = [
   'pgbench',
   'claim',
   'partitions',
+  'crossday',
   'fastpath',
   'httpfastpath',
   'kafka',
@@ -102,6 +104,13 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
       ? ['--rows', '200000', '--rounds', '2', '--window', '1.5']
       : ['--rows', '10000000', '--rounds', '3', '--window', '10'],
     timeout: quick ? 150 : 3600,
+  },
+  crossday: {
+    script: 'bench/partition-cross-day.ts',
+    args: quick
+      ? ['--rows', '110000', '--rounds', '1', '--seconds', '3', '--server-claims', '1000']
+      : ['--rows', '1100000', '--rounds', '3', '--seconds', '10', '--server-claims', '3000'],
+    timeout: quick ? 180 : 900,
   },
   fastpath: {
     script: 'packages/core/bench/fast-path-bench.ts',
@@ -571,6 +580,16 @@ if (runs.partitions !== undefined) {
       '',
     );
   }
+}
+
+// What the partitioned inbox's cross-day check costs a claim.
+if (runs.crossday !== undefined) {
+  const result = runs.crossday.result as CrossDayResult | undefined;
+  md.push(
+    ...(result
+      ? crossDaySection(result, PLAN.crossday.script)
+      : ['## Partitioned inbox: the cross-day check', '', '_No figures: see the raw output._', '']),
+  );
 }
 
 // The Redis fast path.

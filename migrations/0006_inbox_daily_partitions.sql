@@ -81,10 +81,17 @@ CREATE INDEX IF NOT EXISTS "inbox_details_dead_idx" ON "inboxkit"."inbox_details
 
 CREATE INDEX IF NOT EXISTS "inbox_default_day_idx" ON "inboxkit"."inbox_default" (day);
 
+DROP FUNCTION IF EXISTS "inboxkit"."inbox_claim"(text, text, text, timestamptz, int, text, int, float8, text, uuid, float8);
+
+DROP FUNCTION IF EXISTS "inboxkit"."inbox_fail"(text, text, text, timestamptz, int, jsonb, text, float8, float8, uuid, text, boolean);
+
 DROP FUNCTION IF EXISTS "inboxkit"."inbox_start"(text, text[], float8);
 
+DROP FUNCTION IF EXISTS "inboxkit"."inbox_start"(text, text[], float8, timestamptz[]);
+
 CREATE OR REPLACE FUNCTION "inboxkit"."inbox_claim"(p_consumer text, p_message_id text, p_fingerprint text, p_message_timestamp timestamptz, p_deliveries int,
-  p_replay_id text, p_max_attempts int, p_window_ms float8, p_lock_timeout text, p_lease_token uuid, p_lease_ms float8)
+  p_replay_id text, p_max_attempts int, p_window_ms float8, p_lock_timeout text, p_lease_token uuid, p_lease_ms float8,
+  p_day_timestamp timestamptz, p_cross_day boolean)
 RETURNS text LANGUAGE plpgsql VOLATILE AS $inboxkit$
 #variable_conflict use_column
 DECLARE
@@ -94,12 +101,17 @@ DECLARE
   v_attempts int;
   v_next int;
   v_from text;
-  v_day date := coalesce((p_message_timestamp AT TIME ZONE 'UTC')::date, 'infinity'::date);
+  v_day date := coalesce((coalesce(p_day_timestamp, p_message_timestamp) AT TIME ZONE 'UTC')::date, 'infinity'::date);
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
 BEGIN
-  IF p_replay_id IS NOT NULL THEN
-    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day DESC LIMIT 1), v_day);
+  IF p_cross_day THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended(length(p_consumer) || ':' || p_consumer || '|' || p_message_id, 7306));
+  END IF;
+  -- One statement over every day (a probe of each partition's key; one on the own day alone would be planned
+  -- anew on each call, which costs more than the probes it saves).
+  IF p_cross_day OR p_replay_id IS NOT NULL THEN
+    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day = v_day DESC, day DESC LIMIT 1), v_day);
   END IF;
   IF to_regclass('"inboxkit"."inbox_legacy"') IS NOT NULL THEN
     WITH moved AS (DELETE FROM "inboxkit"."inbox_legacy" WHERE consumer = p_consumer AND message_id = p_message_id RETURNING *)
@@ -276,18 +288,24 @@ $inboxkit$;
 
 CREATE OR REPLACE FUNCTION "inboxkit"."inbox_fail"(p_consumer text, p_message_id text, p_fingerprint text, p_message_timestamp timestamptz, p_attempt int,
   p_error jsonb, p_reason text, p_delay_ms float8, p_window_ms float8, p_lease_token uuid, p_reopened_by text,
-  p_claimed boolean)
+  p_claimed boolean,
+  p_day_timestamp timestamptz, p_cross_day boolean)
 RETURNS text LANGUAGE plpgsql VOLATILE AS $inboxkit$
 #variable_conflict use_column
 DECLARE
   v_status text := CASE WHEN p_reason IS NULL THEN 'failed' ELSE 'dead_lettered' END;
   v_reopen boolean := false;
-  v_day date := coalesce((p_message_timestamp AT TIME ZONE 'UTC')::date, 'infinity'::date);
+  v_day date := coalesce((coalesce(p_day_timestamp, p_message_timestamp) AT TIME ZONE 'UTC')::date, 'infinity'::date);
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
 BEGIN
-  IF p_reopened_by IS NOT NULL THEN
-    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day DESC LIMIT 1), v_day);
+  IF p_cross_day THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended(length(p_consumer) || ':' || p_consumer || '|' || p_message_id, 7306));
+  END IF;
+  -- One statement over every day (a probe of each partition's key; one on the own day alone would be planned
+  -- anew on each call, which costs more than the probes it saves).
+  IF p_cross_day OR p_reopened_by IS NOT NULL THEN
+    v_day := coalesce((SELECT day FROM "inboxkit"."inbox" WHERE consumer = p_consumer AND message_id = p_message_id ORDER BY day = v_day DESC, day DESC LIMIT 1), v_day);
   END IF;
   IF to_regclass('"inboxkit"."inbox_legacy"') IS NOT NULL THEN
     WITH moved AS (DELETE FROM "inboxkit"."inbox_legacy" WHERE consumer = p_consumer AND message_id = p_message_id RETURNING *)
@@ -397,7 +415,7 @@ BEGIN
 END
 $inboxkit$;
 
-CREATE OR REPLACE FUNCTION "inboxkit"."inbox_start"(p_consumer text, p_message_ids text[], p_window_ms float8, p_message_timestamps timestamptz[])
+CREATE OR REPLACE FUNCTION "inboxkit"."inbox_start"(p_consumer text, p_message_ids text[], p_window_ms float8, p_message_timestamps timestamptz[], p_cross_day boolean)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $inboxkit$
 #variable_conflict use_column
 DECLARE
@@ -408,6 +426,14 @@ DECLARE
   h "inboxkit"."inbox"%ROWTYPE;
   d "inboxkit"."inbox_details"%ROWTYPE;
 BEGIN
+  IF p_cross_day THEN
+    FOR p_message_id IN SELECT DISTINCT id FROM unnest(p_message_ids) AS v(id) ORDER BY id LOOP
+      PERFORM pg_advisory_xact_lock(hashtextextended(length(p_consumer) || ':' || p_consumer || '|' || p_message_id, 7306));
+    END LOOP;
+    p_message_timestamps := ARRAY(SELECT coalesce((SELECT x.day::timestamp AT TIME ZONE 'UTC' FROM "inboxkit"."inbox" x
+        WHERE x.consumer = p_consumer AND x.message_id = v.id ORDER BY x.day = coalesce((v.ts AT TIME ZONE 'UTC')::date, 'infinity'::date) DESC, x.day DESC LIMIT 1), v.ts)
+      FROM unnest(p_message_ids, p_message_timestamps) WITH ORDINALITY AS v(id, ts, i) ORDER BY v.i);
+  END IF;
   FOR p_message_id, v_ts IN SELECT DISTINCT ON (id) id, ts FROM unnest(p_message_ids, p_message_timestamps) AS v(id, ts) ORDER BY id LOOP
     v_day := coalesce((v_ts AT TIME ZONE 'UTC')::date, 'infinity'::date);
     IF to_regclass('"inboxkit"."inbox_legacy"') IS NOT NULL THEN

@@ -69,8 +69,9 @@ Creates or updates the inbox table (schema --schema, table --table) with the
 migrations of @inboxkit/core. Safe to run repeatedly and from several hosts.
 
 --layout daily-partitions makes the inbox range-partitioned by the UTC day of
-each message's own timestamp, expired by dropping a day instead of deleting
-rows (docs/operations.md, "Partitioning for high volume"); then run
+each intent's own time (the consumer's dayOf, CloudEvents time, else the
+message timestamp), expired by dropping a day instead of deleting rows
+(docs/operations.md, "Partitioning for high volume"); then run
 \`inboxkit partitions\` at least daily. An empty plain inbox is converted; a
 populated one is refused (the same page gives the procedure). Default table.
 

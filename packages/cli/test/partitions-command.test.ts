@@ -48,6 +48,7 @@ describe('inboxkit partitions', () => {
       'inboxkit_0001_inbox',
       'inboxkit_0002_lean_row',
       'inboxkit_0003_daily_partitions',
+      'inboxkit_0004_partition_cross_day',
     ]);
     expect(await doctor()).toMatchObject({ status: 'ok', detail: `days through ${utcDay(3)} (3 ahead of ${utcDay(0)} UTC)` });
 

@@ -127,6 +127,9 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
   if (config.decode !== undefined && typeof config.decode !== 'function') {
     throw new ConfigurationError('decode must be a function (body) => payload');
   }
+  if (config.dayOf !== undefined && typeof config.dayOf !== 'function') {
+    throw new ConfigurationError('dayOf must be a function (message) => Date | undefined');
+  }
   if (config.isRetriable !== undefined && typeof config.isRetriable !== 'function') {
     throw new ConfigurationError('isRetriable must be a function (error) => boolean');
   }

@@ -132,6 +132,19 @@ export interface IdempotentConsumerConfig<P, Tx> {
   readonly lockTimeoutMs?: number;
   /** Messages with no inbox row whose timestamp is older than the window. Default is `dead-letter`. */
   readonly latePolicy?: 'process' | 'dead-letter';
+  /**
+   * The intent's own time, for an inbox partitioned by day (`layout: 'daily-partitions'`): its row's day is the
+   * UTC day of this time, so every resend of one intent lands on one day even when the producer re-publishes it
+   * as a new record with a new broker timestamp. Called after decoding and the schema with the decoded message;
+   * answer `undefined` when the message carries no such time (the CloudEvents `time` header, `ce_time` /
+   * `ce-time`, then the message timestamp decide). A throw, or an answer that is not a valid `Date`, dead-letters
+   * the message as `schema-invalid` with what it answered. Other stores ignore the time; the late-message rule
+   * keeps the message timestamp. Default: none (CloudEvents `time`, else the message timestamp).
+   *
+   * @example
+   * idempotentConsumer({ name: 'billing', store, handler, dayOf: (m) => new Date(m.payload.occurredAt) });
+   */
+  readonly dayOf?: (message: DecodedMessage<P>) => Date | undefined;
   /** Overrides the built-in classification of handler errors. */
   readonly isRetriable?: (error: unknown) => boolean;
   /** Longest accepted message id. Default is 512 characters. */
@@ -180,7 +193,7 @@ export interface IdempotentConsumerConfig<P, Tx> {
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'tracerProvider' | 'outbox' | 'fastPath'>>> &
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'tracerProvider' | 'outbox' | 'fastPath' | 'dayOf'>>> &
     IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;

@@ -23,6 +23,7 @@ import {
 import { FastPathGuard } from './fast-path-guard.js';
 import { fingerprintJson, fingerprintPayload } from './fingerprint.js';
 import { guardedLogger } from './guarded-logger.js';
+import { cloudEventsTime, intentTimeOf } from './intent-time.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import { checkMessageId } from './message-id.js';
 import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcome.js';
@@ -68,6 +69,8 @@ interface Rejected {
   readonly id: string | undefined;
   readonly fingerprint: string | null;
   readonly timestamp: Date | undefined;
+  /** The intent's time the record's day comes from (`ClaimRequest.intentTime`), when known. */
+  readonly intentTime?: Date;
 }
 
 /** What to record for a failed attempt, and why. */
@@ -188,7 +191,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     const ids = new Map<string, Date | undefined>();
     for (const m of messages) {
       if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined && !ids.has(m.id!)) {
-        ids.set(m.id!, validDate(m.timestamp));
+        // The claim may take the day from the payload (dayOf), not decoded here; the cross-day check finds it.
+        ids.set(m.id!, cloudEventsTime(m.headers) ?? validDate(m.timestamp));
       }
     }
     if (ids.size === 0) return;
@@ -331,6 +335,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   /** The checks before the inbox; synchronous unless a schema validates asynchronously. */
   #prepare(message: InboundMessage): Prepared<P> | Rejected | Promise<Prepared<P> | Rejected> {
     const timestamp = validDate(message.timestamp);
+    const intentTime = cloudEventsTime(message.headers);
     const problem = checkMessageId(message.id, this.config.maxMessageIdLength, this.#consumerBytes);
     if (problem !== undefined) {
       const id = problem.problem === 'missing-id' ? undefined : typeof message.id === 'string' ? message.id : undefined;
@@ -349,14 +354,14 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         error instanceof DecodeError
           ? error
           : new DecodeError(`the body could not be decoded: ${toErrorInfo(error).message}`, { cause: error });
-      return { rejected: this.#deadLetter(id, 'undecodable', 0, toErrorInfo(decodeError)), id, fingerprint: null, timestamp };
+      return { rejected: this.#deadLetter(id, 'undecodable', 0, toErrorInfo(decodeError)), id, fingerprint: null, timestamp, intentTime };
     }
     let fingerprint: string;
     try {
       fingerprint = text === undefined ? fingerprintPayload(raw) : fingerprintJson(text, raw);
     } catch (error) {
       const info = toErrorInfo(new DecodeError(`the payload cannot be fingerprinted: ${toErrorInfo(error).message}`, { cause: error }));
-      return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp };
+      return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp, intentTime };
     }
     if (this.config.schema === undefined) return this.#prepared(message, id, raw as P, fingerprint, timestamp);
     return validatePayload(this.config.schema, raw).then(
@@ -366,28 +371,38 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         id,
         fingerprint,
         timestamp,
+        intentTime,
       }),
     );
   }
 
-  #prepared(message: InboundMessage, id: string, payload: P, fingerprint: string, timestamp: Date | undefined): Prepared<P> {
+  #prepared(message: InboundMessage, id: string, payload: P, fingerprint: string, timestamp: Date | undefined): Prepared<P> | Rejected {
     const deliveryCount = message.deliveryCount;
     const count = typeof deliveryCount === 'number' && Number.isSafeInteger(deliveryCount) && deliveryCount > 0 ? deliveryCount : 0;
+    const decoded: DecodedMessage<P> = {
+      id,
+      payload,
+      headers: message.headers,
+      timestamp: message.timestamp,
+      source: message.source,
+      replay: message.replay,
+    };
+    let intentTime: Date | undefined;
+    try {
+      intentTime = intentTimeOf(decoded, this.config.dayOf);
+    } catch (error) {
+      const rejected = this.#deadLetter(id, 'schema-invalid', 0, toErrorInfo(error));
+      return { rejected, id, fingerprint, timestamp, intentTime: cloudEventsTime(message.headers) };
+    }
     return {
       message,
       id,
-      decoded: {
-        id,
-        payload,
-        headers: message.headers,
-        timestamp: message.timestamp,
-        source: message.source,
-        replay: message.replay,
-      },
+      decoded,
       request: {
         messageId: id,
         fingerprint,
         messageTimestamp: timestamp,
+        ...(intentTime === undefined ? {} : { intentTime }),
         deliveryCount: count,
         replayId: message.replay?.replayId,
         expectsRow: this.#started.delete(id) || count > 1 || message.replay !== undefined,
@@ -419,6 +434,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         messageId: rejection.id,
         fingerprint: rejection.fingerprint,
         messageTimestamp: rejection.timestamp,
+        ...(rejection.intentTime === undefined ? {} : { intentTime: rejection.intentTime }),
         attempt: 0,
         error: outcome.error ?? { name: 'Rejected', message: outcome.reason },
         deadLetterReason: outcome.reason,
@@ -475,7 +491,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       name: 'LateMessage',
       message: `the message timestamp ${prepared.request.messageTimestamp!.toISOString()} is older than the dedupe window (${this.config.dedupeWindowMs} ms) and its id has no inbox row: it cannot be deduplicated honestly`,
     });
-    return { rejected, id: prepared.id, fingerprint: prepared.request.fingerprint, timestamp: prepared.request.messageTimestamp };
+    const { fingerprint, messageTimestamp: timestamp, intentTime } = prepared.request;
+    return { rejected, id: prepared.id, fingerprint, timestamp, ...(intentTime === undefined ? {} : { intentTime }) };
   }
 
   // ── outcomes from the store's answers ───────────────────────────────────────────────────────────────────
@@ -546,6 +563,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         messageId: prepared.id,
         fingerprint: prepared.request.fingerprint,
         messageTimestamp: prepared.request.messageTimestamp,
+        ...(prepared.request.intentTime === undefined ? {} : { intentTime: prepared.request.intentTime }),
         attempt: claimed.attempt,
         error: toErrorInfo(error),
         deadLetterReason,

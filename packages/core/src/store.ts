@@ -79,6 +79,11 @@ export interface ClaimRequest {
   readonly messageId: string;
   readonly fingerprint: string;
   readonly messageTimestamp: Date | undefined;
+  /**
+   * The intent's own time, when the message carries one (CloudEvents `time`, the consumer's `dayOf`): a store
+   * partitioned by day takes the day from it, else from `messageTimestamp`. Other stores ignore it.
+   */
+  readonly intentTime?: Date;
   /** The broker's count of deliveries, this one included; 0 when the broker keeps none. */
   readonly deliveryCount: number;
   /** Set when the delivery is an explicit DLQ replay: a `dead_lettered` row is reopened once per replay id. */
@@ -144,6 +149,8 @@ export interface FailureRecord {
   /** `null` when the payload could not be decoded (the row then keeps whatever fingerprint it had). */
   readonly fingerprint: string | null;
   readonly messageTimestamp: Date | undefined;
+  /** As `ClaimRequest.intentTime`: the day of a store partitioned by day, when set. */
+  readonly intentTime?: Date;
   readonly attempt: number;
   readonly error: ErrorInfo;
   /** Dead-letter the row with this reason instead of scheduling a retry. */

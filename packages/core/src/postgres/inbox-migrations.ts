@@ -25,11 +25,26 @@ export function inboxSchemaStatements(n: InboxTableNames): string[] {
   if (n.layout === 'table') return [...inboxTableStatements(n), ...inboxFunctions(n)];
   return [
     ...partitionedTableStatements(n),
-    // The plain layout's `_start` has one parameter less; the partitioned one is an overload of its own.
-    `DROP FUNCTION IF EXISTS ${n.qualified('_start')}(text, text[], float8)`,
-    ...inboxFunctions(n),
+    ...partitionedInboxFunctions(n),
     ...partitionFunctions(n),
     initialPartitions(n),
+  ];
+}
+
+/**
+ * The partitioned layout's `_claim`, `_fail` and `_start`, which take more parameters than the plain layout's
+ * (the intent's time, the cross-day check): the plain layout's, and those of the partitioned layout before the
+ * cross-day check, are dropped first, so each name has one function.
+ */
+function partitionedInboxFunctions(n: InboxTableNames): string[] {
+  const claim = 'text, text, text, timestamptz, int, text, int, float8, text, uuid, float8';
+  const fail = 'text, text, text, timestamptz, int, jsonb, text, float8, float8, uuid, text, boolean';
+  return [
+    `DROP FUNCTION IF EXISTS ${n.qualified('_claim')}(${claim})`,
+    `DROP FUNCTION IF EXISTS ${n.qualified('_fail')}(${fail})`,
+    `DROP FUNCTION IF EXISTS ${n.qualified('_start')}(text, text[], float8)`,
+    `DROP FUNCTION IF EXISTS ${n.qualified('_start')}(text, text[], float8, timestamptz[])`,
+    ...inboxFunctions(n),
   ];
 }
 
@@ -47,7 +62,8 @@ export function inboxSchemaSql(n: InboxTableNames): string {
  * The inbox migrations, for Kysely's `Migrator`. Names are prefixed `inboxkit_` so they can be merged into an
  * application's own provider; the simplest is `migrateInbox`, which keeps them in a migration table of their own.
  * Default schema `inboxkit`, table `inbox`. `inboxkit_0002_lean_row` upgrades a version-1 inbox in place; with
- * `layout: 'daily-partitions'`, `inboxkit_0003_daily_partitions` makes the (empty) plain tables partitioned.
+ * `layout: 'daily-partitions'`, `inboxkit_0003_daily_partitions` makes the (empty) plain tables partitioned and
+ * `inboxkit_0004_partition_cross_day` brings their functions to the intent's day and the cross-day check.
  *
  * @example
  * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
@@ -81,11 +97,20 @@ export function inboxMigrations(options: InboxTableOptions = {}): SchemaMigratio
       for (const statement of inboxSchemaStatements(names)) await sql.raw(statement).execute(db);
     },
   };
+  // An inbox partitioned before the cross-day check gets the functions that take the intent's time and do it.
+  // Going down, 0003's down drops every function by name, whichever version it is.
+  const crossDay: Migration = {
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of partitionedInboxFunctions(partitioned)) await sql.raw(statement).execute(db);
+    },
+    async down(): Promise<void> {},
+  };
   return {
     getMigrations: async () => ({
       inboxkit_0001_inbox: v1,
       inboxkit_0002_lean_row: leanRow,
       inboxkit_0003_daily_partitions: dailyPartitions,
+      inboxkit_0004_partition_cross_day: crossDay,
     }),
   };
 }

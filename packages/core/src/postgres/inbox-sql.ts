@@ -78,7 +78,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   const claim = fn(
     n.qualified('_claim'),
     `p_consumer text, p_message_id text, p_fingerprint text, p_message_timestamp timestamptz, p_deliveries int,
-  p_replay_id text, p_max_attempts int, p_window_ms float8, p_lock_timeout text, p_lease_token uuid, p_lease_ms float8`,
+  p_replay_id text, p_max_attempts int, p_window_ms float8, p_lock_timeout text, p_lease_token uuid, p_lease_ms float8${k.parameters}`,
     'text',
     `
   v_setting text := set_config('lock_timeout', p_lock_timeout, true);
@@ -87,7 +87,7 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   v_attempts int;
   v_next int;
   v_from text;${k.declareFromTimestamp}${rowVars}`,
-    `${k.replayDay('p_replay_id')}${k.adopt}
+    `${k.crossDay('p_replay_id')}${k.adopt}
   FOR v_try IN 1..3 LOOP
     IF v_first <= p_max_attempts THEN
       INSERT INTO ${t} (${fresh.columns}) VALUES (${fresh.values})
@@ -192,12 +192,12 @@ export function inboxFunctions(n: InboxTableNames): string[] {
     n.qualified('_fail'),
     `p_consumer text, p_message_id text, p_fingerprint text, p_message_timestamp timestamptz, p_attempt int,
   p_error jsonb, p_reason text, p_delay_ms float8, p_window_ms float8, p_lease_token uuid, p_reopened_by text,
-  p_claimed boolean`,
+  p_claimed boolean${k.parameters}`,
     'text',
     `
   v_status text := CASE WHEN p_reason IS NULL THEN 'failed' ELSE 'dead_lettered' END;
   v_reopen boolean := false;${k.declareFromTimestamp}${rowVars}`,
-    `${k.replayDay('p_reopened_by')}${k.adopt}
+    `${k.crossDay('p_reopened_by')}${k.adopt}
   IF p_lease_token IS NULL AND NOT p_claimed THEN
     INSERT INTO ${t} (${fresh.columns}) VALUES (${newRow(k, 'v_status', 'p_fingerprint', 'p_attempt').values})
     ON CONFLICT (${k.columns}) DO NOTHING
@@ -268,14 +268,14 @@ export function inboxFunctions(n: InboxTableNames): string[] {
   // Counts an attempt as started for each id a claim could take now (a new id gets a `processing` row).
   const start = fn(
     n.qualified('_start'),
-    `p_consumer text, p_message_ids text[], p_window_ms float8${n.layout === 'table' ? '' : ', p_message_timestamps timestamptz[]'}`,
+    `p_consumer text, p_message_ids text[], p_window_ms float8${n.layout === 'table' ? '' : ', p_message_timestamps timestamptz[], p_cross_day boolean'}`,
     'void',
     `
   v_new text[];
   v_day date;
   v_ts timestamptz;
   p_message_id text;${rowVars}`,
-    `${k.adoptAll}
+    `${k.crossDayAll}${k.adoptAll}
   WITH inserted AS (
     INSERT INTO ${t} AS t (consumer, message_id${k.dayColumn('ts').column}, status, attempts, started_attempts, changed_at, expires_at)
     SELECT p_consumer, id${k.dayColumn('ts').value}, 'processing', 0, 1, now(), now() + make_interval(secs => p_window_ms / 1000)
@@ -301,12 +301,20 @@ export function inboxFunctionsDown(n: InboxTableNames): string[] {
   return ['_claim', '_fail', '_complete_lease', '_start'].map((s) => `DROP FUNCTION IF EXISTS ${n.qualified(s)}`);
 }
 
+/** Options of `InboxSql` beyond the table names. */
+export interface InboxSqlOptions {
+  /** The partitioned layout's cross-day check (`InboxStoreOptions.crossDayCheck`). Default is true. */
+  readonly crossDayCheck?: boolean;
+}
+
 /** The calls the store sends: `SELECT <function>($1::type, …)`, each answering one column. */
 export class InboxSql {
   readonly #n: InboxTableNames;
+  readonly #crossDay: boolean;
 
-  constructor(names: InboxTableNames) {
+  constructor(names: InboxTableNames, options: InboxSqlOptions = {}) {
     this.#n = names;
+    this.#crossDay = options.crossDayCheck ?? true;
   }
 
   #call(fn: string, types: string, parameters: unknown[], as = ' AS answer'): SqlStatement {
@@ -314,14 +322,21 @@ export class InboxSql {
     return { sql: `SELECT ${this.#n.qualified(fn)}(${casts.join(', ')})${as}`, parameters };
   }
 
+  /** The partitioned layout's parameters after the common ones: the intent's time and the cross-day check. */
+  #dayParameters(intentTime: Date | undefined): { readonly types: string; readonly values: unknown[] } {
+    if (this.#n.layout === 'table') return { types: '', values: [] };
+    return { types: ' timestamptz boolean', values: [intentTime ?? null, this.#crossDay] };
+  }
+
   /**
    * One delivery's claim (`lease` in leased mode): one row, `answer`. `asBatch`: in a batch claim's shape, one
    * row of `message_id` (empty) and `answer`.
    */
   claim(s: ClaimSettings, r: ClaimRequest, lease?: { readonly token: string; readonly ms: number }, asBatch = false): SqlStatement {
-    const call = this.#call('_claim', 'text text text timestamptz int text int float8 text uuid float8', [
+    const day = this.#dayParameters(r.intentTime);
+    const call = this.#call('_claim', `text text text timestamptz int text int float8 text uuid float8${day.types}`, [
       s.consumer, r.messageId, r.fingerprint, r.messageTimestamp ?? null, r.deliveryCount, r.replayId ?? null,
-      s.maxAttempts, s.dedupeWindowMs, lockTimeout(s), lease?.token ?? null, lease?.ms ?? null,
+      s.maxAttempts, s.dedupeWindowMs, lockTimeout(s), lease?.token ?? null, lease?.ms ?? null, ...day.values,
     ]);
     return asBatch ? { ...call, sql: `SELECT ''::text AS message_id, answer FROM (${call.sql}) AS claim` } : call;
   }
@@ -331,13 +346,17 @@ export class InboxSql {
    * rows in one order), in one statement. Rows of `message_id` and `answer`.
    */
   claimBatch(s: ClaimSettings, rs: readonly ClaimRequest[]): SqlStatement {
+    const parameters: unknown[] = [
+      s.consumer, rs.map((r) => r.messageId), rs.map((r) => r.fingerprint), rs.map((r) => r.messageTimestamp ?? null),
+      rs.map((r) => r.deliveryCount), rs.map((r) => r.replayId ?? null), s.maxAttempts, s.dedupeWindowMs, lockTimeout(s),
+    ];
+    const table = this.#n.layout === 'table';
+    if (!table) parameters.push(rs.map((r) => r.intentTime ?? null), this.#crossDay);
+    const [day, dayColumn, dayArgument] = table ? ['', '', ''] : [', $10::timestamptz[]', ', day', ', v.day, $11::boolean'];
     return {
-      sql: `SELECT v.id AS message_id, ${this.#n.qualified('_claim')}($1::text, v.id, v.fp, v.ts, v.n, v.replay, $7::int, $8::float8, $9::text, NULL, NULL) AS answer
-FROM (SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[]) AS v(id, fp, ts, n, replay) ORDER BY id OFFSET 0) AS v`,
-      parameters: [
-        s.consumer, rs.map((r) => r.messageId), rs.map((r) => r.fingerprint), rs.map((r) => r.messageTimestamp ?? null),
-        rs.map((r) => r.deliveryCount), rs.map((r) => r.replayId ?? null), s.maxAttempts, s.dedupeWindowMs, lockTimeout(s),
-      ],
+      sql: `SELECT v.id AS message_id, ${this.#n.qualified('_claim')}($1::text, v.id, v.fp, v.ts, v.n, v.replay, $7::int, $8::float8, $9::text, NULL, NULL${dayArgument}) AS answer
+FROM (SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[]${day}) AS v(id, fp, ts, n, replay${dayColumn}) ORDER BY id OFFSET 0) AS v`,
+      parameters,
     };
   }
 
@@ -345,9 +364,10 @@ FROM (SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[],
   fail(s: ClaimSettings, f: FailureRecord, claimed = false): SqlStatement {
     // jsonb refuses the \u0000 escape: NUL goes before serialising.
     const error = JSON.stringify(f.error, (_k, v: unknown) => (typeof v === 'string' ? v.replaceAll('\u0000', '\uFFFD') : v));
-    return this.#call('_fail', 'text text text timestamptz int jsonb text float8 float8 uuid text boolean', [
+    const day = this.#dayParameters(f.intentTime);
+    return this.#call('_fail', `text text text timestamptz int jsonb text float8 float8 uuid text boolean${day.types}`, [
       s.consumer, f.messageId, f.fingerprint, f.messageTimestamp ?? null, f.attempt, error, f.deadLetterReason ?? null,
-      Math.max(0, Math.round(f.retryDelayMs)), s.dedupeWindowMs, f.leaseToken, f.reopenedBy ?? null, claimed,
+      Math.max(0, Math.round(f.retryDelayMs)), s.dedupeWindowMs, f.leaseToken, f.reopenedBy ?? null, claimed, ...day.values,
     ]);
   }
 
@@ -356,11 +376,11 @@ FROM (SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[],
     return this.#call('_complete_lease', 'text text uuid float8', [s.consumer, messageId, leaseToken, s.dedupeWindowMs], ' AS completed');
   }
 
-  /** `timestamps`: each id's message timestamp, in order (the partitioned layout's day). */
+  /** `timestamps`: each id's time, in order, that gives its day in the partitioned layout (intent's, or message's). */
   recordAttemptsStarted(s: ClaimSettings, ids: readonly string[], timestamps: readonly (Date | undefined)[] = []): SqlStatement {
     if (this.#n.layout === 'table') return this.#call('_start', 'text text[] float8', [s.consumer, ids, s.dedupeWindowMs], '');
     const ts = ids.map((_id, i) => timestamps[i] ?? null);
-    return this.#call('_start', 'text text[] float8 timestamptz[]', [s.consumer, ids, s.dedupeWindowMs, ts], '');
+    return this.#call('_start', 'text text[] float8 timestamptz[] boolean', [s.consumer, ids, s.dedupeWindowMs, ts, this.#crossDay], '');
   }
 }
 

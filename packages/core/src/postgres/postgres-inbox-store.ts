@@ -5,7 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
-import { StoreUnavailableError } from '../errors.js';
+import { ConfigurationError, StoreUnavailableError } from '../errors.js';
 import { amendmentOutcome, forgetOutcome } from '../operator-audit.js';
 import type {
   AmendmentResult,
@@ -44,6 +44,19 @@ export interface InboxStoreOptions extends InboxTableOptions {
    * transaction effects once). `always`: a savepoint before every message. Default is `on-failure`.
    */
   readonly batchSavepoints?: 'on-failure' | 'always';
+  /**
+   * Layout `daily-partitions` only: before a claim of an id looks for its row, it serialises with every other
+   * claim of the id (an advisory transaction lock on hash(consumer, id)) and takes the day of the row the id
+   * already has in any partition. So one intent re-published as a new record stamped on another UTC day (an
+   * outbox resent after a crash, a re-snapshot of a CDC pipeline) is a duplicate, or a `payload-mismatch` dead
+   * letter when its payload changed, instead of a second effect. Costs a lock and one index probe per day
+   * partition on each claim (docs/benchmarks.md, "Partitions"); turn it off only when every resend of an intent
+   * carries the same day (the same broker timestamp, CloudEvents `time` or `dayOf`). Default is true.
+   *
+   * @example
+   * new PostgresInboxStore({ db, layout: 'daily-partitions', crossDayCheck: false });
+   */
+  readonly crossDayCheck?: boolean;
 }
 
 /** Options of `PostgresInboxStore` over the application's Kysely instance. */
@@ -87,7 +100,10 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     const seam = given.seam ?? (kyselySeam(given.db!, given) as unknown as SqlSeam<Tx>);
     super(seam, resolveInboxTableNames(options));
     this.#seam = seam;
-    this.#sql = new InboxSql(this.names);
+    if (options.crossDayCheck !== undefined && typeof options.crossDayCheck !== 'boolean') {
+      throw new ConfigurationError(`crossDayCheck must be a boolean, got ${JSON.stringify(options.crossDayCheck)}`);
+    }
+    this.#sql = new InboxSql(this.names, { crossDayCheck: options.crossDayCheck ?? true });
     this.#operator = new InboxOperatorSql(this.names);
     this.#fast = seam.statementFastPath;
     this.#batchSavepoints = options.batchSavepoints ?? 'on-failure';

@@ -60,7 +60,10 @@ describe('moving a populated plain inbox to daily partitions', () => {
       SELECT 'orders', 'bulk-' || g, 'completed', 1, now(), now() + interval '7 days' FROM generate_series(1, 2000) g`);
 
     const migrated = await migrateInbox(t.db, { schema: t.schema, layout: 'daily-partitions' });
-    expect(migrated.results?.map((r) => [r.migrationName, r.status])).toEqual([['inboxkit_0003_daily_partitions', 'Success']]);
+    expect(migrated.results?.map((r) => [r.migrationName, r.status])).toEqual([
+      ['inboxkit_0003_daily_partitions', 'Success'],
+      ['inboxkit_0004_partition_cross_day', 'Success'],
+    ]);
     expect(await count('inbox_legacy')).toBe(2006);
     expect(await count('inbox')).toBe(0);
 

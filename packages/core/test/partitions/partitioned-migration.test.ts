@@ -1,11 +1,12 @@
 // The partitioned layout's schema: the Kysely migration and the plain SQL file generated from the same source,
-// the partitions it starts with, and the refusal to convert a populated plain inbox by migration alone.
+// the partitions it starts with, the upgrade of an inbox partitioned before the cross-day check, and the refusal
+// to convert a populated plain inbox by migration alone.
 
 import { readFileSync } from 'node:fs';
-import { sql } from 'kysely';
+import { Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { partitionedSqlFile, PARTITIONED_SQL_FILE, SQL_FILE } from '../../scripts/generate-sql.js';
-import { migrateInbox } from '../../src/postgres/index.js';
+import { inboxMigrations, migrateInbox } from '../../src/postgres/index.js';
 import { openTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 describe('the partitioned layout schema', () => {
@@ -39,6 +40,7 @@ describe('the partitioned layout schema', () => {
         ['inboxkit_0001_inbox', 'Success'],
         ['inboxkit_0002_lean_row', 'Success'],
         ['inboxkit_0003_daily_partitions', 'Success'],
+        ['inboxkit_0004_partition_cross_day', 'Success'],
       ]);
       expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results).toEqual([]);
       const kinds = await sql<{ relname: string; relkind: string }>`
@@ -79,6 +81,42 @@ describe('the partitioned layout schema', () => {
       expect(await shape(fromFiles)).toEqual(await shape(fromMigrations));
       expect(await partitions(fromFiles, 'inbox')).toEqual(await partitions(fromMigrations, 'inbox'));
       await sql.raw(`DROP SCHEMA "${fromMigrations}" CASCADE; DROP SCHEMA "${fromFiles}" CASCADE`).execute(t.db);
+    });
+
+    /** The claim, failure and start functions of `schema`, with their parameter types. */
+    const functions = async (schema: string): Promise<string[]> =>
+      (
+        await sql<{ f: string }>`
+          SELECT proname || '(' || pg_get_function_identity_arguments(oid) || ')' AS f FROM pg_proc
+          WHERE pronamespace = ${schema}::regnamespace AND proname IN ('inbox_claim', 'inbox_fail', 'inbox_start') ORDER BY proname`.execute(t.db)
+      ).rows.map((r) => r.f.replaceAll(/p_\w+ /g, ''));
+
+    it('gives an inbox partitioned before the cross-day check its functions in 0004, one per name', async () => {
+      const schema = `${t.schema}_pc`;
+      await sql.raw(`CREATE SCHEMA "${schema}"`).execute(t.db);
+      const migrator = new Migrator({
+        db: t.db,
+        provider: inboxMigrations({ schema, layout: 'daily-partitions' }),
+        migrationTableSchema: schema,
+        migrationTableName: 'inboxkit_migrations',
+        migrationLockTableName: 'inboxkit_migrations_lock',
+      });
+      expect((await migrator.migrateTo('inboxkit_0003_daily_partitions')).error).toBeUndefined();
+      // The functions 0003 made before the check: the plain layout's signatures, and `_start` with timestamps.
+      const claim = 'text, text, text, timestamptz, int, text, int, float8, text, uuid, float8';
+      const fail = 'text, text, text, timestamptz, int, jsonb, text, float8, float8, uuid, text, boolean';
+      for (const [fn, args] of [['claim', claim], ['fail', fail], ['start', 'text, text[], float8, timestamptz[]']] as const) {
+        await sql.raw(`DROP FUNCTION "${schema}".inbox_${fn}; CREATE FUNCTION "${schema}".inbox_${fn}(${args}) RETURNS text LANGUAGE sql AS 'SELECT NULL::text'`).execute(t.db);
+      }
+      expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results?.map((r) => [r.migrationName, r.status])).toEqual([
+        ['inboxkit_0004_partition_cross_day', 'Success'],
+      ]);
+      expect(await functions(schema)).toEqual([
+        'inbox_claim(text, text, text, timestamp with time zone, integer, text, integer, double precision, text, uuid, double precision, timestamp with time zone, boolean)',
+        'inbox_fail(text, text, text, timestamp with time zone, integer, jsonb, text, double precision, double precision, uuid, text, boolean, timestamp with time zone, boolean)',
+        'inbox_start(text, text[], double precision, timestamp with time zone[], boolean)',
+      ]);
+      await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
     });
 
   });
