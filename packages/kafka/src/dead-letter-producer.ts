@@ -5,7 +5,13 @@
 // no error text and a clipped id), so a record whose own bytes fit the DLQ topic always reaches it instead of
 // stalling its partition.
 
-import { deadLetterForms, deadLetterRecord, deliveryContext, injectTraceHeaders, sendInFittingForm } from '@inboxkit/core';
+import {
+  deadLetterForms,
+  deadLetterRecord,
+  deliveryContext,
+  injectTraceHeaders,
+  sendInFittingForm,
+} from '@inboxkit/core';
 import type { DeadLetterFormSpec, DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import type {
   KafkaClientLike,
@@ -162,7 +168,9 @@ export class DeadLetterProducer {
     const { record, message } = deadLetter;
     // The copy continues the delivery's trace (its `traceparent` replaces the original's), except in the
     // minimal form, which keeps only what the DLQ cannot do without.
-    const fresh = spec.trace ? injectTraceHeaders(spec.headers, deliveryContext(message)) : { ...spec.headers };
+    const fresh = spec.trace
+      ? injectTraceHeaders(spec.headers, deliveryContext(message))
+      : { ...spec.headers };
     return {
       key: record.key,
       value: record.value,

@@ -1,7 +1,13 @@
 // The Kafka implementation of core's Publisher port: produce with acks from all in-sync replicas, the message
 // id as the `message-id` header, the key as the partition key. Serves DLQ replay and the outbox relay.
 
-import { ConfigurationError, HEADERS, injectTraceHeaders, MessageTooLargeError, PublishError } from '@inboxkit/core';
+import {
+  ConfigurationError,
+  HEADERS,
+  injectTraceHeaders,
+  MessageTooLargeError,
+  PublishError,
+} from '@inboxkit/core';
 import { isRecordTooLarge } from './dead-letter-producer.js';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaProducerLike } from './kafka-client-types.js';

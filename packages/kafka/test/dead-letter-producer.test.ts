@@ -8,7 +8,13 @@
 // And a producer it created that failed a send is replaced by a fresh one, so a producer stuck after a broker
 // restart cannot stall the partitions whose dead letters it must produce.
 
-import { HEADERS, MINIMAL_ID_LENGTH, parseDeadLetterHeaders, PermanentError, toErrorInfo } from '@inboxkit/core';
+import {
+  HEADERS,
+  MINIMAL_ID_LENGTH,
+  parseDeadLetterHeaders,
+  PermanentError,
+  toErrorInfo,
+} from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import type { Kafka, Producer } from 'kafkajs';
@@ -138,7 +144,9 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
     expect(entry?.id).toBe(huge.message.id);
     expect(entry?.headers['x-trace']).toBeUndefined();
     expect(entry?.headers[HEADERS.reason]).toBe('permanent-error');
-    expect(entry?.headers[HEADERS.dropped]).toBe('original-headers,trace,error-stack,error-message,error-code');
+    expect(entry?.headers[HEADERS.dropped]).toBe(
+      'original-headers,trace,error-stack,error-message,error-code',
+    );
   });
 
   it('clips, in the minimal form, an id too long for the topic with the other headers, and says so', async () => {

@@ -35,7 +35,14 @@ describe('kafkaPublisher', () => {
     await admin.connect();
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: '4096' }] }],
+      topics: [
+        {
+          topic,
+          numPartitions: 1,
+          replicationFactor: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '4096' }],
+        },
+      ],
     });
     await admin.disconnect();
     const publisher = kafkaPublisher({ producer });

@@ -16,7 +16,13 @@ import {
   tlsFailure,
   toErrorInfo,
 } from '@inboxkit/core';
-import type { DeadLetterOutcome, InboundMessage, Outcome, RetryOutcome, TransportConsumer } from '@inboxkit/core';
+import type {
+  DeadLetterOutcome,
+  InboundMessage,
+  Outcome,
+  RetryOutcome,
+  TransportConsumer,
+} from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { AckCoalescer } from './ack-coalescer.js';
 import { confirmPublish } from './confirm-publish.js';
@@ -580,7 +586,13 @@ class RabbitmqConsumer implements TransportConsumer {
     // Every form refused as too large cannot happen (the minimal form carries only inboxkit's short headers
     // and a clipped id); were it to, the original stays, as on an outage, rather than be lost.
     if ((await this.#publishThenAck(session, message, copies, 1_000)) === 'too-large')
-      await this.#leave(session, message, copies.at(-1)!, new Error('no dead-letter form could be encoded'), 1_000);
+      await this.#leave(
+        session,
+        message,
+        copies.at(-1)!,
+        new Error('no dead-letter form could be encoded'),
+        1_000,
+      );
   }
 
   /**
@@ -603,7 +615,7 @@ class RabbitmqConsumer implements TransportConsumer {
         await confirmPublish(session.channel, [copy], this.#o.confirmTimeoutMs);
         return { status: 'sent' };
       } catch (error) {
-        return { status: error instanceof MessageTooLargeError ? 'too-large' : 'failed', error };
+        return { status: isTooLarge(error) ? 'too-large' : 'failed', error };
       }
     });
     if (result.status === 'too-large') return 'too-large';
@@ -623,7 +635,13 @@ class RabbitmqConsumer implements TransportConsumer {
   }
 
   /** Leaves the original unacked after a failed publish of `copy`: held back, then requeued. */
-  async #leave(session: Session, message: AmqpMessage, copy: RawPublish, err: unknown, holdMs: number): Promise<void> {
+  async #leave(
+    session: Session,
+    message: AmqpMessage,
+    copy: RawPublish,
+    err: unknown,
+    holdMs: number,
+  ): Promise<void> {
     this.#o.logger.error(
       { ...errorInfo(err), messageId: idOf(copy), exchange: copy.exchange, routingKey: copy.routingKey },
       'rabbitmq consumer: copy not confirmed; the original stays in the queue',
@@ -647,6 +665,11 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: nack on a closing channel dropped');
     }
   }
+}
+
+/** A copy amqplib refuses on every attempt (`MessageTooLargeError`, matched by code across duplicate installs). */
+function isTooLarge(error: unknown): boolean {
+  return isInboxkitError(error) && error.code === 'MESSAGE_TOO_LARGE';
 }
 
 /** The id a copy carries, for logs. */

@@ -5,7 +5,13 @@
 // limit with no inboxkit record. Now the copy falls back to a smaller form (core's dead-letter forms) and the
 // original is acked once the smaller copy is confirmed. On both queue types, against the real broker.
 
-import { HEADERS, idempotentConsumer, MINIMAL_ID_LENGTH, PermanentError, RetryableError } from '@inboxkit/core';
+import {
+  HEADERS,
+  idempotentConsumer,
+  MINIMAL_ID_LENGTH,
+  PermanentError,
+  RetryableError,
+} from '@inboxkit/core';
 import { InMemoryInboxStore } from '@inboxkit/core/memory';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -53,7 +53,12 @@ export function clipMessageId(id: string): string {
 }
 
 /** The headers of the minimal form: only what a DLQ reader cannot do without. */
-const MINIMAL_DROPS = [HEADERS.errorStack, HEADERS.errorMessage, HEADERS.errorCode, HEADERS.originalId] as const;
+const MINIMAL_DROPS = [
+  HEADERS.errorStack,
+  HEADERS.errorMessage,
+  HEADERS.errorCode,
+  HEADERS.originalId,
+] as const;
 
 /**
  * The forms of `record`'s dead letter, largest first (`DEAD_LETTER_FORMS`). Each reads back with

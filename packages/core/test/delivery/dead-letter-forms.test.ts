@@ -20,7 +20,12 @@ function record(id: string | undefined): DeadLetterRecord {
     consumer: 'orders',
     reason: 'permanent-error',
     attempts: 3,
-    error: { name: 'PermanentError', message: 'm'.repeat(2_000), code: 'PERMANENT', stack: 's'.repeat(3_000) },
+    error: {
+      name: 'PermanentError',
+      message: 'm'.repeat(2_000),
+      code: 'PERMANENT',
+      stack: 's'.repeat(3_000),
+    },
     firstFailureAt: new Date('2026-01-01T00:00:00Z'),
     lastFailureAt: new Date('2026-01-01T00:01:00Z'),
     deadLetteredAt: new Date('2026-01-01T00:02:00Z'),
@@ -57,7 +62,9 @@ describe('deadLetterForms', () => {
     expect(compact!.headers[HEADERS.errorStack]).toBeUndefined();
     expect(compact!.headers[HEADERS.errorMessage]!.length).toBeLessThanOrEqual(500);
     expect([compact!.originalHeaders, compact!.trace]).toEqual([true, true]);
-    expect(minimal!.headers[HEADERS.dropped]).toBe('original-headers,trace,error-stack,error-message,error-code');
+    expect(minimal!.headers[HEADERS.dropped]).toBe(
+      'original-headers,trace,error-stack,error-message,error-code',
+    );
     expect([minimal!.originalHeaders, minimal!.trace]).toEqual([false, false]);
     expect(minimal!.headers[HEADERS.errorName]).toBe('PermanentError');
     // The id travels once in the minimal form.
@@ -99,20 +106,29 @@ describe('sendInFittingForm', () => {
 
   it('moves past the forms refused as too large to the first one sent', async () => {
     tried.length = 0;
-    const result = await sendInFittingForm(DEAD_LETTER_FORMS, script({ full: 'too-large', compact: 'too-large', minimal: 'sent' }));
+    const result = await sendInFittingForm(
+      DEAD_LETTER_FORMS,
+      script({ full: 'too-large', compact: 'too-large', minimal: 'sent' }),
+    );
     expect(result).toEqual({ status: 'sent', form: 'minimal' });
     expect(tried).toEqual(['full', 'compact', 'minimal']);
   });
 
   it('stops at an outage without trying a smaller form', async () => {
     tried.length = 0;
-    const result = await sendInFittingForm(DEAD_LETTER_FORMS, script({ full: 'too-large', compact: 'failed', minimal: 'sent' }));
+    const result = await sendInFittingForm(
+      DEAD_LETTER_FORMS,
+      script({ full: 'too-large', compact: 'failed', minimal: 'sent' }),
+    );
     expect(result).toMatchObject({ status: 'failed', form: 'compact' });
     expect(tried).toEqual(['full', 'compact']);
   });
 
   it('reports too-large with the last refusal when every form is too large, and a rejecting send as failed', async () => {
-    const all = await sendInFittingForm(DEAD_LETTER_FORMS, script({ full: 'too-large', compact: 'too-large', minimal: 'too-large' }));
+    const all = await sendInFittingForm(
+      DEAD_LETTER_FORMS,
+      script({ full: 'too-large', compact: 'too-large', minimal: 'too-large' }),
+    );
     expect(all.status).toBe('too-large');
     expect((all as { error: Error }).error.message).toBe('minimal too-large');
     const rejected = await sendInFittingForm(['full'], () => Promise.reject(new Error('down')));
