@@ -23,6 +23,11 @@ export const HEADERS = {
   firstFailureAt: 'x-inboxkit-first-failure-at',
   lastFailureAt: 'x-inboxkit-last-failure-at',
   deadLetteredAt: 'x-inboxkit-dead-lettered-at',
+  /**
+   * On a dead letter sent in a smaller form (too large for the broker in full): what it lacks, comma-separated
+   * (`error-stack`, `error-message`, `error-code`, `original-headers`, `trace`, `message-id-clipped`, …).
+   */
+  dropped: 'x-inboxkit-dropped',
   sourceTransport: 'x-inboxkit-source-transport',
   sourceDestination: 'x-inboxkit-source-destination',
   sourcePartition: 'x-inboxkit-source-partition',

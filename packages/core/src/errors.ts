@@ -123,3 +123,18 @@ export class PublishError extends InboxkitError {
     super('PUBLISH', message, true, options);
   }
 }
+
+/**
+ * A message (or its retry or dead-letter copy) cannot be encoded for the broker: it exceeds a limit of the
+ * broker or its client (amqplib's 64 KiB header table, Kafka's max.message.bytes, SQS's 256 KiB). Never
+ * retriable: the same bytes are refused on every attempt, so it must not be held as if the broker were down.
+ * `messageId` names the message when the publisher knows it (the outbox relay parks that row at once).
+ */
+export class MessageTooLargeError extends InboxkitError {
+  readonly messageId: string | undefined;
+
+  constructor(message: string, options: InboxkitErrorOptions & { messageId?: string } = {}) {
+    super('MESSAGE_TOO_LARGE', message, false, options);
+    this.messageId = options.messageId;
+  }
+}

@@ -5,6 +5,18 @@ export * from './errors.js';
 export type * from './message.js';
 export * from './outcome.js';
 export * from './dead-letter-record.js';
+export {
+  clipMessageId,
+  COMPACT_ERROR_MESSAGE_LENGTH,
+  DEAD_LETTER_FORMS,
+  deadLetterForms,
+  MINIMAL_ID_LENGTH,
+  sendInFittingForm,
+  type DeadLetterForm,
+  type DeadLetterFormSpec,
+  type FormAttempt,
+  type FormsResult,
+} from './delivery/dead-letter-forms.js';
 export type * from './transport.js';
 export type * from './consumer-types.js';
 export * from './store.js';

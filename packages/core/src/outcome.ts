@@ -22,6 +22,8 @@ export type DeadLetterReason =
   | 'beyond-dedupe-window'
   /** The inbox refused, for its content, to record the message (its claim, or even a minimal failure record). */
   | 'unrecordable'
+  /** A retry whose delayed copy the broker can never take (RabbitMQ: headers over 64 KiB with the retry headers). */
+  | 'retry-copy-too-large'
   | (string & {});
 
 /**

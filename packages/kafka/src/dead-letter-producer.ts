@@ -1,18 +1,18 @@
 // Writes dead letters of the Kafka consumer: the original key and bytes, the original headers, and core's
 // dead-letter headers, produced with acks from all in-sync replicas before the source offset may be committed.
 // A record may not exceed the DLQ topic's max.message.bytes: a dead letter the broker refuses as too large is
-// produced again in a smaller form (no stack, then no original headers and no error text), so a record whose
-// own bytes fit the DLQ topic always reaches it instead of stalling its partition.
+// produced again in the next of core's smaller forms (`deadLetterForms`: no stack, then no original headers,
+// no error text and a clipped id), so a record whose own bytes fit the DLQ topic always reaches it instead of
+// stalling its partition.
 
 import {
-  clipText,
-  deadLetterHeaders,
+  deadLetterForms,
   deadLetterRecord,
   deliveryContext,
-  HEADERS,
   injectTraceHeaders,
+  sendInFittingForm,
 } from '@inboxkit/core';
-import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
+import type { DeadLetterFormSpec, DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import type {
   KafkaClientLike,
   KafkaHeaders,
@@ -31,33 +31,6 @@ export interface DeadLetter {
 }
 
 const INBOXKIT_PREFIX = 'x-inboxkit-';
-
-/**
- * How much of a dead letter travels: `full` (original headers, the whole error); `compact` (no stack, the error
- * message clipped to 500 characters); `minimal` (no original headers; the id, consumer, reason, attempts,
- * times, source and the error's name only). Key and value are the original's in every form.
- */
-export type KafkaDeadLetterForm = 'full' | 'compact' | 'minimal';
-
-const COMPACT_ERROR_MESSAGE = 500;
-
-/** Core's dead-letter headers cut down to `form`. */
-export function deadLetterHeadersFor(
-  fresh: Record<string, string>,
-  form: KafkaDeadLetterForm,
-): Record<string, string> {
-  if (form === 'full') return fresh;
-  const out = { ...fresh };
-  delete out[HEADERS.errorStack];
-  if (form === 'minimal') {
-    delete out[HEADERS.errorMessage];
-    delete out[HEADERS.errorCode];
-  } else {
-    const errorMessage = out[HEADERS.errorMessage];
-    if (errorMessage !== undefined) out[HEADERS.errorMessage] = clipText(errorMessage, COMPACT_ERROR_MESSAGE);
-  }
-  return out;
-}
 
 /** True when the broker refused a produce because a record (or batch) exceeds the topic's size limit. */
 export function isRecordTooLarge(error: unknown): boolean {
@@ -153,7 +126,7 @@ export class DeadLetterProducer {
       try {
         await sendConfirmed(
           producer,
-          [{ topic: target, messages: deadLetters.map((d) => this.#record(d, now, 'full')) }],
+          [{ topic: target, messages: deadLetters.map((d) => this.#record(d, this.#forms(d, now)[0]!)) }],
           this.#timeoutMs,
         );
       } catch (error) {
@@ -165,46 +138,43 @@ export class DeadLetterProducer {
     });
   }
 
-  /** One dead letter, full, then compact, then minimal, until the broker takes it. Rejects when none fits. */
+  /** One dead letter in core's forms, largest first, until the broker takes one. Rejects when none fits. */
   async #sendFitting(
     producer: KafkaProducerLike,
     topic: string,
     deadLetter: DeadLetter,
     now: Date,
   ): Promise<void> {
-    let lastError: unknown;
-    for (const form of ['full', 'compact', 'minimal'] as const) {
+    const result = await sendInFittingForm(this.#forms(deadLetter, now), async (spec) => {
       try {
         await sendConfirmed(
           producer,
-          [{ topic, messages: [this.#record(deadLetter, now, form)] }],
+          [{ topic, messages: [this.#record(deadLetter, spec)] }],
           this.#timeoutMs,
         );
-        return;
+        return { status: 'sent' };
       } catch (error) {
-        if (!isRecordTooLarge(error)) throw error;
-        lastError = error;
+        return { status: isRecordTooLarge(error) ? 'too-large' : 'failed', error };
       }
-    }
-    throw lastError;
+    });
+    if (result.status !== 'sent') throw result.error;
   }
 
-  #record(
-    { record, message, outcome }: DeadLetter,
-    now: Date,
-    form: KafkaDeadLetterForm,
-  ): TopicRecords['messages'][number] {
-    const facts = deadLetterHeadersFor(
-      deadLetterHeaders(deadLetterRecord(this.#consumerName, message, outcome, now)),
-      form,
-    );
+  #forms({ message, outcome }: DeadLetter, now: Date): readonly DeadLetterFormSpec[] {
+    return deadLetterForms(deadLetterRecord(this.#consumerName, message, outcome, now));
+  }
+
+  #record(deadLetter: DeadLetter, spec: DeadLetterFormSpec): TopicRecords['messages'][number] {
+    const { record, message } = deadLetter;
     // The copy continues the delivery's trace (its `traceparent` replaces the original's), except in the
     // minimal form, which keeps only what the DLQ cannot do without.
-    const fresh = form === 'minimal' ? facts : injectTraceHeaders(facts, deliveryContext(message));
+    const fresh = spec.trace
+      ? injectTraceHeaders(spec.headers, deliveryContext(message))
+      : { ...spec.headers };
     return {
       key: record.key,
       value: record.value,
-      headers: form === 'minimal' ? fresh : deadLetterRecordHeaders(record.headers, fresh),
+      headers: spec.originalHeaders ? deadLetterRecordHeaders(record.headers, fresh) : fresh,
     };
   }
 }

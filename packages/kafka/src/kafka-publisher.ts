@@ -1,7 +1,14 @@
 // The Kafka implementation of core's Publisher port: produce with acks from all in-sync replicas, the message
 // id as the `message-id` header, the key as the partition key. Serves DLQ replay and the outbox relay.
 
-import { ConfigurationError, HEADERS, injectTraceHeaders, PublishError } from '@inboxkit/core';
+import {
+  ConfigurationError,
+  HEADERS,
+  injectTraceHeaders,
+  MessageTooLargeError,
+  PublishError,
+} from '@inboxkit/core';
+import { isRecordTooLarge } from './dead-letter-producer.js';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaProducerLike } from './kafka-client-types.js';
 import { positiveInteger } from './config-checks.js';
@@ -87,7 +94,36 @@ class KafkaPublisher implements Publisher {
       });
     }
     // A producer this publisher created is replaced after a failed send (see ReplaceableProducer).
-    await this.#producer.send((producer) => sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs));
+    await this.#producer.send(async (producer) => {
+      try {
+        await sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs);
+      } catch (error) {
+        if (!isRecordTooLarge(error)) throw error;
+        // Some record (or the batch) is over its topic's max.message.bytes, refused on every attempt: one record
+        // at a time, in order; a record too large alone is named in a non-retriable MessageTooLargeError.
+        await this.#sendEach(producer, messages, [...byTopic.values()]);
+      }
+    });
+  }
+
+  async #sendEach(
+    producer: KafkaProducerLike,
+    messages: readonly OutgoingMessage[],
+    groups: readonly TopicRecords[],
+  ): Promise<void> {
+    const records = groups.flatMap((g) => g.messages.map((record) => ({ topic: g.topic, record })));
+    const ids = groups.flatMap((g) => messages.filter((m) => m.destination === g.topic).map((m) => m.id));
+    for (const [i, { topic, record }] of records.entries()) {
+      try {
+        await sendConfirmed(producer, [{ topic, messages: [record] }], this.#timeoutMs);
+      } catch (error) {
+        if (!isRecordTooLarge(error)) throw error;
+        throw new MessageTooLargeError(`message ${ids[i]} is over the max.message.bytes of topic ${topic}`, {
+          cause: error,
+          messageId: ids[i]!,
+        });
+      }
+    }
   }
 
   async close(): Promise<void> {

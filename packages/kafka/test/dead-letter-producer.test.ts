@@ -8,7 +8,13 @@
 // And a producer it created that failed a send is replaced by a fresh one, so a producer stuck after a broker
 // restart cannot stall the partitions whose dead letters it must produce.
 
-import { HEADERS, parseDeadLetterHeaders, PermanentError, toErrorInfo } from '@inboxkit/core';
+import {
+  HEADERS,
+  MINIMAL_ID_LENGTH,
+  parseDeadLetterHeaders,
+  PermanentError,
+  toErrorInfo,
+} from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import type { Kafka, Producer } from 'kafkajs';
@@ -125,6 +131,9 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
       attempts: 1,
     });
     expect(cut!.headers[HEADERS.errorStack]).toBeUndefined();
+    // Hardening issue, item 3: a smaller form says what it dropped (core's forms, shared by every transport).
+    expect(cut!.headers[HEADERS.dropped]).toMatch(/error-stack/);
+    expect(byId.get(ok.message.id)!.headers[HEADERS.dropped]).toBeUndefined();
   });
 
   it('drops the original headers last: a record whose headers alone overflow the topic still arrives', async () => {
@@ -134,6 +143,21 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
     const [entry] = await readTopic(kafka, topic, 1, 30_000);
     expect(entry?.id).toBe(huge.message.id);
     expect(entry?.headers['x-trace']).toBeUndefined();
+    expect(entry?.headers[HEADERS.reason]).toBe('permanent-error');
+    expect(entry?.headers[HEADERS.dropped]).toBe(
+      'original-headers,trace,error-stack,error-message,error-code',
+    );
+  });
+
+  it('clips, in the minimal form, an id too long for the topic with the other headers, and says so', async () => {
+    const topic = await smallTopic();
+    const id = `${uniqueName('long-id')}-${'i'.repeat(6_000)}`;
+    const letter = deadLetter(id, 100, 10);
+    await dlqProducer(topic).send('orders', [letter]);
+    const [entry] = await readTopic(kafka, topic, 1, 30_000);
+    expect(entry?.headers[HEADERS.messageId]).toHaveLength(MINIMAL_ID_LENGTH);
+    expect(id.startsWith(entry!.headers[HEADERS.messageId]!.slice(0, 3_000))).toBe(true);
+    expect(entry?.headers[HEADERS.dropped]).toContain('message-id-clipped');
     expect(entry?.headers[HEADERS.reason]).toBe('permanent-error');
   });
 

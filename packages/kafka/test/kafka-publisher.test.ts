@@ -1,6 +1,6 @@
 // The Publisher port on Kafka: acks from all replicas, the id as the message-id header, the key, and failures
 // as PublishError.
-import { ConfigurationError, PublishError } from '@inboxkit/core';
+import { ConfigurationError, MessageTooLargeError, PublishError } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import type { Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +27,40 @@ afterAll(async () => {
 });
 
 describe('kafkaPublisher', () => {
+  it('names a record over its topic max.message.bytes in a non-retriable MessageTooLargeError, after confirming the ones before it', async () => {
+    // Hardening issue, item 3: a message the broker refuses on every attempt must not look like an outage to
+    // the outbox relay (which parks the row a MessageTooLargeError names, and retries a PublishError).
+    const topic = uniqueName('pub-small');
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        {
+          topic,
+          numPartitions: 1,
+          replicationFactor: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '4096' }],
+        },
+      ],
+    });
+    await admin.disconnect();
+    const publisher = kafkaPublisher({ producer });
+    const error = await publisher
+      .publish([
+        { destination: topic, id: 'fits-1', body: 'a' },
+        { destination: topic, id: 'too-big', body: 'b'.repeat(10_000) },
+        { destination: topic, id: 'fits-2', body: 'c' },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MessageTooLargeError);
+    expect(error).toMatchObject({ messageId: 'too-big', retriable: false, code: 'MESSAGE_TOO_LARGE' });
+    expect((await readTopic(kafka, topic, 1, 10_000)).map((e) => e.id)).toEqual(['fits-1']);
+    const a = kafka.admin();
+    await a.connect();
+    await a.deleteTopics({ topics: [topic] }).finally(() => a.disconnect());
+  });
+
   it('publishes with the message-id header, the key, headers and body, to each destination topic', async () => {
     const a = uniqueName('pub-a');
     const b = uniqueName('pub-b');

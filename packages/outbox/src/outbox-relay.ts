@@ -6,6 +6,8 @@ import {
   ConfigurationError,
   DEFAULT_BACKOFF,
   backoffDelayMs,
+  errorChain,
+  isInboxkitError,
   inboxkitTracer,
   silentLogger,
   withSendSpans,
@@ -91,6 +93,20 @@ export const OUTBOX_METRIC_NAMES = Object.freeze({
   publishFailures: 'inboxkit.outbox.publish_failures',
 });
 
+/**
+ * The id of the message a publish error says can never be published (an inboxkit error, anywhere in its cause
+ * chain, that is not retriable and names its message: `MessageTooLargeError`), else `undefined`: the failure
+ * may pass (broker down, unknown publisher) and the rows are retried.
+ */
+function unpublishableMessageId(error: unknown): string | undefined {
+  for (const e of errorChain(error)) {
+    if (!isInboxkitError(e) || e.retriable) continue;
+    const id = (e as { messageId?: unknown }).messageId;
+    if (typeof id === 'string') return id;
+  }
+  return undefined;
+}
+
 interface Row {
   seq: string;
   id: string;
@@ -132,7 +148,9 @@ function toOutgoing(row: Row): OutgoingMessage {
  * Starts a relay. Several relays (processes) may run on one table: each claims with `FOR UPDATE SKIP LOCKED`.
  * Per (publisher, destination, partition key) only the oldest undispatched row is eligible, so a key's
  * messages are published in enqueue order, one at a time. A row is marked dispatched only after its publisher
- * resolved (the broker confirmed); a failure reschedules it with backoff, and past `parkAfterMs` parks it.
+ * resolved (the broker confirmed); a failure reschedules it with backoff, and past `parkAfterMs` parks it. A row
+ * the publisher says can never be published (a non-retriable `MessageTooLargeError` naming its id: too large for
+ * the broker) is parked at once, with that error as its reason, so its key's later rows go out.
  * Every send of a row carries the row's enqueue time (`created_at`) as `OutgoingMessage.timestamp`, so a row
  * sent again after a crash reaches the consumer with the same timestamp (and the same id) as the first time.
  *
@@ -237,8 +255,11 @@ export function startOutboxRelay<DB>(options: OutboxRelayOptions<DB>): OutboxRel
           failures.add(group.length, attributes);
           const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
           logger.warn({ err: error, publisher: name, rows: group.length }, 'outbox publish failed; rows rescheduled');
+          // A row whose message the broker can never take is parked now, with its reason: retrying it would
+          // hold its key's later rows until the horizon.
+          const unpublishable = unpublishableMessageId(error);
           for (const row of group) {
-            const park = Date.now() - row.created_at.getTime() >= parkAfterMs;
+            const park = row.id === unpublishable || Date.now() - row.created_at.getTime() >= parkAfterMs;
             if (park) parkedRows++;
             const delay = backoffDelayMs(backoff, row.attempts + 1);
             await sql`UPDATE ${table} SET attempts = attempts + 1, last_error = ${message},

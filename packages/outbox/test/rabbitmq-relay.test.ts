@@ -99,4 +99,32 @@ describe('outbox relay on RabbitMQ', () => {
     expect(rows.map((r) => [r.message_id, Number(r.n)]).sort()).toEqual(ids.map((id) => [id, 1]).sort());
     expect(await t.backlog()).toBe(0);
   });
+
+  it('parks at once, with its reason, a row whose headers amqplib cannot encode; the rows behind it on the same key go out', async () => {
+    // Hardening issue, item 3: the row's message is refused on every attempt (headers over amqplib's 64 KiB
+    // table). It used to be retried as if the broker were down — rescheduled until parkAfterMs (24 h), the
+    // rows behind it on its key held all that time. Now the publisher throws a MessageTooLargeError (not
+    // retriable) naming the message, and the relay parks that row at once.
+    const schema = t.schema.schema;
+    const key = uniqueTestName('big-key');
+    const big = await t.db.transaction().execute((tx) =>
+      enqueue(tx, { publisher: 'rabbit', destination: exchange, routingKey: 'orders', key, body: '{}', headers: { 'x-blob': 'b'.repeat(70_000) } }, { schema }),
+    );
+    const behind = await t.db.transaction().execute((tx) =>
+      enqueue(tx, { publisher: 'rabbit', destination: exchange, routingKey: 'orders', key, body: '{"behind":true}' }, { schema }),
+    );
+    const relay = startOutboxRelay({ db: t.db, publishers: { rabbit: rabbitmqPublisher({ channel }) }, schema, pollIntervalMs: 20, backoff: { initialDelayMs: 10, maxDelayMs: 10 } });
+    try {
+      await waitFor(() => received.some((m) => m.id === behind));
+    } finally {
+      await relay.stop();
+    }
+    expect(received.some((m) => m.id === big)).toBe(false);
+    const { rows } = await sql<{ parked_at: Date | null; last_error: string; attempts: number }>`SELECT parked_at, last_error, attempts
+      FROM ${sql.raw(`"${schema}"."outbox"`)} WHERE id = ${big}`.execute(t.db);
+    expect(rows[0]?.parked_at).not.toBeNull();
+    expect(rows[0]?.last_error).toContain('MessageTooLargeError');
+    // Tried once, not retried.
+    expect(rows[0]?.attempts).toBe(1);
+  });
 });

@@ -2,7 +2,7 @@
 // to at least one queue. Messages are published `mandatory`, because RabbitMQ acks an unroutable message
 // (no queue bound) after dropping it; the basic.return that precedes that ack turns it into a failure.
 
-import { PublishError } from '@inboxkit/core';
+import { HEADERS, MessageTooLargeError, PublishError } from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 
 /** Counts returned (unroutable) messages per (exchange, routing key, message id) on one channel. */
@@ -57,8 +57,22 @@ function describe(p: RawPublish): string {
 }
 
 /**
+ * amqplib encodes a message's headers into a 64 KiB buffer and throws a RangeError past it, before anything
+ * reaches the broker (and before the confirm is registered, so the channel stays usable). The same copy is
+ * refused on every attempt: a non-retriable `MessageTooLargeError`, never an outage.
+ */
+function tooLarge(m: RawPublish, err: RangeError): MessageTooLargeError {
+  const id = m.options.messageId ?? m.options.headers?.[HEADERS.messageId];
+  return new MessageTooLargeError(`publish to ${describe(m)} cannot be encoded: ${err.message}`, {
+    cause: err,
+    ...(typeof id === 'string' ? { messageId: id } : {}),
+  });
+}
+
+/**
  * Publishes `messages` (persistent, mandatory) and resolves once the broker confirmed every one. Rejects with
- * a `PublishError` on a nack, an unroutable message, a closed channel or after `timeoutMs` without confirm.
+ * a `PublishError` on a nack, an unroutable message, a closed channel or after `timeoutMs` without confirm, and
+ * with a `MessageTooLargeError` (not retriable) for a message amqplib cannot encode (headers over 64 KiB).
  */
 export async function confirmPublish(
   channel: AmqpConfirmChannel,
@@ -89,7 +103,9 @@ export async function confirmPublish(
         );
       } catch (err) {
         reject(
-          new PublishError(`publish to ${describe(m)} failed: ${(err as Error).message}`, { cause: err }),
+          err instanceof RangeError
+            ? tooLarge(m, err)
+            : new PublishError(`publish to ${describe(m)} failed: ${(err as Error).message}`, { cause: err }),
         );
       }
     });

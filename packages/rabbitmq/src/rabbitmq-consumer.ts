@@ -6,13 +6,23 @@
 import {
   abortableSleep,
   ConfigurationError,
+  DEAD_LETTER_FORMS,
   isInboxkitError,
+  MessageTooLargeError,
   isProgrammerError,
   retryStart,
+  sendInFittingForm,
   startRetryDelay,
   tlsFailure,
+  toErrorInfo,
 } from '@inboxkit/core';
-import type { InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
+import type {
+  DeadLetterOutcome,
+  InboundMessage,
+  Outcome,
+  RetryOutcome,
+  TransportConsumer,
+} from '@inboxkit/core';
 import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { AckCoalescer } from './ack-coalescer.js';
 import { confirmPublish } from './confirm-publish.js';
@@ -21,7 +31,7 @@ import { resolveConsumerOptions } from './consumer-options.js';
 import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consumer-options.js';
 import { declareTopology } from './declare-topology.js';
 import { toInboundMessage } from './inbound-message.js';
-import { deadLetterCopy, retryCopy } from './settlement-copies.js';
+import { deadLetterCopies, retryCopy } from './settlement-copies.js';
 
 export type {
   RabbitmqConsumerHandler,
@@ -546,54 +556,99 @@ class RabbitmqConsumer implements TransportConsumer {
           this.#nack(session, message);
           return;
         }
-        await this.#publishThenAck(
-          session,
-          message,
-          retryCopy(message, inbound, outcome, this.#o.topology),
-          outcome.delayMs,
-        );
+        if (
+          (await this.#publishThenAck(
+            session,
+            message,
+            [retryCopy(message, inbound, outcome, this.#o.topology)],
+            outcome.delayMs,
+          )) === 'too-large'
+        ) {
+          // The delay queue cannot take this message's headers on any attempt: requeueing it would loop, so it
+          // goes to the DLQ now, with its reason.
+          await this.#deadLetter(session, message, inbound, retryCopyTooLarge(outcome));
+        }
         return;
       case 'dead-letter':
-        await this.#publishThenAck(
-          session,
-          message,
-          deadLetterCopy(this.#o.handler.name, message, inbound, outcome, this.#o.topology),
-          1_000,
-        );
+        await this.#deadLetter(session, message, inbound, outcome);
         return;
     }
   }
 
+  /** Publishes the dead letter in the largest of core's forms amqplib can encode, then acks. */
+  async #deadLetter(
+    session: Session,
+    message: AmqpMessage,
+    inbound: InboundMessage,
+    outcome: DeadLetterOutcome,
+  ): Promise<void> {
+    const copies = deadLetterCopies(this.#o.handler.name, message, inbound, outcome, this.#o.topology);
+    // Every form refused as too large cannot happen (the minimal form carries only inboxkit's short headers
+    // and a clipped id); were it to, the original stays, as on an outage, rather than be lost.
+    if ((await this.#publishThenAck(session, message, copies, 1_000)) === 'too-large')
+      await this.#leave(
+        session,
+        message,
+        copies.at(-1)!,
+        new Error('no dead-letter form could be encoded'),
+        1_000,
+      );
+  }
+
   /**
-   * Publishes the copy on the delivering channel (a confirm channel), waits for the broker's confirm, and only
-   * then acks the original. If the publish fails, the original is held back for a while (so a broken delay
-   * path does not spin) and requeued: a redelivery yields the same outcome again, so nothing is lost.
+   * Publishes the first of `copies` (forms of one copy, largest first) that amqplib can encode on the
+   * delivering channel (a confirm channel), waits for the broker's confirm, and only then acks the original.
+   * A form refused as too large (`MessageTooLargeError`: refused on every attempt) gives way to the next; when
+   * every form is, nothing is settled and `too-large` is returned. Any other failure is an outage: the original
+   * is held back for a while (so a broken path does not spin) and requeued; a redelivery yields the same
+   * outcome again, so nothing is lost.
    */
   async #publishThenAck(
     session: Session,
     message: AmqpMessage,
-    copy: RawPublish,
+    copies: readonly RawPublish[],
     holdMs: number,
-  ): Promise<void> {
-    if (!session.alive) return;
-    try {
-      await confirmPublish(session.channel, [copy], this.#o.confirmTimeoutMs);
-    } catch (err) {
-      this.#o.logger.error(
-        {
-          ...errorInfo(err),
-          messageId: copy.options.messageId ?? copy.options.headers?.['message-id'],
-          exchange: copy.exchange,
-          routingKey: copy.routingKey,
-        },
-        'rabbitmq consumer: copy not confirmed; the original stays in the queue',
+  ): Promise<'settled' | 'too-large'> {
+    if (!session.alive) return 'settled';
+    const result = await sendInFittingForm(copies, async (copy) => {
+      try {
+        await confirmPublish(session.channel, [copy], this.#o.confirmTimeoutMs);
+        return { status: 'sent' };
+      } catch (error) {
+        return { status: isTooLarge(error) ? 'too-large' : 'failed', error };
+      }
+    });
+    if (result.status === 'too-large') return 'too-large';
+    if (result.status === 'failed') {
+      await this.#leave(session, message, result.form, result.error, holdMs);
+      return 'settled';
+    }
+    const index = copies.indexOf(result.form);
+    if (index > 0) {
+      this.#o.logger.warn(
+        { messageId: idOf(result.form), form: DEAD_LETTER_FORMS[index], exchange: result.form.exchange },
+        'rabbitmq consumer: the copy was too large for AMQP headers; sent in a smaller form',
       );
-      // A dead channel already returned the original; otherwise hold it so a broken path does not spin.
-      if (session.alive) await abortableSleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
-      this.#nack(session, message);
-      return;
     }
     this.#ack(session, message);
+    return 'settled';
+  }
+
+  /** Leaves the original unacked after a failed publish of `copy`: held back, then requeued. */
+  async #leave(
+    session: Session,
+    message: AmqpMessage,
+    copy: RawPublish,
+    err: unknown,
+    holdMs: number,
+  ): Promise<void> {
+    this.#o.logger.error(
+      { ...errorInfo(err), messageId: idOf(copy), exchange: copy.exchange, routingKey: copy.routingKey },
+      'rabbitmq consumer: copy not confirmed; the original stays in the queue',
+    );
+    // A dead channel already returned the original; otherwise hold it so a broken path does not spin.
+    if (session.alive) await abortableSleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
+    this.#nack(session, message);
   }
 
   #ack(session: Session, message: AmqpMessage): void {
@@ -610,6 +665,32 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: nack on a closing channel dropped');
     }
   }
+}
+
+/** A copy amqplib refuses on every attempt (`MessageTooLargeError`, matched by code across duplicate installs). */
+function isTooLarge(error: unknown): boolean {
+  return isInboxkitError(error) && error.code === 'MESSAGE_TOO_LARGE';
+}
+
+/** The id a copy carries, for logs. */
+function idOf(copy: RawPublish): unknown {
+  return copy.options.messageId ?? copy.options.headers?.['message-id'];
+}
+
+/**
+ * The dead-letter outcome of a retry whose delay-queue copy cannot be encoded (headers over 64 KiB with the
+ * retry headers): reason `retry-copy-too-large`, the handler's error kept when there was one.
+ */
+function retryCopyTooLarge(outcome: RetryOutcome): DeadLetterOutcome {
+  return {
+    status: 'dead-letter',
+    messageId: outcome.messageId,
+    reason: 'retry-copy-too-large',
+    attempts: outcome.attempt,
+    error:
+      outcome.error ??
+      toErrorInfo(new MessageTooLargeError('the delay-queue copy exceeds the 64 KiB AMQP header table')),
+  };
 }
 
 /**

@@ -2,7 +2,7 @@
 // queue, carrying the attempts made so far) and the dead letter (to the DLX, carrying core's DLQ headers).
 // Both keep the original body, headers and properties, so a replay or a retry is the same message.
 
-import { deadLetterHeaders, deadLetterRecord, deliveryContext, HEADERS, injectTraceHeaders } from '@inboxkit/core';
+import { deadLetterForms, deadLetterRecord, deliveryContext, HEADERS, injectTraceHeaders } from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage, RetryOutcome } from '@inboxkit/core';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import type { RawPublish } from './confirm-publish.js';
@@ -100,26 +100,30 @@ export function retryCopy(
   };
 }
 
-/** The dead letter of `message`: original body, headers and properties, plus core's DLQ headers. */
-export function deadLetterCopy(
+/**
+ * The dead letter of `message` in each of core's forms (`deadLetterForms`), largest first: original body and
+ * properties in every form; the original headers and the trace in `full` and `compact`; core's DLQ headers cut
+ * down to the form. The consumer publishes the first one amqplib can encode (headers within 64 KiB).
+ */
+export function deadLetterCopies(
   consumerName: string,
   message: AmqpMessage,
   inbound: InboundMessage,
   outcome: DeadLetterOutcome,
   topology: DeclaredTopology,
-): RawPublish {
+): readonly RawPublish[] {
   const record = deadLetterRecord(consumerName, inbound, outcome);
-  return {
+  return deadLetterForms(record).map((spec) => ({
     exchange: topology.deadLetterExchange,
     routingKey: topology.deadLetterRoutingKey,
     content: message.content,
     options: {
-      ...carriedProperties(message, record.originalId),
+      ...carriedProperties(message, spec.headers[HEADERS.messageId] ?? record.originalId),
       // The copy continues the delivery's trace (its `traceparent` replaces the original's).
       headers: {
-        ...carriedHeaders(message, true),
-        ...injectTraceHeaders(deadLetterHeaders(record), deliveryContext(inbound)),
+        ...(spec.originalHeaders ? carriedHeaders(message, true) : {}),
+        ...(spec.trace ? injectTraceHeaders(spec.headers, deliveryContext(inbound)) : spec.headers),
       },
     },
-  };
+  }));
 }

@@ -2,38 +2,35 @@
 // full `deadLetterHeaders()` record travels as one JSON attribute next to the few that filters need
 // (message-id, reason, consumer); the original body is unchanged and the original attributes follow as room
 // allows (the rest packed). SQS counts the body and every attribute's name, type and value against one size
-// limit (256 KiB by default): a dead letter comes in three forms, each smaller, and the consumer sends the
-// first that fits.
+// limit (256 KiB by default): a dead letter comes in core's three forms (`deadLetterForms`), each smaller,
+// and the consumer sends the first that fits.
 
 import type { Message, SendMessageCommandInput } from '@aws-sdk/client-sqs';
 import {
   HEADERS,
-  clipText,
-  deadLetterHeaders,
+  DEAD_LETTER_FORMS,
+  deadLetterForms,
   deadLetterRecord,
   deliveryContext,
   injectTraceHeaders,
 } from '@inboxkit/core';
-import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
+import type { DeadLetterForm, DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { SQS_ATTRIBUTES, encodeMessageAttributes } from './message-attributes.js';
-
-/** A compact dead letter keeps this much of the error message. */
-const COMPACT_ERROR_MESSAGE = 500;
 
 /** SQS's size limit of a message (body and attributes) unless the queue says otherwise: 256 KiB. */
 export const DEFAULT_MAX_SQS_MESSAGE_BYTES = 262_144;
 
 /**
- * How much of a dead letter travels: `full` (the whole record, the original attributes); `compact` (no original
- * attributes, no stack, the error message clipped to 500 characters); `minimal` (the message-id, reason and
- * consumer attributes, and a record of consumer, reason, attempts, times and source, without the error and
- * without repeating the id). The body is the original's in every form.
+ * How much of a dead letter travels: core's forms (`deadLetterForms`). `full`: the whole record, the original
+ * attributes; `compact`: no stack, the error message clipped to 500 characters; `minimal`: no original
+ * attributes, no error text, the id once in the `message-id` attribute (clipped past 4,000 characters). The
+ * smaller forms name what they lack in `x-inboxkit-dropped`. The body is the original's in every form.
  */
-export type DeadLetterForm = 'full' | 'compact' | 'minimal';
+export type { DeadLetterForm };
 
 /** The forms, largest first. */
-export const DEAD_LETTER_FORMS: readonly DeadLetterForm[] = ['full', 'compact', 'minimal'];
+export { DEAD_LETTER_FORMS };
 
 /** The size SQS counts for `input`: the body's bytes plus every attribute's name, data type and value bytes. */
 export function sqsMessageBytes(input: SendMessageCommandInput): number {
@@ -61,34 +58,19 @@ export function deadLetterMessage(
   form: DeadLetterForm = 'full',
 ): SendMessageCommandInput {
   const record = deadLetterRecord(consumer, message, outcome);
-  const recordHeaders = deadLetterHeaders(record);
-  const compact = form !== 'full';
-  if (form === 'minimal') {
-    // The id travels once, in the message-id attribute, which the parser falls back to.
-    for (const name of [
-      HEADERS.errorName,
-      HEADERS.errorMessage,
-      HEADERS.errorCode,
-      HEADERS.errorStack,
-      HEADERS.originalId,
-      HEADERS.messageId,
-    ]) {
-      delete recordHeaders[name];
-    }
-  } else if (compact) {
-    delete recordHeaders[HEADERS.errorStack];
-    const errorMessage = recordHeaders[HEADERS.errorMessage];
-    if (errorMessage !== undefined)
-      recordHeaders[HEADERS.errorMessage] = clipText(errorMessage, COMPACT_ERROR_MESSAGE);
-  }
+  const spec = deadLetterForms(record)[DEAD_LETTER_FORMS.indexOf(form)]!;
+  const recordHeaders: Record<string, string> = { ...spec.headers };
+  // The minimal form's id travels once, in the message-id attribute, which the parser falls back to.
+  if (form === 'minimal') delete recordHeaders[HEADERS.messageId];
   const groupId = raw.Attributes?.MessageGroupId;
   if (groupId !== undefined) recordHeaders[SQS_ATTRIBUTES.sourceMessageGroupId] = groupId;
   const headers: Record<string, string> = {};
-  if (record.originalId !== undefined) headers[HEADERS.messageId] = record.originalId;
+  const id = spec.headers[HEADERS.messageId];
+  if (id !== undefined) headers[HEADERS.messageId] = id;
   headers[HEADERS.reason] = record.reason;
   headers[HEADERS.consumer] = record.consumer;
   headers[SQS_ATTRIBUTES.deadLetter] = JSON.stringify(recordHeaders);
-  for (const [name, value] of Object.entries(compact ? {} : message.headers)) {
+  for (const [name, value] of Object.entries(spec.originalHeaders ? message.headers : {})) {
     if (name === HEADERS.messageId || name.startsWith('x-inboxkit-')) continue;
     headers[name] = value;
   }
@@ -98,7 +80,7 @@ export function deadLetterMessage(
     // The copy continues the delivery's trace (its `traceparent` replaces the original's), except in the
     // minimal form, which keeps only what the DLQ cannot do without.
     MessageAttributes: encodeMessageAttributes(
-      form === 'minimal' ? headers : injectTraceHeaders(headers, deliveryContext(message)),
+      spec.trace ? injectTraceHeaders(headers, deliveryContext(message)) : headers,
       [HEADERS.reason, HEADERS.consumer, SQS_ATTRIBUTES.deadLetter],
     ),
   };

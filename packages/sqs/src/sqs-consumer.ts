@@ -13,7 +13,7 @@ import {
 import type { Message } from '@aws-sdk/client-sqs';
 import type { DeadLetterOutcome, InboundMessage, Outcome, TransportConsumer } from '@inboxkit/core';
 import { checkQueues } from './check-queues.js';
-import { retryStart } from '@inboxkit/core';
+import { retryStart, sendInFittingForm } from '@inboxkit/core';
 import { sqsStartFailure } from './start-retry.js';
 import {
   DEAD_LETTER_FORMS,
@@ -657,27 +657,34 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
    */
   async #sendDeadLetter(config: SqsConsumerConfig, held: Held, outcome: DeadLetterOutcome): Promise<boolean> {
     const name = this.#options.handler.name;
-    let lastError: unknown;
-    for (const [i, form] of DEAD_LETTER_FORMS.entries()) {
+    const last = DEAD_LETTER_FORMS.length - 1;
+    const result = await sendInFittingForm(DEAD_LETTER_FORMS, async (form, i) => {
       const input = deadLetterMessage(config.deadLetterQueueUrl, name, held.inbound, held.raw, outcome, form);
       // A form over the limit is not worth a round trip, unless it is the last one left: a queue may allow more.
-      if (i < DEAD_LETTER_FORMS.length - 1 && sqsMessageBytes(input) > this.#deadLetterMaxBytes) continue;
+      if (i < last && sqsMessageBytes(input) > this.#deadLetterMaxBytes) {
+        return {
+          status: 'too-large',
+          error: new Error(`the ${form} dead letter is over ${this.#deadLetterMaxBytes} bytes`),
+        };
+      }
       try {
         await this.#options.client.send(new SendMessageCommand(input));
-        if (form !== 'full') {
-          config.logger.warn(
-            { messageId: outcome.messageId, form, deadLetterQueueUrl: config.deadLetterQueueUrl },
-            'sqsConsumer: the dead letter was too large with every attribute; sent in a smaller form',
-          );
-        }
-        return true;
+        return { status: 'sent' };
       } catch (error) {
-        lastError = error;
-        if (!isClientFault(error)) break;
+        return { status: isClientFault(error) ? 'too-large' : 'failed', error };
       }
+    });
+    if (result.status === 'sent') {
+      if (result.form !== 'full') {
+        config.logger.warn(
+          { messageId: outcome.messageId, form: result.form, deadLetterQueueUrl: config.deadLetterQueueUrl },
+          'sqsConsumer: the dead letter was too large with every attribute; sent in a smaller form',
+        );
+      }
+      return true;
     }
     config.logger.error(
-      { error: lastError, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
+      { error: result.error, messageId: outcome.messageId, deadLetterQueueUrl: config.deadLetterQueueUrl },
       'sqsConsumer: sending to the dead-letter queue failed; the message stays and is redelivered after its visibility timeout',
     );
     return false;

@@ -6,7 +6,13 @@
 
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import { HEADERS, idempotentConsumer, parseDeadLetterHeaders, PermanentError } from '@inboxkit/core';
+import {
+  HEADERS,
+  idempotentConsumer,
+  MINIMAL_ID_LENGTH,
+  parseDeadLetterHeaders,
+  PermanentError,
+} from '@inboxkit/core';
 import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import { InMemoryInboxStore } from '@inboxkit/core/memory';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
@@ -110,6 +116,39 @@ describe('SQS limits on the dead letter', () => {
       consumer: consumer.name,
       attempts: 1,
     });
+  });
+  it('dead-letters a body near 256 KiB with a 40 KB id (invalid) within the limit: the minimal form clips the id and says so', async () => {
+    // Hardening issue, item 3: the original (body + its 40 KB message-id attribute) fits SQS; every dead-letter
+    // form used to carry the whole id, so even the minimal one was over the limit — refused by SQS on every
+    // attempt, the message redelivered until the queue's redrive policy moved it without inboxkit's record.
+    const h = await sqsHarness();
+    harnesses.push(h);
+    const recorder = new OutcomeRecorder();
+    const consumer = idempotentConsumer<unknown, unknown>({
+      name: uniqueName('sqs-long-id'),
+      store: new InMemoryInboxStore(),
+      handler: async () => undefined,
+      hooks: { onOutcome: recorder.hook },
+    });
+    await h.startConsumer(consumer);
+    const id = `${uniqueName('long')}-${'i'.repeat(40_000)}`;
+    const original = {
+      QueueUrl: '',
+      MessageBody: '',
+      MessageAttributes: { 'message-id': { DataType: 'String', StringValue: id } },
+    };
+    const padding = DEFAULT_MAX_SQS_MESSAGE_BYTES - sqsMessageBytes(original) - 200;
+    const body = JSON.stringify({ pad: 'p'.repeat(padding - 10) });
+    await h.publish([{ id, body }]);
+    await recorder.waitFor(id, 'dead-letter', { timeoutMs: 30_000 });
+    const letter = await receiveDeadLetter(h);
+    expect(letter.Body).toBe(body);
+    expect(receivedBytes(letter)).toBeLessThanOrEqual(DEFAULT_MAX_SQS_MESSAGE_BYTES);
+    const headers = expandDeadLetterHeaders(decodeMessageAttributes(letter.MessageAttributes));
+    expect(headers[HEADERS.reason]).toBe('invalid-id');
+    expect(headers[HEADERS.dropped]).toContain('message-id-clipped');
+    expect(headers[HEADERS.messageId]).toHaveLength(MINIMAL_ID_LENGTH);
+    expect(recorder.count('dead-letter', id)).toBe(1);
   });
 });
 
