@@ -420,6 +420,18 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
   forgetCompleted?(request: ForgetRequest): Promise<ForgetResult>;
 
   /**
+   * The identity of the inbox this store answers for, which the fast path folds into its keys so that a cache
+   * shared by two inboxes never answers one with the other's entries: the same for every process on the same
+   * table, different for any other. The Postgres store: the cluster's system identifier, the database and the
+   * schema-qualified table (read once per store); the in-memory store: random per instance. Optional: a
+   * consumer whose store has none keeps fast-path entries of its own, under a random identity per process.
+   *
+   * @example
+   * await new PostgresInboxStore({ db }).identity(); // 'postgres:7715534942652537953:app:"inboxkit"."inbox"'
+   */
+  identity?(): Promise<string>;
+
+  /**
    * The store's clock: the one expiry, leases, retry times and pruning are measured on (Postgres `now()`). The
    * consumer's late-message rule asks it, so a skew between the application's clock and the database's does not
    * move the rule's threshold; it asks only for deliveries near or beyond the window, and every 10 minutes to
