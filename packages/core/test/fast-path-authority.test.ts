@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
+import type { InboxStore } from '../src/store.js';
 import { redisFastPath, type RedisFastPathOptions } from '../src/redis/index.js';
 import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestTx } from './support/postgres.js';
 import { connectRedis } from '../../../test/support/redis.js';
@@ -99,5 +100,64 @@ describe('fast-path entries belong to their inbox', () => {
     await redis.sendCommand(['SET', plantedKey, genuine.slice(genuine.indexOf('.') + 1)]);
     expect(await consumer.handle(delivery('also-never-run', payload))).toMatchObject({ status: 'processed' });
     expect(await countEffects(a.db, a.schema, name, 'also-never-run')).toBe(1);
+  });
+
+  /** The Postgres store of `t` with its identity() replaced (undefined: a store that has none). */
+  const storeWithIdentity = (t: TestDatabase, identity: (() => Promise<string>) | undefined): InboxStore<TestTx> => {
+    const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
+    return new Proxy(store, {
+      get: (target, property) => {
+        if (property === 'identity') return identity;
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  };
+  const consumerOver = (store: InboxStore<TestTx>, t: TestDatabase, name: string, keyPrefix: string) =>
+    idempotentConsumer<unknown, TestTx>({
+      name,
+      store,
+      fastPath: redisFastPath({ client: redis, keyPrefix }),
+      handler: async (m, { tx }) => insertEffect(tx, t.schema, name, m.id),
+    });
+
+  it('keeps the entries of a store that cannot say its identity to the consumer that wrote them', async () => {
+    const keyPrefix = `test:fp-unidentified:${randomUUID()}:`;
+    const name = `unidentified-${randomUUID().slice(0, 8)}`;
+    const store = storeWithIdentity(a, undefined);
+    const first = consumerOver(store, a, name, keyPrefix);
+    expect((await first.handle(delivery('u-1'))).status).toBe('processed');
+    await eventually(async () => (await keysUnder(keyPrefix)).length === 1);
+    expect(await first.handle(delivery('u-1'))).toMatchObject({ status: 'duplicate', source: 'fast-path' });
+    // Another process (here: another consumer) cannot know the entry is this inbox's: the inbox answers it.
+    const second = consumerOver(store, a, name, keyPrefix);
+    const answer = await second.handle(delivery('u-1'));
+    expect(answer).toMatchObject({ status: 'duplicate' });
+    expect(answer).not.toHaveProperty('source');
+  });
+
+  it('sends deliveries to the inbox while the identity cannot be read, and uses the fast path once it can', async () => {
+    const keyPrefix = `test:fp-identity-down:${randomUUID()}:`;
+    const name = `identity-down-${randomUUID().slice(0, 8)}`;
+    const real = new PostgresInboxStore({ db: a.db, schema: a.schema });
+    let down = true;
+    const store = storeWithIdentity(a, () => (down ? Promise.reject(new Error('connection refused')) : real.identity()));
+    const consumer = consumerOver(store, a, name, keyPrefix);
+    expect((await consumer.handle(delivery('d-1'))).status).toBe('processed');
+    const duplicate = await consumer.handle(delivery('d-1'));
+    expect(duplicate).toMatchObject({ status: 'duplicate' });
+    expect(duplicate).not.toHaveProperty('source');
+    expect(await keysUnder(keyPrefix)).toEqual([]);
+    down = false;
+    // Read again after a second (no timed assertion: poll until the fast path answers).
+    await eventually(async () => {
+      const outcome = await consumer.handle(delivery('d-1'));
+      return 'source' in outcome && outcome.source === 'fast-path';
+    }, 10_000);
+    expect(await countEffects(a.db, a.schema, name, 'd-1')).toBe(1);
+  });
+
+  it('refuses a secret shorter than 16 bytes', () => {
+    expect(() => redisFastPath({ client: redis, secret: 'short' })).toThrow(/secret must be 16 bytes or more/);
   });
 });
