@@ -98,7 +98,8 @@ describe('forget with a Redis fast path', () => {
     const consumer = consumerWith(`test:forget:${randomUUID()}:`, name);
     await consumer.handle(delivery('f-3'));
     const refused = await forget(name, 'f-3', ['--redis-url', 'redis://127.0.0.1:1']);
-    expect(refused.code).not.toBe(0);
+    expect(refused.code).toBe(3);
+    expect(refused.err).toMatch(/^inboxkit forget: .*ECONNREFUSED/);
     expect(await database.store.findRows(name, ['f-3'])).toMatchObject([{ status: 'completed' }]);
   });
 

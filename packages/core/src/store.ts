@@ -415,7 +415,8 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
    * Forget one id (operators only): deletes a `completed` row (and whatever else the store keeps of it) and
    * appends the act to the replay audit (`forgetOutcome`), atomically, waiting at most 5 s for a delivery
    * holding the row. Rows in any other state are left as they are. The next delivery of the id is processed as
-   * new. Optional for other stores; both of inboxkit's implement it.
+   * new by the inbox; a fast path in front of it keeps its own entry until deleted (`inboxkit forget
+   * --redis-url` does both). Optional for other stores; both of inboxkit's implement it.
    */
   forgetCompleted?(request: ForgetRequest): Promise<ForgetResult>;
 
