@@ -46,11 +46,11 @@ async function keysUnder(prefix: string): Promise<string[]> {
 }
 
 /** An app's keys on `t`'s table, with the fast path under `keyPrefix`, every request from principal `alice`. */
-const appOn = (t: HttpTestDatabase, keyPrefix: string) =>
+const appOn = (t: HttpTestDatabase, keyPrefix: string, secret?: string) =>
   idempotencyKeys<HttpTestDB>({
     db: t.db,
     schema: t.schema,
-    fastPath: redisFastPath({ client: redis, keyPrefix }),
+    fastPath: redisFastPath({ client: redis, keyPrefix, ...(secret === undefined ? {} : { secret }) }),
     principal: () => 'alice',
   });
 
@@ -122,5 +122,25 @@ describe('what the HTTP fast path reads back', () => {
     expect(retry.response.headers['content-type']).toBe('application/json');
     expect(retry.response.body.toString()).toContain('tenant-a');
     expect(await a.effects(`tenant-a:${key}`)).toBe(1);
+  });
+
+  it('with a secret, does not serve a response forged under the key with the right request fingerprint', async () => {
+    const prefix = `test:http-fp-signed:${randomUUID()}:`;
+    const app = appOn(a, prefix, 'the application secret, 32 bytes+');
+    const key = randomUUID();
+    await send(app, a, key, 'tenant-a');
+    await eventually(async () => (await keysUnder(prefix)).length === 1);
+    const [cacheKey] = await keysUnder(prefix);
+    const signed = (await redis.get(cacheKey!))!;
+    expect(await send(app, a, key, 'tenant-a')).toMatchObject({ kind: 'replay', source: 'fast-path' });
+    const entry = JSON.parse(signed.slice(signed.indexOf('.') + 1)) as Record<string, unknown>;
+    const forged = JSON.stringify({ ...entry, b: Buffer.from('{"tenant":"forged"}').toString('base64') });
+    // Under the genuine HMAC, and bare (as an entry without a secret is written): neither is served.
+    for (const value of [`${signed.slice(0, signed.indexOf('.'))}.${forged}`, forged]) {
+      await redis.sendCommand(['SET', cacheKey!, value, 'PX', '60000']);
+      const retry = await send(app, a, key, 'tenant-a');
+      expect(retry).toMatchObject({ kind: 'replay', source: undefined });
+      expect(retry.response.body.toString()).toContain('tenant-a');
+    }
   });
 });
