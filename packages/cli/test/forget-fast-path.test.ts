@@ -47,20 +47,38 @@ function consumerWith(keyPrefix: string, name: string) {
     store: database.store,
     fastPath: redisFastPath({ client: redis, keyPrefix }),
     handler: async (message, { tx }) => {
-      await sql`insert into ${sql.table(`${database.schema}.effects`)} (message_id) values (${message.id})`.execute(tx);
+      await sql`insert into ${sql.table(`${database.schema}.effects`)} (message_id) values (${message.id})`.execute(
+        tx,
+      );
     },
   });
 }
 
 async function keysUnder(prefix: string): Promise<string[]> {
-  const [, keys] = (await redis.sendCommand(['SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '10000'])) as [string, string[]];
+  const [, keys] = (await redis.sendCommand(['SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '10000'])) as [
+    string,
+    string[],
+  ];
   return keys;
 }
 
 async function forget(consumer: string, id: string, extra: string[], env: Record<string, string> = {}) {
   const io = captureIo({ env: { USER: 'forget-test', ...env } });
   const code = await runCli(
-    ['forget', '--consumer', consumer, '--id', id, '--reason', 'reprocess', '--database-url', requireService('DATABASE_URL'), '--schema', database.schema, ...extra],
+    [
+      'forget',
+      '--consumer',
+      consumer,
+      '--id',
+      id,
+      '--reason',
+      'reprocess',
+      '--database-url',
+      requireService('DATABASE_URL'),
+      '--schema',
+      database.schema,
+      ...extra,
+    ],
     io.io,
   );
   return { code, out: io.stdout(), err: io.stderr() };
@@ -72,13 +90,26 @@ describe('forget with a Redis fast path', () => {
     const name = `orders-${randomUUID().slice(0, 8)}`;
     const consumer = consumerWith(prefix, name);
     expect((await consumer.handle(delivery('f-1'))).status).toBe('processed');
-    await eventually(async () => (await keysUnder(prefix)).length === 1, async () => `keys: ${(await keysUnder(prefix)).join(', ')}`);
-    expect(await consumer.handle(delivery('f-1'))).toMatchObject({ status: 'duplicate', source: 'fast-path' });
+    await eventually(
+      async () => (await keysUnder(prefix)).length === 1,
+      async () => `keys: ${(await keysUnder(prefix)).join(', ')}`,
+    );
+    expect(await consumer.handle(delivery('f-1'))).toMatchObject({
+      status: 'duplicate',
+      source: 'fast-path',
+    });
 
-    const done = await forget(name, 'f-1', ['--redis-url', sharedService('redis').url, '--fast-path-prefix', prefix]);
+    const done = await forget(name, 'f-1', [
+      '--redis-url',
+      sharedService('redis').url,
+      '--fast-path-prefix',
+      prefix,
+    ]);
     expect(done.err).toBe('');
     expect(done.code).toBe(0);
-    expect(done.out).toMatch(/its fast-path entry in Redis is deleted too; its next delivery is processed as new/);
+    expect(done.out).toMatch(
+      /its fast-path entry in Redis is deleted too; its next delivery is processed as new/,
+    );
     expect(await keysUnder(prefix)).toEqual([]);
     expect(await consumer.handle(delivery('f-1'))).toMatchObject({ status: 'processed' });
     expect((await database.effects()).get('f-1')).toBe(2);
@@ -90,7 +121,9 @@ describe('forget with a Redis fast path', () => {
     await consumer.handle(delivery('f-2'));
     const done = await forget(name, 'f-2', []);
     expect(done.code).toBe(0);
-    expect(done.out).toMatch(/unless the consumers use a Redis fast path: pass --redis-url \(or set REDIS_URL\)/);
+    expect(done.out).toMatch(
+      /unless the consumers use a Redis fast path: pass --redis-url \(or set REDIS_URL\)/,
+    );
   });
 
   it('forgets nothing when the Redis of --redis-url cannot be reached', async () => {
@@ -108,7 +141,10 @@ describe('forget with a Redis fast path', () => {
     const name = `orders-${randomUUID().slice(0, 8)}`;
     const consumer = consumerWith(prefix, name);
     expect((await consumer.handle(delivery('c-1'))).status).toBe('processed');
-    await eventually(async () => (await keysUnder(prefix)).length === 1, async () => 'no entry written');
+    await eventually(
+      async () => (await keysUnder(prefix)).length === 1,
+      async () => 'no entry written',
+    );
     const fastPath = await openFastPathEntries({ redisUrl: sharedService('redis').url, keyPrefix: prefix });
     const env = { DATABASE_URL: requireService('DATABASE_URL') };
     const server = await startConsoleServer({

@@ -21,7 +21,8 @@ const RETRY_AFTER_MS = 1_000;
  * const scope = await authority.scope(); // undefined: go to Postgres
  */
 export class FastPathAuthority {
-  readonly #read: () => Promise<string>;
+  /** Undefined for a store that cannot say its identity (the scope is then set at construction). */
+  readonly #read: (() => Promise<string>) | undefined;
   readonly #name: string;
   readonly #logger: Logger | undefined;
   readonly #label: string;
@@ -39,14 +40,17 @@ export class FastPathAuthority {
     this.#label = options.label ?? 'fast path';
     if (read === undefined) {
       this.#scope = fastPathScope(`unidentified:${randomUUID()}`, name);
-      this.#warn({}, `${this.#label}: the store cannot say which inbox it is (no identity()): the fast path keeps entries of this process only`);
+      this.#warn(
+        {},
+        `${this.#label}: the store cannot say which inbox it is (no identity()): the fast path keeps entries of this process only`,
+      );
     }
-    this.#read = read ?? (() => Promise.reject(new Error('unreachable')));
+    this.#read = read;
   }
 
   /** The scope; undefined while the identity cannot be read. */
   scope(): string | undefined | Promise<string | undefined> {
-    if (this.#scope !== undefined) return this.#scope;
+    if (this.#scope !== undefined || this.#read === undefined) return this.#scope;
     if (this.#reading !== undefined) return this.#reading;
     if (performance.now() < this.#retryAt) return undefined;
     let reading: Promise<string>;
@@ -55,19 +59,23 @@ export class FastPathAuthority {
     } catch (error) {
       reading = Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    this.#reading = reading.then(
-      (identity) => {
-        if (typeof identity !== 'string' || identity === '') throw new TypeError(`identity() answered ${typeof identity}`);
+    this.#reading = reading
+      .then((identity) => {
+        if (typeof identity !== 'string' || identity === '')
+          throw new TypeError(`identity() answered ${typeof identity}`);
         this.#scope = fastPathScope(identity, this.#name);
         this.#reading = undefined;
         return this.#scope;
-      },
-    ).catch((error: unknown) => {
-      this.#reading = undefined;
-      this.#retryAt = performance.now() + RETRY_AFTER_MS;
-      this.#warn({ err: error }, `${this.#label}: could not read which inbox this is; lookups go to Postgres, read again in ${RETRY_AFTER_MS} ms`);
-      return undefined;
-    });
+      })
+      .catch((error: unknown) => {
+        this.#reading = undefined;
+        this.#retryAt = performance.now() + RETRY_AFTER_MS;
+        this.#warn(
+          { err: error },
+          `${this.#label}: could not read which inbox this is; lookups go to Postgres, read again in ${RETRY_AFTER_MS} ms`,
+        );
+        return undefined;
+      });
     return this.#reading;
   }
 

@@ -10,7 +10,13 @@ import type { InboundMessage } from '../src/message.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
 import type { InboxStore } from '../src/store.js';
 import { redisFastPath, type RedisFastPathOptions } from '../src/redis/index.js';
-import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestTx } from './support/postgres.js';
+import {
+  countEffects,
+  insertEffect,
+  openTestDatabase,
+  type TestDatabase,
+  type TestTx,
+} from './support/postgres.js';
 import { connectRedis } from '../../../test/support/redis.js';
 
 const delivery = (id: string, body: unknown = { id }): InboundMessage => ({
@@ -55,7 +61,14 @@ describe('fast-path entries belong to their inbox', () => {
     const found: string[] = [];
     let cursor = '0';
     do {
-      const [next, keys] = (await redis.sendCommand(['SCAN', cursor, 'MATCH', `${prefix}*`, 'COUNT', '1000'])) as [string, string[]];
+      const [next, keys] = (await redis.sendCommand([
+        'SCAN',
+        cursor,
+        'MATCH',
+        `${prefix}*`,
+        'COUNT',
+        '1000',
+      ])) as [string, string[]];
       cursor = next;
       found.push(...keys);
     } while (cursor !== '0');
@@ -89,7 +102,10 @@ describe('fast-path entries belong to their inbox', () => {
     await eventually(async () => (await keysUnder(keyPrefix)).length === 1);
     const [genuineKey] = await keysUnder(keyPrefix);
     const genuine = (await redis.get(genuineKey!))!;
-    expect(await consumer.handle(delivery('genuine', payload))).toMatchObject({ status: 'duplicate', source: 'fast-path' });
+    expect(await consumer.handle(delivery('genuine', payload))).toMatchObject({
+      status: 'duplicate',
+      source: 'fast-path',
+    });
     // A neighbour with write access to Redis copies the genuine entry under an id that never ran (same payload).
     const copiedKey = `${genuineKey!.slice(0, -'genuine'.length)}never-run`;
     await redis.sendCommand(['SET', copiedKey, genuine]);
@@ -103,7 +119,10 @@ describe('fast-path entries belong to their inbox', () => {
   });
 
   /** The Postgres store of `t` with its identity() replaced (undefined: a store that has none). */
-  const storeWithIdentity = (t: TestDatabase, identity: (() => Promise<string>) | undefined): InboxStore<TestTx> => {
+  const storeWithIdentity = (
+    t: TestDatabase,
+    identity: (() => Promise<string>) | undefined,
+  ): InboxStore<TestTx> => {
     const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
     return new Proxy(store, {
       get: (target, property) => {
@@ -141,7 +160,9 @@ describe('fast-path entries belong to their inbox', () => {
     const name = `identity-down-${randomUUID().slice(0, 8)}`;
     const real = new PostgresInboxStore({ db: a.db, schema: a.schema });
     let down = true;
-    const store = storeWithIdentity(a, () => (down ? Promise.reject(new Error('connection refused')) : real.identity()));
+    const store = storeWithIdentity(a, () =>
+      down ? Promise.reject(new Error('connection refused')) : real.identity(),
+    );
     const consumer = consumerOver(store, a, name, keyPrefix);
     expect((await consumer.handle(delivery('d-1'))).status).toBe('processed');
     const duplicate = await consumer.handle(delivery('d-1'));
@@ -158,6 +179,8 @@ describe('fast-path entries belong to their inbox', () => {
   });
 
   it('refuses a secret shorter than 16 bytes', () => {
-    expect(() => redisFastPath({ client: redis, secret: 'short' })).toThrow(/secret must be 16 bytes or more/);
+    expect(() => redisFastPath({ client: redis, secret: 'short' })).toThrow(
+      /secret must be 16 bytes or more/,
+    );
   });
 });

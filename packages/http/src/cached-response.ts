@@ -66,7 +66,8 @@ export function decodeCachedResponse(value: string, rule: ReplayRule): CachedRes
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
   const { f, s, h, b } = parsed as Record<string, unknown>;
-  if (typeof f !== 'string' || typeof s !== 'number' || typeof b !== 'string' || !BASE64.test(b)) return undefined;
+  if (typeof f !== 'string' || typeof s !== 'number' || typeof b !== 'string' || !BASE64.test(b))
+    return undefined;
   if (!Number.isInteger(s) || s < 100 || s > 599 || !storedStatus(rule, s)) return undefined;
   if (typeof h !== 'object' || h === null || Array.isArray(h)) return undefined;
   const headers: Record<string, string> = {};
@@ -74,7 +75,8 @@ export function decodeCachedResponse(value: string, rule: ReplayRule): CachedRes
     if (typeof v !== 'string' || !sendable(name, v)) return undefined;
     headers[name] = v;
   }
-  if (Object.keys(replayedHeaders(headers, rule.replayHeaders)).length !== Object.keys(headers).length) return undefined;
+  if (Object.keys(replayedHeaders(headers, rule.replayHeaders)).length !== Object.keys(headers).length)
+    return undefined;
   return { fingerprint: f, status: s, headers, body: Buffer.from(b, 'base64') };
 }
 

@@ -104,10 +104,14 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
   const authority =
     resolved.fastPath === undefined
       ? undefined
-      : new FastPathAuthority(() => databaseIdentity((statement) => seam.query(statement), table), HTTP_FAST_PATH_SCOPE, {
-          logger: resolved.logger,
-          label: 'idempotency keys: fast path',
-        });
+      : new FastPathAuthority(
+          () => databaseIdentity((statement) => seam.query(statement), table),
+          HTTP_FAST_PATH_SCOPE,
+          {
+            logger: resolved.logger,
+            label: 'idempotency keys: fast path',
+          },
+        );
   const metrics = new IdempotencyKeyMetrics(resolved.meterProvider);
 
   /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */
@@ -160,12 +164,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     const ttlMs = stored.remainingMs - (performance.now() - stored.at);
     // Too close to its end to be worth a write (and a TTL Redis would round to nothing).
     if (!(ttlMs >= 1_000)) return;
-    fastPath.remember(
-      scope,
-      cacheId,
-      encodeCachedResponse(fingerprint, response, stored.headers),
-      ttlMs,
-    );
+    fastPath.remember(scope, cacheId, encodeCachedResponse(fingerprint, response, stored.headers), ttlMs);
   }
 
   async function begin(

@@ -9,7 +9,11 @@ import { redisFastPath } from '@inboxkit/core/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectRedis, type TestRedis } from '../../../test/support/redis.js';
 import { idempotencyKeys } from '../src/index.js';
-import { openHttpTestDatabase, type HttpTestDB, type HttpTestDatabase } from './support/http-test-database.js';
+import {
+  openHttpTestDatabase,
+  type HttpTestDB,
+  type HttpTestDatabase,
+} from './support/http-test-database.js';
 
 let a: HttpTestDatabase;
 let b: HttpTestDatabase;
@@ -38,7 +42,14 @@ async function keysUnder(prefix: string): Promise<string[]> {
   const found: string[] = [];
   let cursor = '0';
   do {
-    const [next, keys] = (await redis.sendCommand(['SCAN', cursor, 'MATCH', `${prefix}*`, 'COUNT', '1000'])) as [string, string[]];
+    const [next, keys] = (await redis.sendCommand([
+      'SCAN',
+      cursor,
+      'MATCH',
+      `${prefix}*`,
+      'COUNT',
+      '1000',
+    ])) as [string, string[]];
     cursor = next;
     found.push(...keys);
   } while (cursor !== '0');
@@ -64,10 +75,18 @@ async function send(keys: ReturnType<typeof appOn>, t: HttpTestDatabase, key: st
     native: undefined,
   });
   if (decision.kind === 'unkeyed') throw new Error('unkeyed');
-  if (decision.kind !== 'proceed') return { kind: decision.kind, source: decision.source, response: decision.response };
+  if (decision.kind !== 'proceed')
+    return { kind: decision.kind, source: decision.source, response: decision.response };
   const response = await decision.transaction(async (tx) => {
-    await tx.insertInto('effects').values({ label: `${tenant}:${key}` }).execute();
-    return { status: 201, headers: { 'content-type': 'application/json', 'set-cookie': 'session=1' }, body: { tenant } };
+    await tx
+      .insertInto('effects')
+      .values({ label: `${tenant}:${key}` })
+      .execute();
+    return {
+      status: 201,
+      headers: { 'content-type': 'application/json', 'set-cookie': 'session=1' },
+      body: { tenant },
+    };
   });
   return { kind: 'proceed', source: undefined, response };
 }
@@ -97,32 +116,41 @@ describe('HTTP fast-path entries belong to their key table', () => {
 
 describe('what the HTTP fast path reads back', () => {
   const tampered: [string, (entry: Record<string, unknown>) => void][] = [
-    ['a set-cookie header (outside the replay allow-list)', (e) => void ((e['h'] as Record<string, string>)['set-cookie'] = 'session=stolen')],
+    [
+      'a set-cookie header (outside the replay allow-list)',
+      (e) => void ((e['h'] as Record<string, string>)['set-cookie'] = 'session=stolen'),
+    ],
     ['a status of 1000', (e) => void (e['s'] = 1000)],
     ['a status of 200.5', (e) => void (e['s'] = 200.5)],
     ['a 5xx status (never stored, so never replayed)', (e) => void (e['s'] = 503)],
-    ['a header value with a line break', (e) => void ((e['h'] as Record<string, string>)['content-type'] = 'text/html\r\nx-injected: 1')],
+    [
+      'a header value with a line break',
+      (e) => void ((e['h'] as Record<string, string>)['content-type'] = 'text/html\r\nx-injected: 1'),
+    ],
     ['a body that is not base64', (e) => void (e['b'] = 'not base64!')],
   ];
-  it.each(tampered)('does not serve an entry with %s: the replay comes from Postgres, as stored', async (_what, tamper) => {
-    const prefix = `test:http-fp-readback:${randomUUID()}:`;
-    const app = appOn(a, prefix);
-    const key = randomUUID();
-    await send(app, a, key, 'tenant-a');
-    await eventually(async () => (await keysUnder(prefix)).length === 1);
-    const [cacheKey] = await keysUnder(prefix);
-    // The genuine entry (its request fingerprint is right), tampered with in one field.
-    const entry = JSON.parse((await redis.get(cacheKey!))!) as Record<string, unknown>;
-    tamper(entry);
-    await redis.sendCommand(['SET', cacheKey!, JSON.stringify(entry), 'PX', '60000']);
-    const retry = await send(app, a, key, 'tenant-a');
-    expect(retry).toMatchObject({ kind: 'replay', source: undefined });
-    expect(retry.response.status).toBe(201);
-    expect(retry.response.headers).not.toHaveProperty('set-cookie');
-    expect(retry.response.headers['content-type']).toBe('application/json');
-    expect(retry.response.body.toString()).toContain('tenant-a');
-    expect(await a.effects(`tenant-a:${key}`)).toBe(1);
-  });
+  it.each(tampered)(
+    'does not serve an entry with %s: the replay comes from Postgres, as stored',
+    async (_what, tamper) => {
+      const prefix = `test:http-fp-readback:${randomUUID()}:`;
+      const app = appOn(a, prefix);
+      const key = randomUUID();
+      await send(app, a, key, 'tenant-a');
+      await eventually(async () => (await keysUnder(prefix)).length === 1);
+      const [cacheKey] = await keysUnder(prefix);
+      // The genuine entry (its request fingerprint is right), tampered with in one field.
+      const entry = JSON.parse((await redis.get(cacheKey!))!) as Record<string, unknown>;
+      tamper(entry);
+      await redis.sendCommand(['SET', cacheKey!, JSON.stringify(entry), 'PX', '60000']);
+      const retry = await send(app, a, key, 'tenant-a');
+      expect(retry).toMatchObject({ kind: 'replay', source: undefined });
+      expect(retry.response.status).toBe(201);
+      expect(retry.response.headers).not.toHaveProperty('set-cookie');
+      expect(retry.response.headers['content-type']).toBe('application/json');
+      expect(retry.response.body.toString()).toContain('tenant-a');
+      expect(await a.effects(`tenant-a:${key}`)).toBe(1);
+    },
+  );
 
   it('with a secret, does not serve a response forged under the key with the right request fingerprint', async () => {
     const prefix = `test:http-fp-signed:${randomUUID()}:`;

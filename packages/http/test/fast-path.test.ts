@@ -50,7 +50,10 @@ let identity: string;
 beforeAll(async () => {
   t = await openHttpTestDatabase('http_fast_path');
   redis = await connectRedis();
-  identity = await databaseIdentity((statement) => kyselySeam(t.db).query(statement), resolveIdempotencyKeyTableNames({ schema: t.schema }).qualifiedTable);
+  identity = await databaseIdentity(
+    (statement) => kyselySeam(t.db).query(statement),
+    resolveIdempotencyKeyTableNames({ schema: t.schema }).qualifiedTable,
+  );
 });
 afterAll(async () => {
   await redis?.quit();

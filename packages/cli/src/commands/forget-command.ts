@@ -50,7 +50,12 @@ export async function runForget(command: ForgetCommand, context: CommandContext)
         fastPathError = error;
       }
     }
-    if (command.json) writeJson(io.stdout, { actionId, ...result, ...(result.kind === 'forgotten' ? { fastPathEntry } : {}) });
+    if (command.json)
+      writeJson(io.stdout, {
+        actionId,
+        ...result,
+        ...(result.kind === 'forgotten' ? { fastPathEntry } : {}),
+      });
     else if (result.kind === 'forgotten') {
       const next =
         fastPathEntry === 'deleted'

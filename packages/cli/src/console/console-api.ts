@@ -448,7 +448,10 @@ export class ConsoleApi {
       await fastPath.forget(await store.identity(), consumer, messageId);
       return { fastPathEntry: 'deleted' };
     } catch (error) {
-      return { fastPathEntry: 'not-deleted', fastPathError: error instanceof Error ? error.message : String(error) };
+      return {
+        fastPathEntry: 'not-deleted',
+        fastPathError: error instanceof Error ? error.message : String(error),
+      };
     }
   }
 

@@ -34,7 +34,9 @@ export async function openFastPathEntries(settings: FastPathSettings): Promise<F
   try {
     ({ createClient } = await import('redis'));
   } catch (error) {
-    throw new ConfigurationError('--redis-url needs the node-redis package: npm install redis', { cause: error });
+    throw new ConfigurationError('--redis-url needs the node-redis package: npm install redis', {
+      cause: error,
+    });
   }
   const client = createClient({
     url: settings.redisUrl,

@@ -82,7 +82,8 @@ export function redisFastPath(options: RedisFastPathOptions): FastPath {
       const k = key(scope, id);
       const found = await run(['GET', k]);
       if (found === null || found === undefined) return undefined;
-      const value = typeof found === 'string' ? found : Buffer.isBuffer(found) ? found.toString('utf8') : undefined;
+      const value =
+        typeof found === 'string' ? found : Buffer.isBuffer(found) ? found.toString('utf8') : undefined;
       if (value === undefined || secret === undefined) return value;
       // `<43 characters of base64url HMAC>.<value>`; anything else, or an HMAC of another key or value, is no entry.
       if (value.length <= MAC_CHARS || value[MAC_CHARS] !== '.') return undefined;
