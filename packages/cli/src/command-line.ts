@@ -9,6 +9,7 @@ import { resolveConnectionSettings } from './settings/connection-settings.js';
 import type { ConnectionSettings } from './settings/connection-settings.js';
 import { parseDuration, parsePositiveInt, parseRate, parseSince } from './settings/parse-values.js';
 import { UsageError } from './usage-error.js';
+import type { FastPathSettings } from './inbox/fast-path-entries.js';
 import type { InboxLayout } from '@inboxkit/core/postgres';
 
 /** The transports `dlq` commands read. */
@@ -123,6 +124,8 @@ export interface ForgetCommand extends Common {
   readonly messageId: string;
   readonly reason: string;
   readonly requestedBy: string;
+  /** The consumers' Redis fast path (`--redis-url`, env `REDIS_URL`), whose entry is deleted too; none if unset. */
+  readonly fastPath: FastPathSettings | undefined;
 }
 export interface DoctorCommand extends Common {
   readonly command: 'doctor';
@@ -145,6 +148,8 @@ export interface ConsoleCommand extends Common {
   readonly host: string;
   /** `--port`; default 7070, 0 = any free port. */
   readonly port: number;
+  /** The consumers' Redis fast path (`--redis-url`, env `REDIS_URL`): forget deletes an id's entry too. */
+  readonly fastPath: FastPathSettings | undefined;
   /** `--allow-remote`: a non-loopback `--bind` is meant. */
   readonly allowRemote: boolean;
   /** `--token-file`: where the credential is (else `INBOXKIT_CONSOLE_TOKEN`). */
@@ -260,6 +265,8 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
   },
   forget: {
     ...CONNECTION_OPTIONS,
+    'redis-url': { type: 'string' },
+    'fast-path-prefix': { type: 'string' },
     consumer: { type: 'string' },
     id: { type: 'string' },
     reason: { type: 'string' },
@@ -284,6 +291,8 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     by: { type: 'string' },
     'sample-interval': { type: 'string' },
     schemas: { type: 'string' },
+    'redis-url': { type: 'string' },
+    'fast-path-prefix': { type: 'string' },
   },
 };
 
@@ -435,6 +444,14 @@ export function parseCommandLine(
     if (items.length === 0) throw new UsageError(`--${name} needs a value`, command);
     return items;
   };
+  /** `--redis-url` (env `REDIS_URL`) and `--fast-path-prefix` (env `INBOXKIT_FAST_PATH_PREFIX`), for forget. */
+  const fastPathOf = (): FastPathSettings | undefined => {
+    const redisUrl = str('redis-url') ?? nonEmptyValue(env.REDIS_URL);
+    const keyPrefix = str('fast-path-prefix') ?? nonEmptyValue(env.INBOXKIT_FAST_PATH_PREFIX) ?? 'inboxkit:fp:';
+    if (redisUrl === undefined && values['fast-path-prefix'] !== undefined)
+      throw new UsageError('--fast-path-prefix needs --redis-url (or REDIS_URL): the Redis of the fast path', command);
+    return redisUrl === undefined ? undefined : { redisUrl, keyPrefix };
+  };
   const common: Common = {
     connection: resolveConnectionSettings(values, env),
     json: values.json === true,
@@ -558,7 +575,7 @@ export function parseCommandLine(
         reason: need('reason', 'TEXT (why, for the audit)'),
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
       };
-      if (command === 'forget') return { command, ...act };
+      if (command === 'forget') return { command, ...act, fastPath: fastPathOf() };
       const transport = transportOf(str('transport'), command, true)!;
       const group = str('group');
       if (group !== undefined && transport !== 'kafka') {
@@ -611,6 +628,7 @@ export function parseCommandLine(
         tokenFile: str('token-file'),
         schemasModule: str('schemas'),
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+        fastPath: fastPathOf(),
         sampleIntervalMs:
           interval === undefined ? 10_000 : parseDuration(interval, '--sample-interval', command),
       };
@@ -643,4 +661,9 @@ export function parseCommandLine(
       };
     }
   }
+}
+
+/** An environment variable's value, or undefined when unset or blank. */
+function nonEmptyValue(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
 }

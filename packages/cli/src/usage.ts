@@ -40,6 +40,7 @@ const COMMAND_USAGE: Readonly<Record<CommandName, string>> = {
   console: `Usage: inboxkit console [--dlq TRANSPORT:DLQ]… [--bind 127.0.0.1] [--port 7070]
                         [--allow-remote] [--token-file FILE] [--by NAME]
                         [--sample-interval 10s] [--schemas MODULE]
+                        [--redis-url URL [--fast-path-prefix P]]
                         [connection flags]
 
 Serves the operator console: per consumer, rows by state over time and dead
@@ -61,7 +62,11 @@ the path of \`dlq replay\`: publish, confirm, then remove; the inbox decides.
                      user name takes its place
   --sample-interval  how often the chart's counts are read (default 10s)
   --schemas MODULE   a module exporting \`schemas\` (payload schemas by consumer
-                     name): edits from the page are checked against them`,
+                     name): edits from the page are checked against them
+  --redis-url URL    the consumers' fast-path Redis (env REDIS_URL): forgetting
+                     an id on the page deletes its fast-path entry too
+  --fast-path-prefix P  the consumers' keyPrefix (env
+                     INBOXKIT_FAST_PATH_PREFIX; default inboxkit:fp:)`,
   migrate: `Usage: inboxkit migrate [--layout table|daily-partitions] [--reconciliation]
                         [connection flags] [--json]
 
@@ -168,15 +173,22 @@ payload, or another one sent without this act, stays payload-mismatch.
   --by NAME         who asked (default $USER)
   --group G         Kafka: consumer group that tracks the DLQ topic`,
   forget: `Usage: inboxkit forget --consumer NAME --id ID --reason TEXT [--by NAME]
+                       [--redis-url URL [--fast-path-prefix P]]
                        [--json] [connection flags]
 
 Forget one id: deletes its completed inbox row on purpose, audited (who, when,
 the fingerprint it had, --reason), so its next delivery is processed as new.
-Rows in any other state are left alone (exit 1). With a fast path (Redis)
-in front of the inbox, delete the id's fast-path key too.
+Rows in any other state are left alone (exit 1). When the consumers use a
+Redis fast path, pass --redis-url: the id's fast-path entry is deleted too
+(Redis is reached first; if it cannot be, nothing is forgotten). Without it,
+the fast path answers the id's deliveries duplicate for up to the dedupe
+window.
 
-  --reason TEXT  why, for the audit (required)
-  --by NAME      who asked (default $USER)`,
+  --reason TEXT          why, for the audit (required)
+  --by NAME              who asked (default $USER)
+  --redis-url URL        the consumers' fast-path Redis (env REDIS_URL)
+  --fast-path-prefix P   the consumers' keyPrefix (env
+                         INBOXKIT_FAST_PATH_PREFIX; default inboxkit:fp:)`,
   doctor: `Usage: inboxkit doctor [--config FILE] [--transport T [--source Q] [--dlq Q]]
                        [--max-attempts N] [--dedupe-window D] [--handler-timeout D]
                        [--lease D] [--mode transactional|leased]

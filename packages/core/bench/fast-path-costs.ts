@@ -37,6 +37,7 @@ import { createClient } from 'redis';
 import type * as ConsumerModule from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import type { Outcome } from '../src/outcome.js';
+import { fastPathScope } from '../src/fast-path.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
 import type * as RedisModule from '../src/redis/index.js';
 import { databaseUrl } from './database-url.js';
@@ -233,7 +234,8 @@ async function drive(
 
 /** Waits until Redis holds every key the consumer wrote after its commits (the writes are not awaited). */
 async function cached(name: string, ids: readonly string[]): Promise<void> {
-  const last = `inboxkit:fp:${name.length}:${name}:${ids[ids.length - 1]!}`;
+  const scope = fastPathScope(await store.identity(), name);
+  const last = `inboxkit:fp:${scope.length}:${scope}:${ids[ids.length - 1]!}`;
   for (let i = 0; i < 500 && (await redis.exists(last)) === 0; i++)
     await new Promise((r) => setTimeout(r, 10));
 }

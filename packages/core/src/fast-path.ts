@@ -4,6 +4,7 @@
 // response); a miss, an error, a timeout or another fingerprint goes to Postgres. An eviction, a flush or an
 // outage of the cache costs speed, never correctness.
 
+import { createHash } from 'node:crypto';
 import { ConfigurationError } from './errors.js';
 
 /**
@@ -24,8 +25,27 @@ export interface FastPath {
   lookup(scope: string, id: string): Promise<string | undefined>;
   /** Records `value` for (scope, id), for `ttlMs` (a consumer's dedupe window, an HTTP key's remaining retention). */
   remember(scope: string, id: string, value: string, ttlMs: number): Promise<void>;
+  /**
+   * Deletes what is recorded for (scope, id), for operators (`inboxkit forget`): the next lookup misses.
+   * Optional; `redisFastPath()` has it.
+   */
+  forget?(scope: string, id: string): Promise<void>;
   /** How long a caller waits for a lookup before going to Postgres, in ms. Default is 20 ms. */
   readonly timeoutMs?: number;
+}
+
+/**
+ * The scope a cache entry lives under: `name` (a consumer's name, the HTTP middleware's `inboxkit-http`) inside
+ * its authority — `identity` names the table that answers for it (`InboxStore#identity()`: database, schema,
+ * table), hashed to 22 characters (128 bits). Two inboxes on one cache then never read each other's entries,
+ * whatever their consumers are called. `<tag>/<name>`.
+ *
+ * @example
+ * fastPathScope(await store.identity!(), 'billing'); // 'q3Vw…/billing'
+ */
+export function fastPathScope(identity: string, name: string): string {
+  const tag = createHash('sha256').update(identity).digest('base64url').slice(0, 22);
+  return `${tag}/${name}`;
 }
 
 /** Default of `FastPath.timeoutMs`. */

@@ -20,6 +20,7 @@ import {
   LeaseLostError,
   StoreUnavailableError,
 } from './errors.js';
+import { FastPathAuthority } from './fast-path-authority.js';
 import { FastPathGuard } from './fast-path-guard.js';
 import { fingerprintJson, fingerprintPayload } from './fingerprint.js';
 import { guardedLogger } from './guarded-logger.js';
@@ -135,6 +136,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #started = new Set<string>();
   /** The cache of completed deliveries in front of the inbox (`fastPath`), if any. */
   readonly #fastPath: FastPathGuard | undefined;
+  /** The fast path's scope: this consumer's name inside its inbox's identity (`InboxStore#identity`). */
+  readonly #fastPathAuthority: FastPathAuthority | undefined;
   /** The store's clock minus the application's, in ms, as last measured; when it was measured (0: never). */
   #clockOffsetMs = 0;
   #clockMeasuredAt = 0;
@@ -160,6 +163,14 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       config.fastPath === undefined
         ? undefined
         : new FastPathGuard(config.fastPath, { logger: this.#logger, label: `${config.name}: fast path` });
+    this.#fastPathAuthority =
+      config.fastPath === undefined
+        ? undefined
+        : new FastPathAuthority(
+            config.store.identity === undefined ? undefined : () => config.store.identity!(),
+            config.name,
+            { logger: this.#logger, label: `${config.name}: fast path` },
+          );
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
@@ -757,7 +768,13 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   /** True when the cache knows this id completed with this payload. Replays always go to the inbox. */
   async #fastPathHit(prepared: Prepared<P>): Promise<boolean> {
     if (this.#fastPath === undefined || prepared.message.replay !== undefined) return false;
-    const result = await this.#fastPath.check(this.name, prepared.id, prepared.request.fingerprint);
+    const known = this.#fastPathAuthority!.scope();
+    const scope = typeof known === 'string' ? known : await known;
+    if (scope === undefined) {
+      this.#metrics.fastPath('bypassed');
+      return false;
+    }
+    const result = await this.#fastPath.check(scope, prepared.id, prepared.request.fingerprint);
     this.#metrics.fastPath(result);
     return result === 'hit';
   }
@@ -768,7 +785,14 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
 
   /** After the inbox says completed with this payload (committed now, or before): tell the cache, without waiting. */
   #remember(prepared: Prepared<P>): void {
-    this.#fastPath?.remember(this.name, prepared.id, prepared.request.fingerprint, this.config.dedupeWindowMs);
+    if (this.#fastPath === undefined) return;
+    const fastPath = this.#fastPath;
+    const write = (scope: string | undefined): void => {
+      if (scope !== undefined) fastPath.remember(scope, prepared.id, prepared.request.fingerprint, this.config.dedupeWindowMs);
+    };
+    const known = this.#fastPathAuthority!.scope();
+    if (typeof known === 'string' || known === undefined) write(known);
+    else void known.then(write);
   }
 
   /**

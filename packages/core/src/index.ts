@@ -32,9 +32,11 @@ export {
 export {
   checkFastPath,
   DEFAULT_FAST_PATH_TIMEOUT_MS,
+  fastPathScope,
   type FastPath,
   type FastPathResult,
 } from './fast-path.js';
+export { FastPathAuthority } from './fast-path-authority.js';
 export { FastPathGuard, type FastPathExpectation } from './fast-path-guard.js';
 export {
   statementHandler,

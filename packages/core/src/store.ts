@@ -422,9 +422,22 @@ export interface InboxStore<Tx = unknown> extends InboxInspector {
    * Forget one id (operators only): deletes a `completed` row (and whatever else the store keeps of it) and
    * appends the act to the replay audit (`forgetOutcome`), atomically, waiting at most 5 s for a delivery
    * holding the row. Rows in any other state are left as they are. The next delivery of the id is processed as
-   * new. Optional for other stores; both of inboxkit's implement it.
+   * new by the inbox; a fast path in front of it keeps its own entry until deleted (`inboxkit forget
+   * --redis-url` does both). Optional for other stores; both of inboxkit's implement it.
    */
   forgetCompleted?(request: ForgetRequest): Promise<ForgetResult>;
+
+  /**
+   * The identity of the inbox this store answers for, which the fast path folds into its keys so that a cache
+   * shared by two inboxes never answers one with the other's entries: the same for every process on the same
+   * table, different for any other. The Postgres store: the cluster's system identifier, the database and the
+   * schema-qualified table (read once per store); the in-memory store: random per instance. Optional: a
+   * consumer whose store has none keeps fast-path entries of its own, under a random identity per process.
+   *
+   * @example
+   * await new PostgresInboxStore({ db }).identity(); // 'postgres:7715534942652537953:app:"inboxkit"."inbox"'
+   */
+  identity?(): Promise<string>;
 
   /**
    * The store's clock: the one expiry, leases, retry times and pruning are measured on (Postgres `now()`). The

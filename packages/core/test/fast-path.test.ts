@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { MeterProvider } from '@opentelemetry/api';
 import { Redis as IoRedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fastPathScope } from '../src/fast-path.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import type { Outcome } from '../src/outcome.js';
@@ -69,9 +70,12 @@ async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Pro
 describe('the fast path', () => {
   let t: TestDatabase;
   let redis: Awaited<ReturnType<typeof connectRedis>>;
+  /** The inbox's identity, which every key names (InboxStore#identity). */
+  let identity: string;
   beforeAll(async () => {
     t = await openTestDatabase('fast_path', 24);
     redis = await connectRedis();
+    identity = await new PostgresInboxStore({ db: t.db, schema: t.schema }).identity();
   });
   afterAll(async () => {
     await redis?.quit();
@@ -97,7 +101,11 @@ describe('the fast path', () => {
     });
     return { consumer, claims: counting.claims };
   };
-  const cached = (name: string, id: string) => redis.get(`inboxkit:fp:${name.length}:${name}:${id}`);
+  const keyOf = (name: string, id: string) => {
+    const scope = fastPathScope(identity, name);
+    return `inboxkit:fp:${scope.length}:${scope}:${id}`;
+  };
+  const cached = (name: string, id: string) => redis.get(keyOf(name, id));
 
   it('answers a duplicate of a completed delivery from Redis, without a claim, and says so', async () => {
     const name = `fp-hit-${randomUUID().slice(0, 8)}`;
@@ -105,7 +113,7 @@ describe('the fast path', () => {
     const { consumer, claims } = consumerWith(name, redisFastPath({ client: redis }), metrics.provider);
     expect((await consumer.handle(delivery('a'))).status).toBe('processed');
     await eventually(async () => (await cached(name, 'a')) !== null);
-    const ttl = await redis.pTTL(`inboxkit:fp:${name.length}:${name}:a`);
+    const ttl = await redis.pTTL(keyOf(name, 'a'));
     expect(ttl).toBeGreaterThan(6 * 86_400_000); // the dedupe window (7 days)
     const before = claims();
     const outcome = await consumer.handle(delivery('a'));
@@ -160,7 +168,7 @@ describe('the fast path', () => {
     const { consumer } = consumerWith(name, redisFastPath({ client: redis }));
     await consumer.handle(delivery('e'));
     await eventually(async () => (await cached(name, 'e')) !== null);
-    await redis.del(`inboxkit:fp:${name.length}:${name}:e`); // evicted
+    await redis.del(keyOf(name, 'e')); // evicted
     expect(await consumer.handle(delivery('e'))).not.toHaveProperty('source');
     await eventually(async () => (await cached(name, 'e')) !== null);
     expect(await consumer.handle(delivery('e'))).toMatchObject({ source: 'fast-path' });
@@ -208,7 +216,7 @@ describe('the fast path', () => {
       const name = `fp-ioredis-${randomUUID().slice(0, 8)}`;
       const { consumer } = consumerWith(name, redisFastPath({ client: io }));
       await consumer.handle(delivery('f'));
-      await eventually(async () => (await io.get(`inboxkit:fp:${name.length}:${name}:f`)) !== null);
+      await eventually(async () => (await io.get(keyOf(name, 'f'))) !== null);
       expect(await consumer.handle(delivery('f'))).toMatchObject({
         status: 'duplicate',
         source: 'fast-path',

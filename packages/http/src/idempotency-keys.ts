@@ -3,8 +3,8 @@
 // answered from the row: replay, 409 while in flight, 422 for another payload.
 
 import { randomUUID } from 'node:crypto';
-import { ConfigurationError, FastPathGuard, LeaseLostError } from '@inboxkit/core';
-import type { SqlRow, SqlSeam, SqlStatement } from '@inboxkit/core/postgres';
+import { ConfigurationError, FastPathAuthority, FastPathGuard, LeaseLostError } from '@inboxkit/core';
+import { databaseIdentity, type SqlRow, type SqlSeam, type SqlStatement } from '@inboxkit/core/postgres';
 import type { Transaction } from 'kysely';
 import type { AnsweredDecision, IdempotencyDecision, ProceedDecision } from './idempotency-decision.js';
 import { ResponseAlreadySentError, ResponseTooLargeError } from './idempotency-errors.js';
@@ -29,6 +29,7 @@ import {
 } from './cached-response.js';
 import { canonicalQuery } from './canonical-query.js';
 import { IdempotencyKeyMetrics } from './idempotency-key-metrics.js';
+import { replayedHeaders } from './replay-headers.js';
 import { requestFingerprint } from './request-fingerprint.js';
 
 /** The request header carrying the key. */
@@ -99,6 +100,18 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           logger: resolved.logger,
           label: 'idempotency keys: fast path',
         });
+  /** The fast path's scope: `inboxkit-http` inside this key table's identity (database, schema, table). */
+  const authority =
+    resolved.fastPath === undefined
+      ? undefined
+      : new FastPathAuthority(
+          () => databaseIdentity((statement) => seam.query(statement), table),
+          HTTP_FAST_PATH_SCOPE,
+          {
+            logger: resolved.logger,
+            label: 'idempotency keys: fast path',
+          },
+        );
   const metrics = new IdempotencyKeyMetrics(resolved.meterProvider);
 
   /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */
@@ -108,8 +121,14 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     fingerprint: string,
   ): Promise<AnsweredDecision | undefined> {
     let hit: CachedResponse | undefined;
-    const result = await guard.check(HTTP_FAST_PATH_SCOPE, cacheId, (value) => {
-      const cached = decodeCachedResponse(value);
+    const known = authority!.scope();
+    const scope = typeof known === 'string' ? known : await known;
+    if (scope === undefined) {
+      metrics.fastPath('bypassed');
+      return undefined;
+    }
+    const result = await guard.check(scope, cacheId, (value) => {
+      const cached = decodeCachedResponse(value, resolved);
       if (cached?.fingerprint !== fingerprint) return false;
       hit = cached;
       return true;
@@ -137,18 +156,15 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     response: Pick<HttpResponse, 'status' | 'body'>,
     stored: StoredResponse,
   ): void {
-    if (fastPath === undefined) return;
+    // The scope is known once a lookup has read it (every request looks up before it can store).
+    const scope = authority?.scope();
+    if (fastPath === undefined || typeof scope !== 'string') return;
     const size = response.body.length + Buffer.byteLength(JSON.stringify(stored.headers));
     if (size > resolved.fastPathMaxResponseBytes) return;
     const ttlMs = stored.remainingMs - (performance.now() - stored.at);
     // Too close to its end to be worth a write (and a TTL Redis would round to nothing).
     if (!(ttlMs >= 1_000)) return;
-    fastPath.remember(
-      HTTP_FAST_PATH_SCOPE,
-      cacheId,
-      encodeCachedResponse(fingerprint, response, stored.headers),
-      ttlMs,
-    );
+    fastPath.remember(scope, cacheId, encodeCachedResponse(fingerprint, response, stored.headers), ttlMs);
   }
 
   async function begin(
@@ -358,9 +374,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           'the handler wrote to the response itself, so what the client received cannot be stored for replays; nothing was stored and the key was released: return the response instead of writing it',
         );
       }
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(response.headers))
-        if (resolved.replayHeaders.has(name)) headers[name] = value;
+      const headers = replayedHeaders(response.headers, resolved.replayHeaders);
       const size = response.body.length + Buffer.byteLength(JSON.stringify(headers));
       if (size > resolved.maxResponseBytes) {
         throw new ResponseTooLargeError(

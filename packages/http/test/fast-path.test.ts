@@ -10,9 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ConfigurationError, type FastPath } from '@inboxkit/core';
+import { ConfigurationError, fastPathScope, type FastPath } from '@inboxkit/core';
 import { metrics } from '@opentelemetry/api';
-import { kyselySeam, type SqlSeam } from '@inboxkit/core/postgres';
+import { databaseIdentity, kyselySeam, type SqlSeam } from '@inboxkit/core/postgres';
 import { redisFastPath } from '@inboxkit/core/redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import Fastify, { type FastifyRequest } from 'fastify';
@@ -31,6 +31,7 @@ import {
   type IdempotencyKeysConfig,
   type IdempotentResponseInit,
 } from '../src/index.js';
+import { resolveIdempotencyKeyTableNames } from '../src/idempotency-key-table-names.js';
 import { idempotentNodeHandler } from '../src/node/index.js';
 import {
   openHttpTestDatabase,
@@ -44,9 +45,15 @@ type Adapter = (typeof ADAPTERS)[number];
 
 let t: HttpTestDatabase;
 let redis: TestRedis;
+/** The key table's identity, which every key names. */
+let identity: string;
 beforeAll(async () => {
   t = await openHttpTestDatabase('http_fast_path');
   redis = await connectRedis();
+  identity = await databaseIdentity(
+    (statement) => kyselySeam(t.db).query(statement),
+    resolveIdempotencyKeyTableNames({ schema: t.schema }).qualifiedTable,
+  );
 });
 afterAll(async () => {
   await redis?.quit();
@@ -72,9 +79,11 @@ function countingSeam(): { seam: Seam; statements: () => number } {
   return { seam, statements: () => statements };
 }
 
-/** The Redis key of a cached response (the default prefix of redisFastPath). */
-const redisKey = (principal: string, route: string, key: string): string =>
-  `inboxkit:fp:${HTTP_FAST_PATH_SCOPE.length}:${HTTP_FAST_PATH_SCOPE}:${cachedResponseId(principal, 'POST', route, key)}`;
+/** The Redis key of a cached response (the default prefix of redisFastPath), in the test table's scope. */
+const redisKey = (principal: string, route: string, key: string): string => {
+  const scope = fastPathScope(identity, HTTP_FAST_PATH_SCOPE);
+  return `inboxkit:fp:${scope.length}:${scope}:${cachedResponseId(principal, 'POST', route, key)}`;
+};
 
 async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const until = Date.now() + timeoutMs;

@@ -9,6 +9,7 @@ import { ConfigurationError } from '@inboxkit/core';
 
 import type { ConsoleCommand } from '../command-line.js';
 import { startConsoleServer } from '../console/console-server.js';
+import { openFastPathEntries } from '../inbox/fast-path-entries.js';
 import { loadSchemas } from '../settings/load-schemas.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
@@ -37,7 +38,14 @@ async function readCredential(command: ConsoleCommand, context: CommandContext):
 export async function runConsole(command: ConsoleCommand, context: CommandContext): Promise<number> {
   const { io, services, clock } = context;
   const credential = await readCredential(command, context);
-  const database = await services.openDatabase(command.connection);
+  const fastPath = command.fastPath === undefined ? undefined : await openFastPathEntries(command.fastPath);
+  let database: Awaited<ReturnType<typeof services.openDatabase>>;
+  try {
+    database = await services.openDatabase(command.connection);
+  } catch (error) {
+    await fastPath?.close();
+    throw error;
+  }
   try {
     const schemas =
       command.schemasModule === undefined
@@ -53,6 +61,7 @@ export async function runConsole(command: ConsoleCommand, context: CommandContex
       services,
       connection: command.connection,
       db: database.db,
+      fastPath,
       operator: command.requestedBy,
       sampleIntervalMs: command.sampleIntervalMs,
       clock,
@@ -72,6 +81,7 @@ export async function runConsole(command: ConsoleCommand, context: CommandContex
     await server.close();
     return EXIT.ok;
   } finally {
+    await fastPath?.close();
     await database.close().catch(() => undefined);
   }
 }

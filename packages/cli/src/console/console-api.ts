@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 
 import { parseDeadLetterHeaders } from '@inboxkit/core';
 import type { DeadLetterEntry, ForgetResult, InboxInspector, InboxStore } from '@inboxkit/core';
+import type { FastPathEntries } from '../inbox/fast-path-entries.js';
 
 import type { CliServices } from '../cli-services.js';
 import type { InboxLookup } from '../inbox/inbox-lookup.js';
@@ -47,7 +48,9 @@ export interface ConsoleApiOptions {
   readonly connection: ConnectionSettings;
   readonly inspector: InboxInspector;
   /** The inbox's operator acts (edit and retry, forget one id). */
-  readonly store: Pick<InboxStore, 'findRows' | 'amendDeadLetter' | 'forgetCompleted'>;
+  readonly store: Pick<InboxStore, 'findRows' | 'amendDeadLetter' | 'forgetCompleted' | 'identity'>;
+  /** The consumers' Redis fast path, whose entry for an id `forget` deletes too. Default is none. */
+  readonly fastPath?: FastPathEntries | undefined;
   /** The consumers' payload schemas: edits are checked against them. Default is none (JSON only). */
   readonly schemas?: ConsumerSchemas | undefined;
   readonly lookup: InboxLookup;
@@ -399,11 +402,21 @@ export class ConsoleApi {
     return result;
   }
 
-  /** Forget one id (`{consumer, id, reason}`): its completed row deleted, audited. Anything else is a 409. */
+  /**
+   * Forget one id (`{consumer, id, reason}`): its completed row deleted, audited, then its fast-path entry
+   * (`fastPathEntry`: `deleted`, `not-deleted` with `fastPathError`, or `no-fast-path` when the console has
+   * no --redis-url). Anything else is a 409.
+   */
   async forget(
     body: Record<string, unknown>,
     requestedBy: string,
-  ): Promise<ForgetResult & { actionId: string }> {
+  ): Promise<
+    ForgetResult & {
+      actionId: string;
+      fastPathEntry?: 'deleted' | 'not-deleted' | 'no-fast-path';
+      fastPathError?: string;
+    }
+  > {
     const consumer = required(body.consumer, 'consumer');
     const messageId = required(body.id, 'id');
     const reason = required(body.reason, 'reason');
@@ -416,10 +429,30 @@ export class ConsoleApi {
     if (result.kind === 'not-completed') {
       throw new HttpError(409, `${messageId} is ${result.row.status}: only a completed row is forgotten`);
     }
+    const entry = await this.#forgetFastPathEntry(consumer, messageId);
     this.#options.log(
-      `forget ${actionId} by ${displayName(requestedBy)} of ${displayName(messageId)} (${displayName(consumer)})`,
+      `forget ${actionId} by ${displayName(requestedBy)} of ${displayName(messageId)} (${displayName(consumer)}); fast-path entry: ${entry.fastPathEntry}`,
     );
-    return { actionId, ...result };
+    return { actionId, ...result, ...entry };
+  }
+
+  /** Deletes a forgotten id's fast-path entry, after its row (docs/fast-path.md); says how it went. */
+  async #forgetFastPathEntry(
+    consumer: string,
+    messageId: string,
+  ): Promise<{ fastPathEntry: 'deleted' | 'not-deleted' | 'no-fast-path'; fastPathError?: string }> {
+    const { fastPath, store } = this.#options;
+    if (fastPath === undefined) return { fastPathEntry: 'no-fast-path' };
+    try {
+      if (store.identity === undefined) throw new Error('this inbox store cannot say its identity');
+      await fastPath.forget(await store.identity(), consumer, messageId);
+      return { fastPathEntry: 'deleted' };
+    } catch (error) {
+      return {
+        fastPathEntry: 'not-deleted',
+        fastPathError: error instanceof Error ? error.message : String(error),
+      };
+    }
   }
 
   /**

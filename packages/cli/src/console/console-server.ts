@@ -19,6 +19,7 @@ import { systemClock } from '../replay/clock.js';
 import type { Clock } from '../replay/clock.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
 import type { ConsumerSchemas } from '../settings/load-schemas.js';
+import type { FastPathEntries } from '../inbox/fast-path-entries.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
 import { acceptableHost, checkAuthorization, isLoopback, MIN_CREDENTIAL_LENGTH } from './console-auth.js';
@@ -47,6 +48,11 @@ export interface ConsoleServerOptions {
   readonly db: Kysely<any>;
   /** Who replays are recorded as when the request names nobody (basic auth user). */
   readonly operator: string;
+  /**
+   * The consumers' Redis fast path: forgetting an id deletes its entry there too (else the fast path answers
+   * its deliveries `duplicate` for up to the dedupe window). Not closed by the console. Default is none.
+   */
+  readonly fastPath?: FastPathEntries | undefined;
   /** The consumers' payload schemas by consumer name: edits from the page are checked against them. Default is none. */
   readonly schemas?: ConsumerSchemas | undefined;
   /** How often the inbox's state counts are read for the chart. Default is 10,000 ms. */
@@ -162,6 +168,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     connection: options.connection,
     inspector: store,
     store,
+    fastPath: options.fastPath,
     schemas: options.schemas,
     lookup: postgresInboxLookup(options.db, store),
     clock: options.clock ?? systemClock,

@@ -76,8 +76,15 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
   #pruning = false;
   #available = true;
 
+  readonly #identity = `memory:${randomUUID()}`;
+
   constructor(options: InMemoryInboxStoreOptions = {}) {
     this.#clock = options.clock ?? Date.now;
+  }
+
+  /** `memory:<uuid>`, random per instance: this store's rows live in this process only. */
+  identity(): Promise<string> {
+    return Promise.resolve(this.#identity);
   }
 
   /** Effects committed so far, in commit order. */

@@ -99,7 +99,7 @@ export function inboxMigrations(options: InboxTableOptions = {}): SchemaMigratio
   };
   // An inbox partitioned before the cross-day check gets the functions that take the intent's time and do it.
   // Going down, 0003's down drops every function by name, whichever version it is.
-  const crossDay: Migration = {
+  const crossDay: SchemaMigration = {
     async up(db: Kysely<unknown>): Promise<void> {
       for (const statement of partitionedInboxFunctions(partitioned)) await sql.raw(statement).execute(db);
     },

@@ -2,6 +2,7 @@
 // other through the SqlSeam), its schema as Kysely migrations, and the same schema as SQL text.
 
 export * from './postgres-inbox-store.js';
+export { databaseIdentity } from './database-identity.js';
 export * from './inbox-migrations.js';
 export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
 export type {

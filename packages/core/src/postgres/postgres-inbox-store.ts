@@ -30,6 +30,7 @@ import type {
 import { batchRuns, BUSY_CONTENDED, busyOf, claimAnswer, claimedOf, completedOr, failureWrite, row, unclaimed } from './inbox-answer.js';
 import { InboxInspection, storeUnavailable as unavailable } from './inbox-inspection.js';
 import { InboxOperatorSql } from './inbox-operator-sql.js';
+import { databaseIdentity } from './database-identity.js';
 import { InboxSql } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
@@ -91,6 +92,7 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
   readonly #operator: InboxOperatorSql;
   readonly #fast: StatementFastPath | undefined;
   readonly #batchSavepoints: 'on-failure' | 'always';
+  #identity: Promise<string> | undefined;
 
   constructor(options: PostgresInboxStoreOptions<DB> | SeamInboxStoreOptions<Tx>) {
     const given = options as Partial<PostgresInboxStoreOptions<DB> & SeamInboxStoreOptions<Tx>> | undefined;
@@ -316,6 +318,16 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
       await t.query(this.#operator.amend(amendment, outcome));
       return { kind: 'amended', row: { ...current, fingerprint: amendment.toFingerprint } };
     });
+  }
+
+  /** `postgres:<system identifier>:<database>:<schema-qualified table>`, read once (see `InboxStore#identity`). */
+  identity(): Promise<string> {
+    const reading = (this.#identity ??= databaseIdentity((statement) => this.#seam.query(statement), this.names.qualifiedTable));
+    // A failure (an outage at start) is not kept: the next call reads again.
+    reading.catch(() => {
+      if (this.#identity === reading) this.#identity = undefined;
+    });
+    return reading;
   }
 
   async forgetCompleted(request: ForgetRequest): Promise<ForgetResult> {

@@ -2,6 +2,7 @@
 // application owns (node-redis or ioredis; inboxkit never connects, quits or configures it). No Redis package
 // is imported: the two commands go through the client's raw-command method, whichever it has.
 
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { DEFAULT_FAST_PATH_TIMEOUT_MS, type FastPath } from '../fast-path.js';
 
 /** node-redis (`createClient()` of `redis` 4 and later): the slice inboxkit uses. */
@@ -35,7 +36,20 @@ export interface RedisFastPathOptions {
   readonly keyPrefix?: string;
   /** How long a lookup may take before the caller goes to Postgres, in ms. Default is 20 ms. */
   readonly timeoutMs?: number;
+  /**
+   * A secret (16 bytes or more; 32 random bytes is right) with which every entry is signed: an HMAC-SHA256 of
+   * its key and value is stored with it, and an entry whose HMAC does not verify is a miss (the delivery goes to
+   * Postgres). Whoever can write to Redis but does not hold the secret then cannot make a message be skipped or
+   * a response be replayed by planting an entry, or by copying one under another key. Every process sharing
+   * the entries needs the same secret; changing it turns the entries written before into misses. Without it,
+   * Redis is inside the trust boundary: whoever can write to it can suppress messages (docs/fast-path.md).
+   * Default is none.
+   */
+  readonly secret?: string | Uint8Array;
 }
+
+/** Bytes of the HMAC kept with each entry, written as base64url (43 characters) and a `.`. */
+const MAC_CHARS = 43;
 
 /**
  * A `FastPath` on Redis for `idempotentConsumer({ fastPath })` and `idempotencyKeys({ fastPath })` (the same
@@ -57,15 +71,34 @@ export function redisFastPath(options: RedisFastPathOptions): FastPath {
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
     throw new RangeError(`timeoutMs must be positive, got ${String(timeoutMs)}`);
   const key = (scope: string, id: string): string => `${prefix}${scope.length}:${scope}:${id}`;
+  const secret = options.secret === undefined ? undefined : Buffer.from(options.secret);
+  if (secret !== undefined && secret.length < 16)
+    throw new RangeError(`secret must be 16 bytes or more, got ${secret.length}`);
+  const mac = (k: string, value: string): Buffer =>
+    createHmac('sha256', secret!).update(k).update('\u0000').update(value).digest();
   return {
     timeoutMs,
     lookup: async (scope, id) => {
-      const value = await run(['GET', key(scope, id)]);
-      if (value === null || value === undefined) return undefined;
-      return typeof value === 'string' ? value : Buffer.isBuffer(value) ? value.toString('utf8') : undefined;
+      const k = key(scope, id);
+      const found = await run(['GET', k]);
+      if (found === null || found === undefined) return undefined;
+      const value =
+        typeof found === 'string' ? found : Buffer.isBuffer(found) ? found.toString('utf8') : undefined;
+      if (value === undefined || secret === undefined) return value;
+      // `<43 characters of base64url HMAC>.<value>`; anything else, or an HMAC of another key or value, is no entry.
+      if (value.length <= MAC_CHARS || value[MAC_CHARS] !== '.') return undefined;
+      const given = Buffer.from(value.slice(0, MAC_CHARS), 'base64url');
+      const entry = value.slice(MAC_CHARS + 1);
+      const expected = mac(k, entry);
+      return given.length === expected.length && timingSafeEqual(given, expected) ? entry : undefined;
     },
     remember: async (scope, id, value, ttlMs) => {
-      await run(['SET', key(scope, id), value, 'PX', String(Math.max(1, Math.round(ttlMs)))]);
+      const k = key(scope, id);
+      const stored = secret === undefined ? value : `${mac(k, value).toString('base64url')}.${value}`;
+      await run(['SET', k, stored, 'PX', String(Math.max(1, Math.round(ttlMs)))]);
+    },
+    forget: async (scope, id) => {
+      await run(['DEL', key(scope, id)]);
     },
   };
 }
