@@ -306,22 +306,24 @@ const isoOrEmpty = (value) => (value === '' ? '' : new Date(value).toISOString()
 async function listDeadLetters() {
   const form = /** @type {HTMLFormElement} */ ($('#filters'));
   const data = new FormData(form);
-  const params = new URLSearchParams();
+  /** @type {Record<string, string>} */
+  const filters = {};
   for (const key of ['dlq', 'consumer', 'reason', 'search']) {
     const v = String(data.get(key) ?? '');
-    if (v !== '') params.set(key, v);
+    if (v !== '') filters[key] = v;
   }
   for (const key of ['since', 'until']) {
     const v = isoOrEmpty(String(data.get(key) ?? ''));
-    if (v !== '') params.set(key, v);
+    if (v !== '') filters[key] = v;
   }
-  if (!params.has('dlq')) {
+  if (filters.dlq === undefined) {
     $('#dlq-note').hidden = false;
     $('#dlq-note').textContent = 'This console was started without --dlq: there is no DLQ to list.';
     return;
   }
   status('reading the DLQ…');
-  const listing = await api(`/api/dead-letters?${params}`);
+  // A POST: reading a RabbitMQ or SQS DLQ receives and releases its messages.
+  const listing = await api('/api/dead-letters', filters);
   state.listing = listing;
   state.selected.clear();
   renderListing(listing);

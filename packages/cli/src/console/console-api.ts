@@ -35,6 +35,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Headers the answer carries (`allow` of a 405). Default is none. */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
   }
@@ -226,27 +228,30 @@ export class ConsoleApi {
   }
 
   /**
-   * The dead letters of one DLQ that match the page's filters: consumer, reasons, since/until (dead-lettered
-   * time), and `search` (a piece of the id, the error or the reason). Each with its inbox status and the
-   * replay prediction.
+   * The dead letters of one DLQ that match the page's filters (a JSON body: `POST /api/dead-letters`, since
+   * reading a RabbitMQ or SQS DLQ receives and releases): `consumer`, `reasons` (or `reason`, comma-separated),
+   * `since`/`until` (dead-lettered time), and `search` (a piece of the id, the error or the reason). Each with
+   * its inbox status and the replay prediction.
    */
-  async deadLetters(query: URLSearchParams): Promise<unknown> {
-    const dlq = this.#dlq(query.get('dlq'));
-    const reasons = query
-      .getAll('reason')
-      .flatMap((r) => r.split(','))
+  async deadLetters(body: Record<string, unknown>): Promise<unknown> {
+    const dlq = this.#dlq(body.dlq);
+    const reasons = [
+      ...(stringList(body.reasons, 'reasons') ?? []),
+      ...(optionalString(body.reason, 'reason') ?? '').split(','),
+    ]
       .map((r) => r.trim())
       .filter(Boolean);
-    const since = time(query.get('since'), 'since');
-    const until = time(query.get('until'), 'until');
-    const search = (query.get('search') ?? '').trim().toLowerCase();
-    const limitText = query.get('limit');
-    const limit = limitText === null || limitText === '' ? 1_000 : Number(limitText);
+    const since = time(body.since, 'since');
+    const until = time(body.until, 'until');
+    const search = (optionalString(body.search, 'search') ?? '').trim().toLowerCase();
+    const limitValue = body.limit;
+    const limit =
+      limitValue === undefined || limitValue === null || limitValue === '' ? 1_000 : Number(limitValue);
     if (!Number.isInteger(limit) || limit <= 0 || limit > MAX_LISTING) {
       throw new HttpError(400, `limit must be a whole number from 1 to ${MAX_LISTING}`);
     }
     const filter: DeadLetterFilter = {
-      consumer: query.get('consumer') || undefined,
+      consumer: optionalString(body.consumer, 'consumer'),
       reasons: reasons.length === 0 ? undefined : reasons,
       since,
     };

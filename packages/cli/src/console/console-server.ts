@@ -22,6 +22,7 @@ import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
 import { acceptableHost, checkAuthorization, isLoopback, MIN_CREDENTIAL_LENGTH } from './console-auth.js';
+import { crossOriginRefusal } from './console-origin.js';
 
 /** Options of `startConsoleServer`. */
 export interface ConsoleServerOptions {
@@ -178,6 +179,13 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       send(response, 421, { error: 'this console answers only to localhost, 127.0.0.1 or [::1]' });
       return;
     }
+    // Before the credential: a browser sends a cached basic-auth credential with another page's requests too.
+    const crossOrigin = crossOriginRefusal(request.method ?? 'GET', url.pathname, request.headers);
+    if (crossOrigin !== undefined) {
+      log(`refused ${request.method ?? '?'} ${displayName(url.pathname)}: ${crossOrigin}`);
+      send(response, 403, { error: crossOrigin });
+      return;
+    }
     const auth = checkAuthorization(request.headers.authorization, options.credential);
     if (!auth.ok) {
       log(`refused ${request.method ?? '?'} ${displayName(url.pathname)}: no valid credential`);
@@ -201,15 +209,19 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       // A page of another site can send a form, not this header: no cross-site request forgery.
       if (request.headers['x-inboxkit-console'] !== '1')
         throw new HttpError(403, 'POST requests need the header x-inboxkit-console: 1');
-      const origin = request.headers.origin;
-      if (origin !== undefined && origin !== `http://${request.headers.host ?? ''}`)
-        throw new HttpError(403, `requests from ${origin} are not accepted`);
     }
     const route = `${request.method ?? 'GET'} ${url.pathname}`;
     const job = /^\/api\/replays\/([0-9a-f-]{36})(\/events)?$/.exec(url.pathname);
     if (route === 'GET /api/overview') return send(response, 200, await api.overview());
+    // Reading a RabbitMQ or SQS DLQ receives and releases every message it reads: not a safe method.
     if (route === 'GET /api/dead-letters')
-      return send(response, 200, await api.deadLetters(url.searchParams));
+      throw new HttpError(
+        405,
+        'listing a DLQ receives and releases its messages on RabbitMQ and SQS: send it as POST /api/dead-letters with the header x-inboxkit-console: 1 and the filters as a JSON body',
+        { allow: 'POST' },
+      );
+    if (route === 'POST /api/dead-letters')
+      return send(response, 200, await api.deadLetters(await readJson(request)));
     if (route === 'GET /api/message') return send(response, 200, await api.message(url.searchParams));
     if (route === 'POST /api/dry-run')
       return send(response, 200, await api.dryRun(await readJson(request), requestedBy));
@@ -262,7 +274,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       if (!(error instanceof HttpError))
         log(`error on ${request.method ?? '?'} ${displayName(request.url ?? '')}: ${message}`);
       if (response.headersSent) response.end();
-      else send(response, status, { error: message });
+      else send(response, status, { error: message }, error instanceof HttpError ? error.headers : {});
     });
   });
   await new Promise<void>((resolve, reject) => {
