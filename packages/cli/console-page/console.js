@@ -3,6 +3,8 @@
 // as SVG, and never puts data into HTML: every value from a message (ids, errors, payloads, headers) is set
 // as text, so a dead letter cannot run script in the operator's browser.
 
+import { displayName, displayText, hasUnsafeCharacters } from './display-text.js';
+
 const SVG = 'http://www.w3.org/2000/svg';
 const STATES = /** @type {const} */ (['completed', 'processing', 'failed', 'dead_lettered']);
 const STATE_LABEL = {
@@ -15,8 +17,13 @@ const STATE_LABEL = {
 /** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined }} */
 const state = { overview: undefined, listing: undefined, selected: new Set(), jobSource: undefined };
 
+/** Attributes a person reads: shown through the display rule like text. */
+const READ_ATTRIBUTES = new Set(['title', 'aria-label']);
+
 /**
- * An element with attributes and children; strings become text nodes.
+ * An element with attributes and children; strings become text nodes. Every string a person reads (text,
+ * `title`, `aria-label`) goes through the CLI's display rule (display-text.js): a bidi override or an
+ * invisible character shows as its escape, never raw; inside `<pre>` line breaks stay line breaks.
  * @param {string} tag
  * @param {Record<string, string | number | boolean | undefined>} [attrs]
  * @param {...(Node | string | number | undefined | null | false)} children
@@ -27,11 +34,16 @@ function h(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;
     if (k === 'class') el.className = String(v);
-    else el.setAttribute(k, v === true ? '' : String(v));
+    else el.setAttribute(k, v === true ? '' : READ_ATTRIBUTES.has(k) ? displayText(String(v)) : String(v));
   }
+  const multiline = tag === 'pre';
   for (const c of children) {
     if (c === undefined || c === null || c === false) continue;
-    el.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+    el.append(
+      typeof c === 'string' || typeof c === 'number'
+        ? document.createTextNode(displayText(String(c), { multiline }))
+        : c,
+    );
   }
   return el;
 }
@@ -237,13 +249,13 @@ function renderConsumers(overview) {
     }
     const reasons = Object.entries(c.deadLettersByReason)
       .sort((a, b) => Number(b[1]) - Number(a[1]))
-      .map(([reason, n]) => h('li', {}, h('strong', {}, fmt(Number(n))), ' ', reason));
+      .map(([reason, n]) => h('li', {}, h('strong', {}, fmt(Number(n))), ' ', displayName(reason)));
     const stuck = c.processing.filter((/** @type {any} */ p) => p.lease === 'expired').length;
     cards.append(
       h(
         'article',
         { class: 'card', 'data-consumer': c.consumer },
-        h('h3', {}, c.consumer),
+        h('h3', {}, displayName(c.consumer)),
         tiles,
         h(
           'div',
@@ -261,7 +273,7 @@ function renderConsumers(overview) {
               ? h(
                   'p',
                   { class: 'note' },
-                  `last replay ${when(c.replays[0].at)} by ${c.replays[0].requestedBy ?? '?'}: ${c.replays[0].outcome}`,
+                  `last replay ${when(c.replays[0].at)} by ${displayName(c.replays[0].requestedBy ?? '?')}: ${c.replays[0].outcome}`,
                 )
               : null,
           ),
@@ -283,7 +295,9 @@ function fillSelectors(overview) {
   const current = consumer.value;
   consumer.replaceChildren(
     h('option', { value: '' }, 'any'),
-    ...overview.consumers.map((/** @type {any} */ c) => h('option', { value: c.consumer }, c.consumer)),
+    ...overview.consumers.map((/** @type {any} */ c) =>
+      h('option', { value: c.consumer }, displayName(c.consumer)),
+    ),
   );
   consumer.value = current;
   // Every reason the inbox knows, so the filter does not wait for a listing to offer it.
@@ -297,7 +311,8 @@ function fillSelectors(overview) {
 function addReasons(reasons) {
   const select = /** @type {HTMLSelectElement} */ ($('#f-reason'));
   const known = new Set([...select.options].map((o) => o.value));
-  for (const reason of reasons) if (!known.has(reason)) select.append(h('option', { value: reason }, reason));
+  for (const reason of reasons)
+    if (!known.has(reason)) select.append(h('option', { value: reason }, displayName(reason)));
 }
 
 /** @param {string} value */
@@ -363,7 +378,7 @@ function renderListing(listing) {
           'button',
           { type: 'button', class: 'group', 'data-reason': reason, title: g.sample ?? '' },
           h('strong', {}, fmt(g.count)),
-          ` ${reason}`,
+          ` ${displayName(reason)}`,
           g.sample ? h('small', {}, g.sample) : null,
         );
         chip.addEventListener('click', () => {
@@ -380,7 +395,7 @@ function renderListing(listing) {
       const box = /** @type {HTMLInputElement} */ (
         h('input', {
           type: 'checkbox',
-          'aria-label': `select ${e.id ?? e.position}`,
+          'aria-label': `select ${displayName(e.id ?? e.position)}`,
           disabled: e.id === undefined,
         })
       );
@@ -390,7 +405,7 @@ function renderListing(listing) {
         else state.selected.delete(e.id);
         updateSelection();
       });
-      const link = h('a', { href: '#', class: 'id' }, e.id ?? '(no id)');
+      const link = h('a', { href: '#', class: 'id' }, e.id === undefined ? '(no id)' : displayName(e.id));
       link.addEventListener('click', (event) => {
         event.preventDefault();
         showMessage(e).catch(showError);
@@ -400,8 +415,8 @@ function renderListing(listing) {
         { 'data-id': e.id ?? '' },
         h('td', {}, box),
         h('td', {}, link),
-        h('td', {}, e.consumer ?? '?'),
-        h('td', {}, h('span', { class: 'reason' }, e.reason ?? '?')),
+        h('td', {}, e.consumer === undefined ? '?' : displayName(e.consumer)),
+        h('td', {}, h('span', { class: 'reason' }, e.reason === undefined ? '?' : displayName(e.reason))),
         h('td', { class: 'error', title: e.error ?? '' }, e.error ?? ''),
         h('td', { class: 'num' }, e.attempts ?? ''),
         h('td', {}, when(e.deadLetteredAt)),
@@ -464,8 +479,8 @@ async function dryRun() {
           h(
             'tr',
             { 'data-id': e.id ?? '' },
-            h('td', {}, e.id ?? '(no id)'),
-            h('td', {}, e.consumer ?? '?'),
+            h('td', {}, e.id === undefined ? '(no id)' : displayName(e.id)),
+            h('td', {}, e.consumer === undefined ? '?' : displayName(e.consumer)),
             h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
             h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
             h('td', {}, e.destination ?? '–'),
@@ -512,7 +527,7 @@ function followJob(job) {
     h(
       'h3',
       {},
-      `Replay ${job.id.slice(0, 8)} by ${job.requestedBy}${job.ratePerSecond ? ` at ${job.ratePerSecond}/s` : ''}`,
+      `Replay ${job.id.slice(0, 8)} by ${displayName(job.requestedBy)}${job.ratePerSecond ? ` at ${job.ratePerSecond}/s` : ''}`,
     ),
     bar,
     counts,
@@ -535,7 +550,7 @@ function followJob(job) {
       h(
         'li',
         { class: e.action },
-        `${e.id ?? '(no id)'}: ${e.action}, ${e.prediction}${e.detail ? ` (${e.detail})` : ''}`,
+        `${e.id === undefined ? '(no id)' : displayName(e.id)}: ${e.action}, ${e.prediction}${e.detail ? ` (${e.detail})` : ''}`,
       ),
     );
   };
@@ -584,13 +599,46 @@ function followJob(job) {
 
 // ----------------------------------------------------------------------------------------- one message
 
-/** @param {string} text */
+/**
+ * A JSON text indented for reading, its tokens untouched: numbers keep the digits they were written with (an
+ * id beyond 2^53 is not rounded, as `JSON.stringify(JSON.parse(text))` would). Text that is not JSON is
+ * returned as it is.
+ * @param {string} text
+ */
 function pretty(text) {
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    JSON.parse(text);
   } catch {
     return text;
   }
+  let out = '';
+  let depth = 0;
+  const newline = () => `\n${'  '.repeat(depth)}`;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = /** @type {string} */ (text[i]);
+    if (c === '"') {
+      const start = i;
+      for (i += 1; text[i] !== '"'; i += 1) if (text[i] === '\\') i += 1;
+      out += text.slice(start, i + 1);
+    } else if (c === '{' || c === '[') {
+      const close = c === '{' ? '}' : ']';
+      let j = i + 1;
+      while (' \t\r\n'.includes(text[j] ?? '')) j += 1;
+      if (text[j] === close) {
+        out += c + close;
+        i = j;
+      } else {
+        depth += 1;
+        out += c + newline();
+      }
+    } else if (c === '}' || c === ']') {
+      depth -= 1;
+      out += newline() + c;
+    } else if (c === ',') out += `,${newline()}`;
+    else if (c === ':') out += ': ';
+    else if (!' \t\r\n\ufeff'.includes(c)) out += c;
+  }
+  return out;
 }
 
 /**
@@ -652,7 +700,9 @@ function operatorActs(m) {
     const payload = /** @type {HTMLTextAreaElement} */ (
       h('textarea', { id: 'edit-payload', rows: 8, spellcheck: 'false', 'aria-label': 'corrected payload' })
     );
-    payload.value = pretty(m.deadLetter.body);
+    // The dead letter's own text, never a re-serialisation: parsing and stringifying rounds numbers beyond
+    // 2^53 (an account id) and the rounded payload would be applied. The server refuses such a change too.
+    payload.value = m.deadLetter.body;
     const reason = /** @type {HTMLInputElement} */ (
       h('input', { id: 'edit-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
     );
@@ -681,6 +731,13 @@ function operatorActs(m) {
         { class: 'note' },
         'Replays this message once with the payload below under its own id. The change is audited (who, when, both fingerprints, your reason); the payload is checked against the consumer’s schema first.',
       ),
+      hasUnsafeCharacters(m.deadLetter.body)
+        ? h(
+            'p',
+            { class: 'warn' },
+            'The payload holds invisible, bidi or control characters: the editor shows them raw (the Payload section below shows them escaped).',
+          )
+        : null,
       payload,
       h('div', { class: 'act-row' }, reason, button),
       out,
@@ -718,7 +775,7 @@ async function showRecord(params) {
   const m = await api(`/api/message?${params}`);
   const panel = $('#detail');
   panel.hidden = false;
-  $('#detail-title').textContent = m.id;
+  $('#detail-title').textContent = displayName(m.id);
   const record = m.deadLetter?.record;
   const error = record?.error;
   const row = m.row;
@@ -740,8 +797,8 @@ async function showRecord(params) {
     m.deadLetter ? h('div', { class: 'detail-actions' }, replayOne) : '',
     operatorActs(m),
     facts('Dead letter', [
-      ['consumer', m.consumer],
-      ['reason', record?.reason],
+      ['consumer', displayName(m.consumer)],
+      ['reason', record?.reason === undefined ? undefined : displayName(record.reason)],
       ['attempts', record?.attempts],
       ['first failure', when(record?.firstFailureAt)],
       ['last failure', when(record?.lastFailureAt)],
@@ -792,7 +849,7 @@ async function showRecord(params) {
               {},
               ...Object.entries(m.deadLetter.headers)
                 .sort()
-                .map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, String(v)))),
+                .map(([k, v]) => h('tr', {}, h('th', {}, displayName(k)), h('td', {}, String(v)))),
             ),
           ),
         )
@@ -805,7 +862,7 @@ async function showRecord(params) {
           ['received', when(row.receivedAt)],
           ['completed', when(row.completedAt)],
           ['dead-lettered', when(row.deadLetteredAt)],
-          ['reason', row.deadLetterReason],
+          ['reason', row.deadLetterReason ? displayName(row.deadLetterReason) : undefined],
           ['last error', row.lastError ? `${row.lastError.name}: ${row.lastError.message}` : undefined],
           ['replays', row.replayCount],
           ['expires', when(row.expiresAt)],
@@ -840,7 +897,7 @@ async function showRecord(params) {
                   'tr',
                   {},
                   h('td', {}, when(r.at)),
-                  h('td', {}, r.requestedBy ?? '?'),
+                  h('td', {}, displayName(r.requestedBy ?? '?')),
                   h('td', {}, r.outcome),
                   h('td', {}, r.replayId.slice(0, 8)),
                 ),
@@ -862,7 +919,7 @@ function renderJobs(overview) {
         'tr',
         {},
         h('td', {}, j.id.slice(0, 8)),
-        h('td', {}, j.requestedBy),
+        h('td', {}, displayName(j.requestedBy)),
         h('td', {}, j.dlq),
         h('td', {}, when(j.startedAt)),
         h('td', {}, j.state),

@@ -71,6 +71,8 @@ const ASSETS: Readonly<Record<string, { file: string; type: string }>> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/console.js': { file: 'console.js', type: 'text/javascript; charset=utf-8' },
   '/console.css': { file: 'console.css', type: 'text/css; charset=utf-8' },
+  // The CLI's own display rule (src/output/display-text.ts re-exports it): one rule for terminal and page.
+  '/display-text.js': { file: 'display-text.js', type: 'text/javascript; charset=utf-8' },
 };
 const SECURITY_HEADERS = {
   'content-security-policy':
