@@ -20,6 +20,7 @@ import { replayFingerprint } from '../replay/replay-fingerprint.js';
 import { editAndRetry } from '../replay/edit-and-retry.js';
 import type { EditAndRetryResult } from '../replay/edit-and-retry.js';
 import { replayFromDlq } from '../replay/replay-from-dlq.js';
+import { rateProblem } from '../replay/rate-limiter.js';
 import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
@@ -450,6 +451,8 @@ export class ConsoleApi {
     if (rate !== undefined && rate !== null && (typeof rate !== 'number' || !(rate > 0) || rate > 10_000)) {
       throw new HttpError(400, 'ratePerSecond must be a number above 0 and at most 10000');
     }
+    const tooSlow = typeof rate === 'number' ? rateProblem(rate, `ratePerSecond ${rate}`) : undefined;
+    if (tooSlow !== undefined) throw new HttpError(400, tooSlow);
     const ratePerSecond = typeof rate === 'number' ? rate : undefined;
     const parked = includeParked(body);
     const { services, connection, lookup, clock, log } = this.#options;

@@ -171,6 +171,44 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
     expect(await world.broker.dlqDepth()).toBe(2);
   });
 
+  it('refuses a replay rate slower than a timer can wait (2^31-1 ms between messages), in the console and the CLI, and replays nothing', async () => {
+    const dlq = `rabbitmq:${world.broker.dlq}`;
+    const replay = await post(`${open.url}api/replays`, {
+      dlq,
+      ids: ['srv-1', 'srv-2'],
+      ratePerSecond: 1e-7,
+    });
+    expect(replay.status).toBe(400);
+    expect(((await replay.json()) as { error: string }).error).toMatch(
+      /ratePerSecond 1e-7 .*2147483647 ms.*at least 4\.66e-7/,
+    );
+    const cli = captureIo({ env: {} });
+    const code = await runCli(
+      [
+        'dlq',
+        'replay',
+        '--transport',
+        'rabbitmq',
+        '--from',
+        world.broker.dlq,
+        '--amqp-url',
+        requireService('AMQP_URL'),
+        '--database-url',
+        requireService('DATABASE_URL'),
+        '--schema',
+        world.database.schema,
+        '--rate',
+        '0.0000001',
+      ],
+      cli.io,
+    );
+    expect(code).toBe(2);
+    expect(cli.stderr()).toMatch(/--rate 0\.0000001 .*2147483647 ms.*at least 4\.66e-7\/s/);
+    expect(await (await fetch(`${open.url}api/replays`)).json()).toEqual([]);
+    expect(await world.broker.dlqDepth()).toBe(2);
+    expect((await world.database.effects()).size).toBe(0);
+  });
+
   // The x-delivery-count of each dead letter (a quorum DLQ counts every receive). Reading them is itself one
   // receive of each, so two readings around nothing differ by exactly 1.
   const deliveryCounts = async (): Promise<Map<string, number>> =>
