@@ -76,10 +76,17 @@ function text(body: DeadLetterEntry['body']): string {
   return typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
 }
 
+/** Postgres text cannot hold a NUL: a value with one is bad input (400), never a failed query (500). */
+function withoutNul<T extends string | null>(value: T, field: string): T {
+  if (value !== null && value.includes('\u0000'))
+    throw new HttpError(400, `${field} contains a NUL character (U+0000), which no id or name can hold`);
+  return value;
+}
+
 function optionalString(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value !== 'string') throw new HttpError(400, `${field} must be a string`);
-  return value;
+  return withoutNul(value, field);
 }
 
 function stringList(value: unknown, field: string): string[] | undefined {
@@ -87,6 +94,7 @@ function stringList(value: unknown, field: string): string[] | undefined {
   if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v === '')) {
     throw new HttpError(400, `${field} must be a list of non-empty strings`);
   }
+  for (const v of value as string[]) withoutNul(v, field);
   return value.length === 0 ? undefined : (value as string[]);
 }
 
@@ -305,7 +313,9 @@ export class ConsoleApi {
   async message(query: URLSearchParams): Promise<unknown> {
     const { inspector } = this.#options;
     const dlqParam = query.get('dlq');
-    const position = query.get('position');
+    const position = withoutNul(query.get('position'), 'position');
+    withoutNul(query.get('consumer'), 'consumer');
+    withoutNul(query.get('id'), 'id');
     let entry: DeadLetterEntry | undefined;
     let dlq: string | undefined;
     if (position !== null && position !== '') {

@@ -21,7 +21,13 @@ import type { ConnectionSettings } from '../settings/connection-settings.js';
 import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
-import { acceptableHost, checkAuthorization, isLoopback, MIN_CREDENTIAL_LENGTH } from './console-auth.js';
+import {
+  acceptableHost,
+  checkAuthorization,
+  credentialWeakness,
+  isLoopback,
+  MIN_CREDENTIAL_LENGTH,
+} from './console-auth.js';
 import { crossOriginRefusal } from './console-origin.js';
 
 /** Options of `startConsoleServer`. */
@@ -34,7 +40,7 @@ export interface ConsoleServerOptions {
   readonly allowRemote?: boolean | undefined;
   /**
    * The secret every request must carry (basic auth password with any user name, or a Bearer token); at least
-   * 16 characters. Required with `allowRemote`; optional on loopback. Never logged. Default is none.
+   * 16 characters, 8 of them different, not a run like `abcdef…` (`credentialWeakness`). Required with `allowRemote`; optional on loopback. Never logged. Default is none.
    */
   readonly credential?: string | undefined;
   /** The DLQs the page lists and replays from. */
@@ -96,11 +102,8 @@ function validate(options: ConsoleServerOptions): void {
       `the console binds ${host} without a credential: set INBOXKIT_CONSOLE_TOKEN or pass --token-file FILE (at least ${MIN_CREDENTIAL_LENGTH} characters)`,
     );
   }
-  if (options.credential !== undefined && options.credential.length < MIN_CREDENTIAL_LENGTH) {
-    throw new ConfigurationError(
-      `the console credential is shorter than ${MIN_CREDENTIAL_LENGTH} characters: use a longer one (for example \`openssl rand -hex 24\`)`,
-    );
-  }
+  const weakness = options.credential === undefined ? undefined : credentialWeakness(options.credential);
+  if (weakness !== undefined) throw new ConfigurationError(weakness);
 }
 
 function send(

@@ -162,6 +162,21 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
         /list the DLQ again/,
       ],
       [await fetch(`${open.url}api/nothing-here`), 404, /no such page/],
+      // Postgres text cannot hold a NUL: an id with one is bad input, not a server error.
+      [await fetch(`${open.url}api/message?consumer=orders&id=srv%001`), 400, /id .*NUL/],
+      [await fetch(`${open.url}api/message?consumer=ord%00ers&id=srv-1`), 400, /consumer .*NUL/],
+      [await post(`${open.url}api/dry-run`, { dlq, ids: ['srv-1\u0000'] }), 400, /ids .*NUL/],
+      [
+        await post(`${open.url}api/edit`, {
+          dlq,
+          consumer: 'orders',
+          id: 'srv\u00001',
+          payload: '{}',
+          reason: 'x',
+        }),
+        400,
+        /id .*NUL/,
+      ],
     ];
     for (const [response, status, message] of cases) {
       expect(response.status).toBe(status);
@@ -348,6 +363,12 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
       /without a credential: set INBOXKIT_CONSOLE_TOKEN or pass --token-file/,
     );
 
+    for (const weak of ['aaaaaaaaaaaaaaaa', 'abcdefghijklmnopq', 'abcabcabcabcabcabc', '0000111100001111']) {
+      const refused = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: weak } });
+      expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], refused.io), weak).toBe(3);
+      expect(refused.stderr()).toMatch(/the console credential is too easy to guess: .*openssl rand -hex 24/);
+      expect(refused.stderr() + refused.stdout()).not.toContain(weak);
+    }
     const short = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: 'short-secret' } });
     expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], short.io)).toBe(3);
     expect(short.stderr()).toMatch(/shorter than 16 characters/);
