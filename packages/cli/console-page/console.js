@@ -14,8 +14,16 @@ const STATE_LABEL = {
   dead_lettered: 'dead-lettered',
 };
 
-/** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined }} */
-const state = { overview: undefined, listing: undefined, selected: new Set(), jobSource: undefined };
+/** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined, offset: number }} */
+const state = {
+  overview: undefined,
+  listing: undefined,
+  selected: new Set(),
+  jobSource: undefined,
+  offset: 0,
+};
+/** Dead letters per page of the listing. */
+const PAGE_SIZE = 100;
 
 /** Attributes a person reads: shown through the display rule like text. */
 const READ_ATTRIBUTES = new Set(['title', 'aria-label']);
@@ -318,11 +326,15 @@ function addReasons(reasons) {
 /** @param {string} value */
 const isoOrEmpty = (value) => (value === '' ? '' : new Date(value).toISOString());
 
-async function listDeadLetters() {
+/**
+ * Lists one page of the DLQ: `offset` matching dead letters passed over (0, the first page, unless paging).
+ * @param {number} [offset]
+ */
+async function listDeadLetters(offset = 0) {
   const form = /** @type {HTMLFormElement} */ ($('#filters'));
   const data = new FormData(form);
-  /** @type {Record<string, string>} */
-  const filters = {};
+  /** @type {Record<string, string | number>} */
+  const filters = { offset, pageSize: PAGE_SIZE };
   for (const key of ['dlq', 'consumer', 'reason', 'search']) {
     const v = String(data.get(key) ?? '');
     if (v !== '') filters[key] = v;
@@ -340,10 +352,11 @@ async function listDeadLetters() {
   // A POST: reading a RabbitMQ or SQS DLQ receives and releases its messages.
   const listing = await api('/api/dead-letters', filters);
   state.listing = listing;
+  state.offset = offset;
   state.selected.clear();
   renderListing(listing);
   status(
-    `listed ${listing.entries.length} dead letter(s) of ${listing.dlq} at ${new Date().toTimeString().slice(0, 8)}`,
+    `listed ${listing.entries.length} dead letter(s) of ${displayName(listing.dlq)}${listing.offset > 0 || listing.more ? ` (${listing.offset + 1}–${listing.offset + listing.entries.length}${listing.more ? ', more exist' : ''})` : ''} at ${new Date().toTimeString().slice(0, 8)}`,
   );
 }
 
@@ -356,8 +369,20 @@ function renderListing(listing) {
       'This broker cannot peek: listing receives and releases each message (receive counts rise, order may change).',
     );
   if (listing.truncated) notes.push(`Only the first ${listing.read} messages were read.`);
+  if (listing.more)
+    notes.push(
+      `Showing ${listing.offset + 1}–${listing.offset + listing.entries.length}: more dead letters match (Next page).`,
+    );
   note.hidden = notes.length === 0;
   note.textContent = notes.join(' ');
+  const prev = /** @type {HTMLButtonElement} */ ($('#page-prev'));
+  const next = /** @type {HTMLButtonElement} */ ($('#page-next'));
+  prev.disabled = listing.offset === 0;
+  next.disabled = !listing.more;
+  $('#page-range').textContent =
+    listing.entries.length === 0
+      ? ''
+      : `${listing.offset + 1}–${listing.offset + listing.entries.length}${listing.more ? ' of more' : ''}`;
 
   // Groups by reason, largest first; a click filters by that reason.
   /** @type {Map<string, { count: number, sample: string | undefined }>} */
@@ -671,7 +696,27 @@ function facts(title, rows) {
 
 /** @param {any} entry a listed dead letter */
 function showMessage(entry) {
-  return showRecord(new URLSearchParams({ dlq: entry.dlq, position: entry.position }));
+  return showRecord(
+    new URLSearchParams({ dlq: entry.dlq, position: entry.position, listing: state.listing?.listing ?? '' }),
+  );
+}
+
+/**
+ * The whole body of a listed dead letter whose record holds only its first bytes.
+ * @param {any} m the message's record
+ * @returns {Promise<string>}
+ */
+async function wholeBody(m) {
+  const response = await fetch('/api/message-body', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-inboxkit-console': '1' },
+    body: JSON.stringify({ dlq: m.dlq, position: m.deadLetter.position, listing: m.listing }),
+  });
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    throw new Error(data.error ?? `${response.status} ${response.statusText}`);
+  }
+  return new TextDecoder().decode(await response.arrayBuffer());
 }
 
 /**
@@ -703,6 +748,8 @@ function operatorActs(m) {
     // The dead letter's own text, never a re-serialisation: parsing and stringifying rounds numbers beyond
     // 2^53 (an account id) and the rounded payload would be applied. The server refuses such a change too.
     payload.value = m.deadLetter.body;
+    // A cut body is never sent back: the editor waits for the whole one.
+    payload.disabled = m.deadLetter.bodyTruncated === true;
     const reason = /** @type {HTMLInputElement} */ (
       h('input', { id: 'edit-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
     );
@@ -738,6 +785,9 @@ function operatorActs(m) {
             'The payload holds invisible, bidi or control characters: the editor shows them raw (the Payload section below shows them escaped).',
           )
         : null,
+      m.deadLetter.bodyTruncated
+        ? h('p', { class: 'note' }, 'Load the whole body (Payload, below) to edit it.')
+        : null,
       payload,
       h('div', { class: 'act-row' }, reason, button),
       out,
@@ -770,9 +820,48 @@ function operatorActs(m) {
   return '';
 }
 
+/**
+ * The payload as the listing kept it; a cut one says so, with its size, and loads whole on request (also into
+ * the editor).
+ * @param {any} m the message's record
+ */
+function payloadSection(m) {
+  const pre = h(
+    'pre',
+    { class: 'payload' },
+    m.deadLetter.bodyTruncated ? m.deadLetter.body : pretty(m.deadLetter.body),
+  );
+  if (!m.deadLetter.bodyTruncated) return h('section', {}, h('h3', {}, 'Payload'), pre);
+  const note = h(
+    'p',
+    { class: 'note', id: 'body-cut' },
+    `The first ${fmt(new TextEncoder().encode(m.deadLetter.body).length)} bytes of ${fmt(m.deadLetter.bodyBytes)} are shown.`,
+  );
+  const load = h('button', { type: 'button', id: 'load-body' }, 'Load the whole body');
+  load.addEventListener('click', () => {
+    note.textContent = 'reading the DLQ…';
+    wholeBody(m)
+      .then((text) => {
+        pre.replaceChildren(document.createTextNode(displayText(pretty(text), { multiline: true })));
+        note.textContent = `The whole body, ${fmt(m.deadLetter.bodyBytes)} bytes.`;
+        load.remove();
+        const editor = /** @type {HTMLTextAreaElement | null} */ (document.querySelector('#edit-payload'));
+        if (editor !== null) {
+          editor.value = text;
+          editor.disabled = false;
+        }
+      })
+      .catch((error) => {
+        note.textContent = error instanceof Error ? error.message : String(error);
+      });
+  });
+  return h('section', {}, h('h3', {}, 'Payload'), note, load, pre);
+}
+
 /** @param {URLSearchParams} params */
 async function showRecord(params) {
   const m = await api(`/api/message?${params}`);
+  m.listing = params.get('listing') ?? '';
   const panel = $('#detail');
   panel.hidden = false;
   $('#detail-title').textContent = displayName(m.id);
@@ -833,9 +922,7 @@ async function showRecord(params) {
           ),
         )
       : '',
-    m.deadLetter
-      ? h('section', {}, h('h3', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(m.deadLetter.body)))
-      : '',
+    m.deadLetter ? payloadSection(m) : '',
     m.deadLetter
       ? h(
           'section',
@@ -967,6 +1054,14 @@ function wire() {
     state.selected.clear();
     if (state.listing) renderListing(state.listing);
   });
+  $('#page-prev').addEventListener(
+    'click',
+    () => void listDeadLetters(Math.max(0, state.offset - PAGE_SIZE)).catch(showError),
+  );
+  $('#page-next').addEventListener(
+    'click',
+    () => void listDeadLetters(state.offset + PAGE_SIZE).catch(showError),
+  );
   $('#dry-run').addEventListener('click', () => void dryRun().catch(showError));
   $('#replay').addEventListener('click', () => void replay().catch(showError));
   $('#detail-close').addEventListener('click', () => ($('#detail').hidden = true));

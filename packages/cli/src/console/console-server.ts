@@ -228,6 +228,16 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     if (route === 'POST /api/dead-letters')
       return send(response, 200, await api.deadLetters(await readJson(request)));
     if (route === 'GET /api/message') return send(response, 200, await api.message(url.searchParams));
+    if (route === 'POST /api/message-body') {
+      const whole = await api.messageBody(await readJson(request));
+      response.writeHead(200, {
+        ...SECURITY_HEADERS,
+        'content-type': 'application/octet-stream',
+        'content-length': String(whole.length),
+      });
+      response.end(whole);
+      return;
+    }
     if (route === 'POST /api/dry-run')
       return send(response, 200, await api.dryRun(await readJson(request), requestedBy));
     if (route === 'POST /api/replays')
