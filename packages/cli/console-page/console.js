@@ -3,6 +3,8 @@
 // as SVG, and never puts data into HTML: every value from a message (ids, errors, payloads, headers) is set
 // as text, so a dead letter cannot run script in the operator's browser.
 
+import { displayName, displayText, hasUnsafeCharacters } from './display-text.js';
+
 const SVG = 'http://www.w3.org/2000/svg';
 const STATES = /** @type {const} */ (['completed', 'processing', 'failed', 'dead_lettered']);
 const STATE_LABEL = {
@@ -12,11 +14,24 @@ const STATE_LABEL = {
   dead_lettered: 'dead-lettered',
 };
 
-/** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined }} */
-const state = { overview: undefined, listing: undefined, selected: new Set(), jobSource: undefined };
+/** @type {{ overview: any, listing: any, selected: Set<string>, jobSource: EventSource | undefined, offset: number }} */
+const state = {
+  overview: undefined,
+  listing: undefined,
+  selected: new Set(),
+  jobSource: undefined,
+  offset: 0,
+};
+/** Dead letters per page of the listing. */
+const PAGE_SIZE = 100;
+
+/** Attributes a person reads: shown through the display rule like text. */
+const READ_ATTRIBUTES = new Set(['title', 'aria-label']);
 
 /**
- * An element with attributes and children; strings become text nodes.
+ * An element with attributes and children; strings become text nodes. Every string a person reads (text,
+ * `title`, `aria-label`) goes through the CLI's display rule (display-text.js): a bidi override or an
+ * invisible character shows as its escape, never raw; inside `<pre>` line breaks stay line breaks.
  * @param {string} tag
  * @param {Record<string, string | number | boolean | undefined>} [attrs]
  * @param {...(Node | string | number | undefined | null | false)} children
@@ -27,11 +42,16 @@ function h(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;
     if (k === 'class') el.className = String(v);
-    else el.setAttribute(k, v === true ? '' : String(v));
+    else el.setAttribute(k, v === true ? '' : READ_ATTRIBUTES.has(k) ? displayText(String(v)) : String(v));
   }
+  const multiline = tag === 'pre';
   for (const c of children) {
     if (c === undefined || c === null || c === false) continue;
-    el.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+    el.append(
+      typeof c === 'string' || typeof c === 'number'
+        ? document.createTextNode(displayText(String(c), { multiline }))
+        : c,
+    );
   }
   return el;
 }
@@ -237,13 +257,13 @@ function renderConsumers(overview) {
     }
     const reasons = Object.entries(c.deadLettersByReason)
       .sort((a, b) => Number(b[1]) - Number(a[1]))
-      .map(([reason, n]) => h('li', {}, h('strong', {}, fmt(Number(n))), ' ', reason));
+      .map(([reason, n]) => h('li', {}, h('strong', {}, fmt(Number(n))), ' ', displayName(reason)));
     const stuck = c.processing.filter((/** @type {any} */ p) => p.lease === 'expired').length;
     cards.append(
       h(
         'article',
         { class: 'card', 'data-consumer': c.consumer },
-        h('h3', {}, c.consumer),
+        h('h3', {}, displayName(c.consumer)),
         tiles,
         h(
           'div',
@@ -261,7 +281,7 @@ function renderConsumers(overview) {
               ? h(
                   'p',
                   { class: 'note' },
-                  `last replay ${when(c.replays[0].at)} by ${c.replays[0].requestedBy ?? '?'}: ${c.replays[0].outcome}`,
+                  `last replay ${when(c.replays[0].at)} by ${displayName(c.replays[0].requestedBy ?? '?')}: ${c.replays[0].outcome}`,
                 )
               : null,
           ),
@@ -283,7 +303,9 @@ function fillSelectors(overview) {
   const current = consumer.value;
   consumer.replaceChildren(
     h('option', { value: '' }, 'any'),
-    ...overview.consumers.map((/** @type {any} */ c) => h('option', { value: c.consumer }, c.consumer)),
+    ...overview.consumers.map((/** @type {any} */ c) =>
+      h('option', { value: c.consumer }, displayName(c.consumer)),
+    ),
   );
   consumer.value = current;
   // Every reason the inbox knows, so the filter does not wait for a listing to offer it.
@@ -297,36 +319,44 @@ function fillSelectors(overview) {
 function addReasons(reasons) {
   const select = /** @type {HTMLSelectElement} */ ($('#f-reason'));
   const known = new Set([...select.options].map((o) => o.value));
-  for (const reason of reasons) if (!known.has(reason)) select.append(h('option', { value: reason }, reason));
+  for (const reason of reasons)
+    if (!known.has(reason)) select.append(h('option', { value: reason }, displayName(reason)));
 }
 
 /** @param {string} value */
 const isoOrEmpty = (value) => (value === '' ? '' : new Date(value).toISOString());
 
-async function listDeadLetters() {
+/**
+ * Lists one page of the DLQ: `offset` matching dead letters passed over (0, the first page, unless paging).
+ * @param {number} [offset]
+ */
+async function listDeadLetters(offset = 0) {
   const form = /** @type {HTMLFormElement} */ ($('#filters'));
   const data = new FormData(form);
-  const params = new URLSearchParams();
+  /** @type {Record<string, string | number>} */
+  const filters = { offset, pageSize: PAGE_SIZE };
   for (const key of ['dlq', 'consumer', 'reason', 'search']) {
     const v = String(data.get(key) ?? '');
-    if (v !== '') params.set(key, v);
+    if (v !== '') filters[key] = v;
   }
   for (const key of ['since', 'until']) {
     const v = isoOrEmpty(String(data.get(key) ?? ''));
-    if (v !== '') params.set(key, v);
+    if (v !== '') filters[key] = v;
   }
-  if (!params.has('dlq')) {
+  if (filters.dlq === undefined) {
     $('#dlq-note').hidden = false;
     $('#dlq-note').textContent = 'This console was started without --dlq: there is no DLQ to list.';
     return;
   }
   status('reading the DLQ…');
-  const listing = await api(`/api/dead-letters?${params}`);
+  // A POST: reading a RabbitMQ or SQS DLQ receives and releases its messages.
+  const listing = await api('/api/dead-letters', filters);
   state.listing = listing;
+  state.offset = offset;
   state.selected.clear();
   renderListing(listing);
   status(
-    `listed ${listing.entries.length} dead letter(s) of ${listing.dlq} at ${new Date().toTimeString().slice(0, 8)}`,
+    `listed ${listing.entries.length} dead letter(s) of ${displayName(listing.dlq)}${listing.offset > 0 || listing.more ? ` (${listing.offset + 1}–${listing.offset + listing.entries.length}${listing.more ? ', more exist' : ''})` : ''} at ${new Date().toTimeString().slice(0, 8)}`,
   );
 }
 
@@ -339,8 +369,20 @@ function renderListing(listing) {
       'This broker cannot peek: listing receives and releases each message (receive counts rise, order may change).',
     );
   if (listing.truncated) notes.push(`Only the first ${listing.read} messages were read.`);
+  if (listing.more)
+    notes.push(
+      `Showing ${listing.offset + 1}–${listing.offset + listing.entries.length}: more dead letters match (Next page).`,
+    );
   note.hidden = notes.length === 0;
   note.textContent = notes.join(' ');
+  const prev = /** @type {HTMLButtonElement} */ ($('#page-prev'));
+  const next = /** @type {HTMLButtonElement} */ ($('#page-next'));
+  prev.disabled = listing.offset === 0;
+  next.disabled = !listing.more;
+  $('#page-range').textContent =
+    listing.entries.length === 0
+      ? ''
+      : `${listing.offset + 1}–${listing.offset + listing.entries.length}${listing.more ? ' of more' : ''}`;
 
   // Groups by reason, largest first; a click filters by that reason.
   /** @type {Map<string, { count: number, sample: string | undefined }>} */
@@ -361,7 +403,7 @@ function renderListing(listing) {
           'button',
           { type: 'button', class: 'group', 'data-reason': reason, title: g.sample ?? '' },
           h('strong', {}, fmt(g.count)),
-          ` ${reason}`,
+          ` ${displayName(reason)}`,
           g.sample ? h('small', {}, g.sample) : null,
         );
         chip.addEventListener('click', () => {
@@ -378,7 +420,7 @@ function renderListing(listing) {
       const box = /** @type {HTMLInputElement} */ (
         h('input', {
           type: 'checkbox',
-          'aria-label': `select ${e.id ?? e.position}`,
+          'aria-label': `select ${displayName(e.id ?? e.position)}`,
           disabled: e.id === undefined,
         })
       );
@@ -388,7 +430,7 @@ function renderListing(listing) {
         else state.selected.delete(e.id);
         updateSelection();
       });
-      const link = h('a', { href: '#', class: 'id' }, e.id ?? '(no id)');
+      const link = h('a', { href: '#', class: 'id' }, e.id === undefined ? '(no id)' : displayName(e.id));
       link.addEventListener('click', (event) => {
         event.preventDefault();
         showMessage(e).catch(showError);
@@ -398,8 +440,8 @@ function renderListing(listing) {
         { 'data-id': e.id ?? '' },
         h('td', {}, box),
         h('td', {}, link),
-        h('td', {}, e.consumer ?? '?'),
-        h('td', {}, h('span', { class: 'reason' }, e.reason ?? '?')),
+        h('td', {}, e.consumer === undefined ? '?' : displayName(e.consumer)),
+        h('td', {}, h('span', { class: 'reason' }, e.reason === undefined ? '?' : displayName(e.reason))),
         h('td', { class: 'error', title: e.error ?? '' }, e.error ?? ''),
         h('td', { class: 'num' }, e.attempts ?? ''),
         h('td', {}, when(e.deadLetteredAt)),
@@ -462,8 +504,8 @@ async function dryRun() {
           h(
             'tr',
             { 'data-id': e.id ?? '' },
-            h('td', {}, e.id ?? '(no id)'),
-            h('td', {}, e.consumer ?? '?'),
+            h('td', {}, e.id === undefined ? '(no id)' : displayName(e.id)),
+            h('td', {}, e.consumer === undefined ? '?' : displayName(e.consumer)),
             h('td', {}, h('span', { class: `pill ${e.inboxStatus}` }, e.inboxStatus)),
             h('td', {}, h('span', { class: `pill p-${e.prediction}` }, e.prediction)),
             h('td', {}, e.destination ?? '–'),
@@ -510,7 +552,7 @@ function followJob(job) {
     h(
       'h3',
       {},
-      `Replay ${job.id.slice(0, 8)} by ${job.requestedBy}${job.ratePerSecond ? ` at ${job.ratePerSecond}/s` : ''}`,
+      `Replay ${job.id.slice(0, 8)} by ${displayName(job.requestedBy)}${job.ratePerSecond ? ` at ${job.ratePerSecond}/s` : ''}`,
     ),
     bar,
     counts,
@@ -533,7 +575,7 @@ function followJob(job) {
       h(
         'li',
         { class: e.action },
-        `${e.id ?? '(no id)'}: ${e.action}, ${e.prediction}${e.detail ? ` (${e.detail})` : ''}`,
+        `${e.id === undefined ? '(no id)' : displayName(e.id)}: ${e.action}, ${e.prediction}${e.detail ? ` (${e.detail})` : ''}`,
       ),
     );
   };
@@ -582,13 +624,46 @@ function followJob(job) {
 
 // ----------------------------------------------------------------------------------------- one message
 
-/** @param {string} text */
+/**
+ * A JSON text indented for reading, its tokens untouched: numbers keep the digits they were written with (an
+ * id beyond 2^53 is not rounded, as `JSON.stringify(JSON.parse(text))` would). Text that is not JSON is
+ * returned as it is.
+ * @param {string} text
+ */
 function pretty(text) {
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    JSON.parse(text);
   } catch {
     return text;
   }
+  let out = '';
+  let depth = 0;
+  const newline = () => `\n${'  '.repeat(depth)}`;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = /** @type {string} */ (text[i]);
+    if (c === '"') {
+      const start = i;
+      for (i += 1; text[i] !== '"'; i += 1) if (text[i] === '\\') i += 1;
+      out += text.slice(start, i + 1);
+    } else if (c === '{' || c === '[') {
+      const close = c === '{' ? '}' : ']';
+      let j = i + 1;
+      while (' \t\r\n'.includes(text[j] ?? '')) j += 1;
+      if (text[j] === close) {
+        out += c + close;
+        i = j;
+      } else {
+        depth += 1;
+        out += c + newline();
+      }
+    } else if (c === '}' || c === ']') {
+      depth -= 1;
+      out += newline() + c;
+    } else if (c === ',') out += `,${newline()}`;
+    else if (c === ':') out += ': ';
+    else if (!' \t\r\n\ufeff'.includes(c)) out += c;
+  }
+  return out;
 }
 
 /**
@@ -621,7 +696,27 @@ function facts(title, rows) {
 
 /** @param {any} entry a listed dead letter */
 function showMessage(entry) {
-  return showRecord(new URLSearchParams({ dlq: entry.dlq, position: entry.position }));
+  return showRecord(
+    new URLSearchParams({ dlq: entry.dlq, position: entry.position, listing: state.listing?.listing ?? '' }),
+  );
+}
+
+/**
+ * The whole body of a listed dead letter whose record holds only its first bytes.
+ * @param {any} m the message's record
+ * @returns {Promise<string>}
+ */
+async function wholeBody(m) {
+  const response = await fetch('/api/message-body', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-inboxkit-console': '1' },
+    body: JSON.stringify({ dlq: m.dlq, position: m.deadLetter.position, listing: m.listing }),
+  });
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    throw new Error(data.error ?? `${response.status} ${response.statusText}`);
+  }
+  return new TextDecoder().decode(await response.arrayBuffer());
 }
 
 /**
@@ -650,7 +745,11 @@ function operatorActs(m) {
     const payload = /** @type {HTMLTextAreaElement} */ (
       h('textarea', { id: 'edit-payload', rows: 8, spellcheck: 'false', 'aria-label': 'corrected payload' })
     );
-    payload.value = pretty(m.deadLetter.body);
+    // The dead letter's own text, never a re-serialisation: parsing and stringifying rounds numbers beyond
+    // 2^53 (an account id) and the rounded payload would be applied. The server refuses such a change too.
+    payload.value = m.deadLetter.body;
+    // A cut body is never sent back: the editor waits for the whole one.
+    payload.disabled = m.deadLetter.bodyTruncated === true;
     const reason = /** @type {HTMLInputElement} */ (
       h('input', { id: 'edit-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
     );
@@ -679,6 +778,16 @@ function operatorActs(m) {
         { class: 'note' },
         'Replays this message once with the payload below under its own id. The change is audited (who, when, both fingerprints, your reason); the payload is checked against the consumer’s schema first.',
       ),
+      hasUnsafeCharacters(m.deadLetter.body)
+        ? h(
+            'p',
+            { class: 'warn' },
+            'The payload holds invisible, bidi or control characters: the editor shows them raw (the Payload section below shows them escaped).',
+          )
+        : null,
+      m.deadLetter.bodyTruncated
+        ? h('p', { class: 'note' }, 'Load the whole body (Payload, below) to edit it.')
+        : null,
       payload,
       h('div', { class: 'act-row' }, reason, button),
       out,
@@ -711,12 +820,51 @@ function operatorActs(m) {
   return '';
 }
 
+/**
+ * The payload as the listing kept it; a cut one says so, with its size, and loads whole on request (also into
+ * the editor).
+ * @param {any} m the message's record
+ */
+function payloadSection(m) {
+  const pre = h(
+    'pre',
+    { class: 'payload' },
+    m.deadLetter.bodyTruncated ? m.deadLetter.body : pretty(m.deadLetter.body),
+  );
+  if (!m.deadLetter.bodyTruncated) return h('section', {}, h('h3', {}, 'Payload'), pre);
+  const note = h(
+    'p',
+    { class: 'note', id: 'body-cut' },
+    `The first ${fmt(new TextEncoder().encode(m.deadLetter.body).length)} bytes of ${fmt(m.deadLetter.bodyBytes)} are shown.`,
+  );
+  const load = h('button', { type: 'button', id: 'load-body' }, 'Load the whole body');
+  load.addEventListener('click', () => {
+    note.textContent = 'reading the DLQ…';
+    wholeBody(m)
+      .then((text) => {
+        pre.replaceChildren(document.createTextNode(displayText(pretty(text), { multiline: true })));
+        note.textContent = `The whole body, ${fmt(m.deadLetter.bodyBytes)} bytes.`;
+        load.remove();
+        const editor = /** @type {HTMLTextAreaElement | null} */ (document.querySelector('#edit-payload'));
+        if (editor !== null) {
+          editor.value = text;
+          editor.disabled = false;
+        }
+      })
+      .catch((error) => {
+        note.textContent = error instanceof Error ? error.message : String(error);
+      });
+  });
+  return h('section', {}, h('h3', {}, 'Payload'), note, load, pre);
+}
+
 /** @param {URLSearchParams} params */
 async function showRecord(params) {
   const m = await api(`/api/message?${params}`);
+  m.listing = params.get('listing') ?? '';
   const panel = $('#detail');
   panel.hidden = false;
-  $('#detail-title').textContent = m.id;
+  $('#detail-title').textContent = displayName(m.id);
   const record = m.deadLetter?.record;
   const error = record?.error;
   const row = m.row;
@@ -738,8 +886,8 @@ async function showRecord(params) {
     m.deadLetter ? h('div', { class: 'detail-actions' }, replayOne) : '',
     operatorActs(m),
     facts('Dead letter', [
-      ['consumer', m.consumer],
-      ['reason', record?.reason],
+      ['consumer', displayName(m.consumer)],
+      ['reason', record?.reason === undefined ? undefined : displayName(record.reason)],
       ['attempts', record?.attempts],
       ['first failure', when(record?.firstFailureAt)],
       ['last failure', when(record?.lastFailureAt)],
@@ -774,9 +922,7 @@ async function showRecord(params) {
           ),
         )
       : '',
-    m.deadLetter
-      ? h('section', {}, h('h3', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(m.deadLetter.body)))
-      : '',
+    m.deadLetter ? payloadSection(m) : '',
     m.deadLetter
       ? h(
           'section',
@@ -790,7 +936,7 @@ async function showRecord(params) {
               {},
               ...Object.entries(m.deadLetter.headers)
                 .sort()
-                .map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, String(v)))),
+                .map(([k, v]) => h('tr', {}, h('th', {}, displayName(k)), h('td', {}, String(v)))),
             ),
           ),
         )
@@ -803,7 +949,7 @@ async function showRecord(params) {
           ['received', when(row.receivedAt)],
           ['completed', when(row.completedAt)],
           ['dead-lettered', when(row.deadLetteredAt)],
-          ['reason', row.deadLetterReason],
+          ['reason', row.deadLetterReason ? displayName(row.deadLetterReason) : undefined],
           ['last error', row.lastError ? `${row.lastError.name}: ${row.lastError.message}` : undefined],
           ['replays', row.replayCount],
           ['expires', when(row.expiresAt)],
@@ -838,7 +984,7 @@ async function showRecord(params) {
                   'tr',
                   {},
                   h('td', {}, when(r.at)),
-                  h('td', {}, r.requestedBy ?? '?'),
+                  h('td', {}, displayName(r.requestedBy ?? '?')),
                   h('td', {}, r.outcome),
                   h('td', {}, r.replayId.slice(0, 8)),
                 ),
@@ -860,7 +1006,7 @@ function renderJobs(overview) {
         'tr',
         {},
         h('td', {}, j.id.slice(0, 8)),
-        h('td', {}, j.requestedBy),
+        h('td', {}, displayName(j.requestedBy)),
         h('td', {}, j.dlq),
         h('td', {}, when(j.startedAt)),
         h('td', {}, j.state),
@@ -908,6 +1054,14 @@ function wire() {
     state.selected.clear();
     if (state.listing) renderListing(state.listing);
   });
+  $('#page-prev').addEventListener(
+    'click',
+    () => void listDeadLetters(Math.max(0, state.offset - PAGE_SIZE)).catch(showError),
+  );
+  $('#page-next').addEventListener(
+    'click',
+    () => void listDeadLetters(state.offset + PAGE_SIZE).catch(showError),
+  );
   $('#dry-run').addEventListener('click', () => void dryRun().catch(showError));
   $('#replay').addEventListener('click', () => void replay().catch(showError));
   $('#detail-close').addEventListener('click', () => ($('#detail').hidden = true));

@@ -2,7 +2,7 @@
 // listing and replay engine). Every action that moves a message goes through `replayFromDlq`, the path of
 // `inboxkit dlq replay`: publish with the broker's confirmation, then remove; the inbox decides the rest.
 
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 
 import { parseDeadLetterHeaders } from '@inboxkit/core';
 import type { DeadLetterEntry, ForgetResult, InboxInspector, InboxStore } from '@inboxkit/core';
@@ -21,6 +21,7 @@ import { replayFingerprint } from '../replay/replay-fingerprint.js';
 import { editAndRetry } from '../replay/edit-and-retry.js';
 import type { EditAndRetryResult } from '../replay/edit-and-retry.js';
 import { replayFromDlq } from '../replay/replay-from-dlq.js';
+import { rateProblem } from '../replay/rate-limiter.js';
 import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
@@ -36,6 +37,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Headers the answer carries (`allow` of a 405). Default is none. */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
   }
@@ -59,8 +62,17 @@ export interface ConsoleApiOptions {
   readonly log: (line: string) => void;
 }
 
-/** The most dead letters one listing reads. */
-const MAX_LISTING = 10_000;
+/** The most dead letters one listing reads (the scan); only one page of them is kept. */
+const MAX_LISTING = 1_000_000;
+/** Reads of one listing unless it says otherwise. */
+const DEFAULT_LISTING = 100_000;
+/** Dead letters on one page: the default and the most. */
+const DEFAULT_PAGE_SIZE = 100;
+const MAX_PAGE_SIZE = 500;
+/** The bytes of a body a listing keeps for the page (`POST /api/message-body` reads one whole). */
+export const BODY_PREVIEW_BYTES = 16_384;
+/** Listings whose pages the console keeps, newest first, so a row of an older one still opens. */
+const KEPT_LISTINGS = 8;
 /** Dead-lettered rows read for the per-hour chart. */
 const HOURLY_ROWS = 10_000;
 const HOUR = 3_600_000;
@@ -69,17 +81,62 @@ const HOUR = 3_600_000;
 export interface ConsoleDeadLetter extends ListedDeadLetter {
   /** The DLQ it was read from (`transport:name`). */
   readonly dlq: string;
+  /** The body's size in bytes (the listing keeps at most `BODY_PREVIEW_BYTES` of it). */
+  readonly bodyBytes: number;
 }
 
-function text(body: DeadLetterEntry['body']): string {
-  if (body === null) return '';
-  return typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
+function bytes(body: DeadLetterEntry['body']): Buffer {
+  if (body === null) return Buffer.alloc(0);
+  return typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
+}
+
+function sha256(data: Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** A dead letter as a listing keeps it: headers, at most `BODY_PREVIEW_BYTES` of its body, and its size. */
+interface KeptDeadLetter {
+  readonly entry: DeadLetterEntry;
+  readonly bodyBytes: number;
+  readonly bodySha256: string;
+  readonly bodyTruncated: boolean;
+  /** The replay fingerprint of the whole body (the prediction's), taken while it was in hand. */
+  readonly fingerprint: string | undefined;
+}
+
+function kept(entry: DeadLetterEntry): KeptDeadLetter {
+  const whole = bytes(entry.body);
+  const bodyTruncated = whole.length > BODY_PREVIEW_BYTES;
+  // A copy: a slice would keep the whole buffer alive.
+  const preview = bodyTruncated ? Buffer.from(whole.subarray(0, BODY_PREVIEW_BYTES)) : whole;
+  return {
+    entry: { ...entry, body: entry.body === null ? null : preview },
+    bodyBytes: whole.length,
+    bodySha256: sha256(whole),
+    bodyTruncated,
+    fingerprint: replayFingerprint(entry, parseDeadLetterHeaders(entry.headers)),
+  };
+}
+
+/** A whole number of `field` from `min` to `max`, `fallback` when absent. */
+function wholeNumber(value: unknown, field: string, fallback: number, min: number, max: number): number {
+  const n = value === undefined || value === null || value === '' ? fallback : Number(value);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new HttpError(400, `${field} must be a whole number from ${min} to ${max}`);
+  return n;
+}
+
+/** Postgres text cannot hold a NUL: a value with one is bad input (400), never a failed query (500). */
+function withoutNul<T extends string | null>(value: T, field: string): T {
+  if (value !== null && value.includes('\u0000'))
+    throw new HttpError(400, `${field} contains a NUL character (U+0000), which no id or name can hold`);
+  return value;
 }
 
 function optionalString(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value !== 'string') throw new HttpError(400, `${field} must be a string`);
-  return value;
+  return withoutNul(value, field);
 }
 
 function stringList(value: unknown, field: string): string[] | undefined {
@@ -87,6 +144,7 @@ function stringList(value: unknown, field: string): string[] | undefined {
   if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v === '')) {
     throw new HttpError(400, `${field} must be a list of non-empty strings`);
   }
+  for (const v of value as string[]) withoutNul(v, field);
   return value.length === 0 ? undefined : (value as string[]);
 }
 
@@ -128,8 +186,12 @@ export class ConsoleApi {
   readonly #options: ConsoleApiOptions;
   readonly sampler: StateSampler;
   readonly jobs = new ReplayJobs();
-  /** The last listing of each DLQ, by position: one message's record is shown from it without reading again. */
-  readonly #snapshots = new Map<string, Map<string, DeadLetterEntry>>();
+  /**
+   * The pages of the last listings (by listing id; each with its DLQ and its entries by position), newest last:
+   * one message's record is shown from them without reading the DLQ again. Bounded: `KEPT_LISTINGS` pages of
+   * at most `MAX_PAGE_SIZE` entries of at most `BODY_PREVIEW_BYTES` of body.
+   */
+  readonly #listings = new Map<string, { dlq: string; entries: Map<string, KeptDeadLetter> }>();
 
   constructor(options: ConsoleApiOptions) {
     this.#options = options;
@@ -229,31 +291,33 @@ export class ConsoleApi {
   }
 
   /**
-   * The dead letters of one DLQ that match the page's filters: consumer, reasons, since/until (dead-lettered
-   * time), and `search` (a piece of the id, the error or the reason). Each with its inbox status and the
-   * replay prediction.
+   * One page of the dead letters of one DLQ that match the page's filters (a JSON body: `POST
+   * /api/dead-letters`, since reading a RabbitMQ or SQS DLQ receives and releases): `consumer`, `reasons` (or
+   * `reason`, comma-separated), `since`/`until` (dead-lettered time), `search` (a piece of the id, the error,
+   * the reason or the consumer); `offset` (matching entries to pass over, default 0) and `pageSize` (default
+   * 100, at most 500); `limit` (entries read at most, default 100,000, at most 1,000,000). The DLQ is read as a
+   * stream: only the page is kept, each body cut to `BODY_PREVIEW_BYTES`. `more` says another page exists.
    */
-  async deadLetters(query: URLSearchParams): Promise<unknown> {
-    const dlq = this.#dlq(query.get('dlq'));
-    const reasons = query
-      .getAll('reason')
-      .flatMap((r) => r.split(','))
+  async deadLetters(body: Record<string, unknown>): Promise<unknown> {
+    const dlq = this.#dlq(body.dlq);
+    const reasons = [
+      ...(stringList(body.reasons, 'reasons') ?? []),
+      ...(optionalString(body.reason, 'reason') ?? '').split(','),
+    ]
       .map((r) => r.trim())
       .filter(Boolean);
-    const since = time(query.get('since'), 'since');
-    const until = time(query.get('until'), 'until');
-    const search = (query.get('search') ?? '').trim().toLowerCase();
-    const limitText = query.get('limit');
-    const limit = limitText === null || limitText === '' ? 1_000 : Number(limitText);
-    if (!Number.isInteger(limit) || limit <= 0 || limit > MAX_LISTING) {
-      throw new HttpError(400, `limit must be a whole number from 1 to ${MAX_LISTING}`);
-    }
+    const since = time(body.since, 'since');
+    const until = time(body.until, 'until');
+    const search = (optionalString(body.search, 'search') ?? '').trim().toLowerCase();
+    const limit = wholeNumber(body.limit, 'limit', DEFAULT_LISTING, 1, MAX_LISTING);
+    const offset = wholeNumber(body.offset, 'offset', 0, 0, MAX_LISTING);
+    const pageSize = wholeNumber(body.pageSize, 'pageSize', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE);
     const filter: DeadLetterFilter = {
-      consumer: query.get('consumer') || undefined,
+      consumer: optionalString(body.consumer, 'consumer'),
       reasons: reasons.length === 0 ? undefined : reasons,
       since,
     };
-    const snapshot = new Map<string, DeadLetterEntry>();
+    const page = new Map<string, KeptDeadLetter>();
     const transport = await this.#options.services.openTransport(dlq.transport, this.#options.connection, {
       from: dlq.name,
       group: dlq.group,
@@ -266,33 +330,91 @@ export class ConsoleApi {
         inbox: this.#options.lookup,
         filter,
         limit,
-        onSelected: (entry) => snapshot.set(entry.position, entry),
+        skip: offset,
+        keep: pageSize,
+        where: (e) =>
+          (until === undefined ||
+            (e.deadLetteredAt !== undefined && e.deadLetteredAt.getTime() < until.getTime())) &&
+          (search === '' ||
+            [e.id, e.error, e.reason, e.consumer].some(
+              (v) => v !== undefined && v.toLowerCase().includes(search),
+            )),
+        onSelected: (entry) => page.set(entry.position, kept(entry)),
       });
     } finally {
       await transport.close().catch(() => undefined);
     }
-    this.#snapshots.set(dlqId(dlq), snapshot);
-    const entries: ConsoleDeadLetter[] = listing.entries
-      .filter(
-        (e) =>
-          until === undefined ||
-          (e.deadLetteredAt !== undefined && e.deadLetteredAt.getTime() < until.getTime()),
-      )
-      .filter(
-        (e) =>
-          search === '' ||
-          [e.id, e.error, e.reason, e.consumer].some(
-            (v) => v !== undefined && v.toLowerCase().includes(search),
-          ),
-      )
-      .map((e) => ({ ...e, dlq: dlqId(dlq) }));
+    const listingId = randomUUID();
+    this.#listings.set(listingId, { dlq: dlqId(dlq), entries: page });
+    for (const old of this.#listings.keys()) {
+      if (this.#listings.size <= KEPT_LISTINGS) break;
+      this.#listings.delete(old);
+    }
+    const entries: ConsoleDeadLetter[] = listing.entries.map((e) => ({
+      ...e,
+      dlq: dlqId(dlq),
+      bodyBytes: page.get(e.position)?.bodyBytes ?? 0,
+    }));
     return {
       dlq: dlqId(dlq),
+      listing: listingId,
       nonDestructiveBrowse: listing.nonDestructiveBrowse,
       read: listing.read,
       truncated: listing.truncated,
+      offset,
+      pageSize,
+      more: listing.more,
       entries,
     };
+  }
+
+  #kept(dlq: string, listingId: string | null, position: string): KeptDeadLetter | undefined {
+    if (listingId !== null && listingId !== '') {
+      const listing = this.#listings.get(listingId);
+      return listing?.dlq === dlq ? listing.entries.get(position) : undefined;
+    }
+    // No listing named: the newest listing of this DLQ.
+    for (const listing of [...this.#listings.values()].reverse())
+      if (listing.dlq === dlq) return listing.entries.get(position);
+    return undefined;
+  }
+
+  /**
+   * The whole body of one listed dead letter (`{dlq, listing, position}`), read from the DLQ again: the entry
+   * with the listed id whose body has the listed digest. A POST, as reading receives and releases on RabbitMQ
+   * and SQS. 404 when it is no longer in the DLQ (replayed meanwhile) or its listing was let go.
+   */
+  async messageBody(body: Record<string, unknown>): Promise<Buffer> {
+    const dlq = this.#dlq(body.dlq);
+    const position = required(body.position, 'position');
+    const listingId = optionalString(body.listing, 'listing') ?? null;
+    const known = this.#kept(dlqId(dlq), listingId, position);
+    if (known === undefined)
+      throw new HttpError(
+        404,
+        `no dead letter at ${JSON.stringify(position)} in a recent listing of ${dlqId(dlq)}: list the DLQ again`,
+      );
+    const transport = await this.#options.services.openTransport(dlq.transport, this.#options.connection, {
+      from: dlq.name,
+      group: dlq.group,
+      publish: false,
+    });
+    try {
+      const seen = new Set<string>();
+      for await (const entry of transport.reader.browse({ limit: MAX_LISTING })) {
+        if (seen.has(entry.position)) break;
+        seen.add(entry.position);
+        if (entry.id !== known.entry.id) continue;
+        const whole = bytes(entry.body);
+        if (whole.length === known.bodyBytes && sha256(whole) === known.bodySha256) return whole;
+      }
+    } finally {
+      await transport.close().catch(() => undefined);
+    }
+    throw new HttpError(
+      404,
+      `${known.entry.id ?? 'the dead letter'} is no longer in ${dlqId(dlq)} with that body (replayed or removed meanwhile?): list the DLQ again`,
+    );
   }
 
   /**
@@ -302,16 +424,20 @@ export class ConsoleApi {
   async message(query: URLSearchParams): Promise<unknown> {
     const { inspector } = this.#options;
     const dlqParam = query.get('dlq');
-    const position = query.get('position');
+    const position = withoutNul(query.get('position'), 'position');
+    withoutNul(query.get('consumer'), 'consumer');
+    withoutNul(query.get('id'), 'id');
     let entry: DeadLetterEntry | undefined;
     let dlq: string | undefined;
+    let held: KeptDeadLetter | undefined;
     if (position !== null && position !== '') {
       dlq = dlqId(this.#dlq(dlqParam));
-      entry = this.#snapshots.get(dlq)?.get(position);
+      held = this.#kept(dlq, withoutNul(query.get('listing'), 'listing'), position);
+      entry = held?.entry;
       if (entry === undefined)
         throw new HttpError(
           404,
-          `no dead letter at ${JSON.stringify(position)} in the last listing of ${dlq}: list the DLQ again`,
+          `no dead letter at ${JSON.stringify(position)} in a recent listing of ${dlq}: list the DLQ again`,
         );
     }
     const record = entry === undefined ? undefined : parseDeadLetterHeaders(entry.headers);
@@ -327,11 +453,7 @@ export class ConsoleApi {
       inspector.findRows(consumer, [id]),
       inspector.listReplays({ consumer, messageId: id, limit: 100 }),
     ]);
-    const prediction = predictReplay(
-      row,
-      '\u0000next-replay',
-      entry === undefined ? undefined : replayFingerprint(entry, record),
-    );
+    const prediction = predictReplay(row, '\u0000next-replay', held?.fingerprint);
     return {
       dlq,
       consumer,
@@ -339,7 +461,15 @@ export class ConsoleApi {
       deadLetter:
         entry === undefined
           ? undefined
-          : { position: entry.position, headers: entry.headers, body: text(entry.body), record },
+          : {
+              position: entry.position,
+              headers: entry.headers,
+              body: bytes(entry.body).toString('utf8'),
+              // The body above is its first BODY_PREVIEW_BYTES when cut: POST /api/message-body has it whole.
+              bodyBytes: held?.bodyBytes ?? 0,
+              bodyTruncated: held?.bodyTruncated ?? false,
+              record,
+            },
       row: row ?? null,
       replays,
       prediction,
@@ -478,6 +608,8 @@ export class ConsoleApi {
     if (rate !== undefined && rate !== null && (typeof rate !== 'number' || !(rate > 0) || rate > 10_000)) {
       throw new HttpError(400, 'ratePerSecond must be a number above 0 and at most 10000');
     }
+    const tooSlow = typeof rate === 'number' ? rateProblem(rate, `ratePerSecond ${rate}`) : undefined;
+    if (tooSlow !== undefined) throw new HttpError(400, tooSlow);
     const ratePerSecond = typeof rate === 'number' ? rate : undefined;
     const parked = includeParked(body);
     const { services, connection, lookup, clock, log } = this.#options;

@@ -9,6 +9,33 @@ import { isIP } from 'node:net';
 /** The shortest credential accepted: a guessable one on a network port is worse than none. */
 export const MIN_CREDENTIAL_LENGTH = 16;
 
+/**
+ * Why `credential` is too easy to guess, or `undefined`: shorter than `MIN_CREDENTIAL_LENGTH`, or with fewer
+ * than 8 different characters (`aaaaaaaaaaaaaaaa`, `abcabcabcabcabca`, `0000111100001111`), or a run of
+ * evenly spaced characters (`abcdefghijklmnop`, `0123456789…`). Says what is wrong, never the credential.
+ *
+ * @example
+ * credentialWeakness('aaaaaaaaaaaaaaaa'); // 'it has only 1 different character(s); …'
+ * credentialWeakness(randomBytes(24).toString('hex')); // undefined
+ */
+export function credentialWeakness(credential: string): string | undefined {
+  const chars = [...credential];
+  if (chars.length < MIN_CREDENTIAL_LENGTH)
+    return `the console credential is shorter than ${MIN_CREDENTIAL_LENGTH} characters: use a longer one (for example \`openssl rand -hex 24\`)`;
+  const distinct = new Set(chars).size;
+  const fix =
+    'use a random one (for example `openssl rand -hex 24 > token-file`, then --token-file token-file)';
+  if (distinct < MIN_DISTINCT_CHARACTERS)
+    return `the console credential is too easy to guess: it has only ${distinct} different character(s), at least ${MIN_DISTINCT_CHARACTERS} are needed; ${fix}`;
+  const step = chars[1]!.codePointAt(0)! - chars[0]!.codePointAt(0)!;
+  if (chars.every((c, i) => i === 0 || c.codePointAt(0)! - chars[i - 1]!.codePointAt(0)! === step))
+    return `the console credential is too easy to guess: it is a run of evenly spaced characters; ${fix}`;
+  return undefined;
+}
+
+/** Fewer different characters than this make a credential a pattern, whatever its length. */
+const MIN_DISTINCT_CHARACTERS = 8;
+
 /** True for an address only this machine can reach (127.0.0.0/8, ::1, `localhost`). */
 export function isLoopback(host: string): boolean {
   const bare = host.replace(/^\[|\]$/g, '');

@@ -22,7 +22,14 @@ import type { ConsumerSchemas } from '../settings/load-schemas.js';
 import type { FastPathEntries } from '../inbox/fast-path-entries.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
-import { acceptableHost, checkAuthorization, isLoopback, MIN_CREDENTIAL_LENGTH } from './console-auth.js';
+import {
+  acceptableHost,
+  checkAuthorization,
+  credentialWeakness,
+  isLoopback,
+  MIN_CREDENTIAL_LENGTH,
+} from './console-auth.js';
+import { crossOriginRefusal } from './console-origin.js';
 
 /** Options of `startConsoleServer`. */
 export interface ConsoleServerOptions {
@@ -34,7 +41,7 @@ export interface ConsoleServerOptions {
   readonly allowRemote?: boolean | undefined;
   /**
    * The secret every request must carry (basic auth password with any user name, or a Bearer token); at least
-   * 16 characters. Required with `allowRemote`; optional on loopback. Never logged. Default is none.
+   * 16 characters, 8 of them different, not a run like `abcdef…` (`credentialWeakness`). Required with `allowRemote`; optional on loopback. Never logged. Default is none.
    */
   readonly credential?: string | undefined;
   /** The DLQs the page lists and replays from. */
@@ -76,6 +83,8 @@ const ASSETS: Readonly<Record<string, { file: string; type: string }>> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/console.js': { file: 'console.js', type: 'text/javascript; charset=utf-8' },
   '/console.css': { file: 'console.css', type: 'text/css; charset=utf-8' },
+  // The CLI's own display rule (src/output/display-text.ts re-exports it): one rule for terminal and page.
+  '/display-text.js': { file: 'display-text.js', type: 'text/javascript; charset=utf-8' },
 };
 const SECURITY_HEADERS = {
   'content-security-policy':
@@ -99,11 +108,8 @@ function validate(options: ConsoleServerOptions): void {
       `the console binds ${host} without a credential: set INBOXKIT_CONSOLE_TOKEN or pass --token-file FILE (at least ${MIN_CREDENTIAL_LENGTH} characters)`,
     );
   }
-  if (options.credential !== undefined && options.credential.length < MIN_CREDENTIAL_LENGTH) {
-    throw new ConfigurationError(
-      `the console credential is shorter than ${MIN_CREDENTIAL_LENGTH} characters: use a longer one (for example \`openssl rand -hex 24\`)`,
-    );
-  }
+  const weakness = options.credential === undefined ? undefined : credentialWeakness(options.credential);
+  if (weakness !== undefined) throw new ConfigurationError(weakness);
 }
 
 function send(
@@ -185,6 +191,13 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       send(response, 421, { error: 'this console answers only to localhost, 127.0.0.1 or [::1]' });
       return;
     }
+    // Before the credential: a browser sends a cached basic-auth credential with another page's requests too.
+    const crossOrigin = crossOriginRefusal(request.method ?? 'GET', url.pathname, request.headers);
+    if (crossOrigin !== undefined) {
+      log(`refused ${request.method ?? '?'} ${displayName(url.pathname)}: ${crossOrigin}`);
+      send(response, 403, { error: crossOrigin });
+      return;
+    }
     const auth = checkAuthorization(request.headers.authorization, options.credential);
     if (!auth.ok) {
       log(`refused ${request.method ?? '?'} ${displayName(url.pathname)}: no valid credential`);
@@ -208,16 +221,30 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       // A page of another site can send a form, not this header: no cross-site request forgery.
       if (request.headers['x-inboxkit-console'] !== '1')
         throw new HttpError(403, 'POST requests need the header x-inboxkit-console: 1');
-      const origin = request.headers.origin;
-      if (origin !== undefined && origin !== `http://${request.headers.host ?? ''}`)
-        throw new HttpError(403, `requests from ${origin} are not accepted`);
     }
     const route = `${request.method ?? 'GET'} ${url.pathname}`;
     const job = /^\/api\/replays\/([0-9a-f-]{36})(\/events)?$/.exec(url.pathname);
     if (route === 'GET /api/overview') return send(response, 200, await api.overview());
+    // Reading a RabbitMQ or SQS DLQ receives and releases every message it reads: not a safe method.
     if (route === 'GET /api/dead-letters')
-      return send(response, 200, await api.deadLetters(url.searchParams));
+      throw new HttpError(
+        405,
+        'listing a DLQ receives and releases its messages on RabbitMQ and SQS: send it as POST /api/dead-letters with the header x-inboxkit-console: 1 and the filters as a JSON body',
+        { allow: 'POST' },
+      );
+    if (route === 'POST /api/dead-letters')
+      return send(response, 200, await api.deadLetters(await readJson(request)));
     if (route === 'GET /api/message') return send(response, 200, await api.message(url.searchParams));
+    if (route === 'POST /api/message-body') {
+      const whole = await api.messageBody(await readJson(request));
+      response.writeHead(200, {
+        ...SECURITY_HEADERS,
+        'content-type': 'application/octet-stream',
+        'content-length': String(whole.length),
+      });
+      response.end(whole);
+      return;
+    }
     if (route === 'POST /api/dry-run')
       return send(response, 200, await api.dryRun(await readJson(request), requestedBy));
     if (route === 'POST /api/replays')
@@ -269,7 +296,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       if (!(error instanceof HttpError))
         log(`error on ${request.method ?? '?'} ${displayName(request.url ?? '')}: ${message}`);
       if (response.headersSent) response.end();
-      else send(response, status, { error: message });
+      else send(response, status, { error: message }, error instanceof HttpError ? error.headers : {});
     });
   });
   await new Promise<void>((resolve, reject) => {

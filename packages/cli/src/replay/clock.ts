@@ -18,12 +18,20 @@ export const systemClock: Clock = Object.freeze({
         resolve();
         return;
       }
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const done = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', done);
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      // A timer holds at most 2^31-1 ms (a longer one fires at once): a longer wait is taken in parts.
+      let left = ms;
+      const next = (): void => {
+        const part = Math.min(left, 2_147_483_647);
+        left -= part;
+        timer = setTimeout(left > 0 ? next : done, part);
+      };
+      next();
       signal?.addEventListener('abort', done, { once: true });
     }),
 });

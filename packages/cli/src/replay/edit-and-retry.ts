@@ -16,6 +16,12 @@ import type { ConnectionSettings } from '../settings/connection-settings.js';
 import type { Clock } from './clock.js';
 import type { ReplayEntryResult } from './replay-dead-letters.js';
 import { replayFromDlq } from './replay-from-dlq.js';
+import { silentNumberChanges } from './silent-number-changes.js';
+
+function bodyText(body: Uint8Array | string | null): string {
+  if (body === null) return '';
+  return typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
+}
 
 /** One edit and retry, as an operator asked for it. */
 export interface EditAndRetryRequest {
@@ -99,7 +105,9 @@ function rowRefusal(row: InboxRow | undefined, consumer: string, id: string): st
 
 /**
  * Edits one dead letter's payload and replays it once (see the module comment). Never publishes a payload that
- * fails its check, never publishes without the amendment (or an earlier one to the same payload) in the audit.
+ * fails its check, never publishes without the amendment (or an earlier one to the same payload) in the audit,
+ * and refuses a payload whose numbers differ from the DLQ copy's only where a double cannot tell them apart
+ * (`silentNumberChanges`: an id beyond 2^53 rounded by a re-serialisation).
  *
  * @example
  * const result = await editAndRetry(
@@ -147,7 +155,15 @@ export async function editAndRetry(
       inbox: context.inbox,
       clock: context.clock,
       // With the DLQ copy in hand: amend (audited), then the corrected body is published.
-      beforePublish: async () => {
+      beforePublish: async (entry) => {
+        const silent = silentNumberChanges(bodyText(entry.body), request.payload);
+        if (silent.length > 0) {
+          refusedInHand = `the edited payload changes numbers that are equal to JavaScript, so no one changed them on purpose (a re-serialisation rounded them?): ${silent
+            .slice(0, 5)
+            .map((c) => `${c.path}: ${c.from} became ${c.to}`)
+            .join(', ')}; edit the dead letter's own text and keep those numbers as they were written`;
+          return { refused: refusedInHand };
+        }
         if (fromFingerprint !== toFingerprint) {
           const result = await amend({
             consumer: request.consumer,

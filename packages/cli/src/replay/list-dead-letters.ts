@@ -24,10 +24,24 @@ export interface ListDeadLettersOptions {
   /** Read at most this many entries. Default is 1,000. */
   readonly limit?: number | undefined;
   /**
-   * Called with every entry the filter selects, as read (headers and body included): the console keeps them to
-   * show one message's full record without reading the DLQ again. Default is none.
+   * Called with every entry the filter selects and the listing keeps, as read (headers and body included): the
+   * console keeps a bounded copy of each to show one message's record without reading the DLQ again. Default
+   * is none.
    */
-  readonly onSelected?: ((entry: DeadLetterEntry) => void) | undefined;
+  readonly onSelected?: ((entry: DeadLetterEntry, listed: ListedDeadLetter) => void) | undefined;
+  /**
+   * A further condition on a selected entry, as listed (before its inbox status is read): the console's
+   * search and `until`. Default is none.
+   */
+  readonly where?: ((entry: ListedDeadLetter) => boolean) | undefined;
+  /** Selected entries to pass over before keeping any (paging: the entries of earlier pages). Default is 0. */
+  readonly skip?: number | undefined;
+  /**
+   * Keep at most this many selected entries; once one more is selected, stop reading and report `more`. Only
+   * what is kept is held in memory, however long the DLQ. Default is no bound (every selected entry of the
+   * `limit` read).
+   */
+  readonly keep?: number | undefined;
 }
 
 /** One dead letter as listed. */
@@ -73,6 +87,10 @@ export interface DeadLetterListing {
   readonly read: number;
   /** True when `limit` entries were read: the DLQ may hold more. */
   readonly truncated: boolean;
+  /** Selected entries passed over (`skip`). */
+  readonly skipped: number;
+  /** True when a selected entry beyond `keep` was found: another page exists. */
+  readonly more: boolean;
   readonly groups: readonly DeadLetterGroup[];
   readonly entries: readonly ListedDeadLetter[];
 }
@@ -117,8 +135,12 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
   const limit = options.limit ?? 1_000;
   const filter = options.filter ?? {};
   const raw: { entry: ListedDeadLetter; shape: string | undefined; fingerprint: string | undefined }[] = [];
+  const skip = options.skip ?? 0;
+  const keep = options.keep ?? Number.POSITIVE_INFINITY;
   const seen = new Set<string>();
   let read = 0;
+  let skipped = 0;
+  let more = false;
   for await (const entry of options.reader.browse({ limit })) {
     // Browsing a queue without peek can hand the same message back: count each position once.
     if (seen.has(entry.position)) break;
@@ -126,24 +148,34 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     read += 1;
     const record = parseDeadLetterHeaders(entry.headers);
     if (!matchesFilter(entry.id, record, filter)) continue;
-    options.onSelected?.(entry);
     const error = record?.error === undefined ? undefined : `${record.error.name}: ${record.error.message}`;
+    const listed: ListedDeadLetter = {
+      position: entry.position,
+      id: entry.id,
+      consumer: recordedConsumer(record) ?? filter.consumer,
+      reason: record?.reason,
+      error,
+      attempts: record?.attempts,
+      deadLetteredAt: record?.deadLetteredAt,
+      source: record === undefined ? undefined : sourceLabel(record.source),
+      inboxStatus: 'unknown',
+      prediction: 'unknown',
+      parked: false,
+    };
+    if (options.where !== undefined && !options.where(listed)) continue;
+    if (skipped < skip) {
+      skipped += 1;
+      continue;
+    }
+    if (raw.length >= keep) {
+      more = true;
+      break;
+    }
+    options.onSelected?.(entry, listed);
     raw.push({
       fingerprint: replayFingerprint(entry, record),
       shape: error === undefined ? undefined : errorShape(error),
-      entry: {
-        position: entry.position,
-        id: entry.id,
-        consumer: recordedConsumer(record) ?? filter.consumer,
-        reason: record?.reason,
-        error,
-        attempts: record?.attempts,
-        deadLetteredAt: record?.deadLetteredAt,
-        source: record === undefined ? undefined : sourceLabel(record.source),
-        inboxStatus: 'unknown',
-        prediction: 'unknown',
-        parked: false,
-      },
+      entry: listed,
     });
   }
 
@@ -220,7 +252,9 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
   return {
     nonDestructiveBrowse: options.reader.nonDestructiveBrowse,
     read,
-    truncated: read >= limit,
+    truncated: !more && read >= limit,
+    skipped,
+    more,
     groups: [...groups.values()]
       .map((g) => ({ ...g.group, inboxStatuses: g.statuses, sampleIds: g.ids }))
       .sort((a, b) => b.count - a.count),

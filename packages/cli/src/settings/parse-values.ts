@@ -2,6 +2,7 @@
 // rates (`50`, `50/s`, `600/m`) and positive integers. Each throws a UsageError naming the flag.
 
 import { UsageError } from '../usage-error.js';
+import { rateProblem } from '../replay/rate-limiter.js';
 
 const UNITS_MS: Readonly<Record<string, number>> = {
   ms: 1,
@@ -74,6 +75,9 @@ export function parseRate(value: string, flag: string, command?: string): number
       command,
     );
   }
+  // A timer cannot wait longer than 2^31-1 ms: a slower rate would fire at once, i.e. be no limit at all.
+  const problem = rateProblem(rate, `${flag} ${value.trim()}`);
+  if (problem !== undefined) throw new UsageError(`${problem.replace(/ per second$/, '/s')}`, command);
   return rate;
 }
 

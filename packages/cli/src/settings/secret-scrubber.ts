@@ -40,6 +40,10 @@ function masked(value: string): string {
   return /^\*\*\*[:;,.)]$/.test(value) ? value : MASK;
 }
 
+/** A secret's first (last) character is a word character: letter, digit or `_`. */
+const WORD_CHAR = /^[\p{L}\p{N}_]/u;
+const WORD_CHAR_END = /[\p{L}\p{N}_]$/u;
+
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
@@ -56,9 +60,17 @@ export class SecretScrubber {
       this.#secrets.add(secret);
       this.#secrets.add(JSON.stringify(secret).slice(1, -1));
     }
-    // Longest first, so a secret containing another is replaced whole.
-    const alternatives = [...this.#secrets].sort((a, b) => b.length - a.length).map(escapeRegExp);
-    this.#literal = alternatives.length === 0 ? undefined : new RegExp(alternatives.join('|'), 'g');
+    // Longest first, so a secret containing another is replaced whole. Only whole occurrences: a secret that
+    // begins (ends) with a letter or digit is not matched right after (before) another one, so a password
+    // `c2a71b` leaves the queue `orders-9fc2a71be0` alone but not `for c2a71b`, `"c2a71b"` or `:c2a71b@`.
+    const alternatives = [...this.#secrets]
+      .sort((a, b) => b.length - a.length)
+      .map((secret) => {
+        const lead = WORD_CHAR.test(secret) ? '(?<![\\p{L}\\p{N}_])' : '';
+        const tail = WORD_CHAR_END.test(secret) ? '(?![\\p{L}\\p{N}_])' : '';
+        return `${lead}${escapeRegExp(secret)}${tail}`;
+      });
+    this.#literal = alternatives.length === 0 ? undefined : new RegExp(alternatives.join('|'), 'gu');
     return this;
   }
 

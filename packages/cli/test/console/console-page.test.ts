@@ -269,7 +269,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(2);
     await page.click('#dlq-table tbody tr[data-id="ord-3001"] a.id');
     await expect.poll(() => page.locator('#edit-payload').isVisible(), { timeout: 20_000 }).toBe(true);
-    expect(await page.locator('#edit-payload').inputValue()).toContain('"amountCents": -100');
+    expect(await page.locator('#edit-payload').inputValue()).toContain('"amountCents":-100');
     const before = { rows: await world.database.rows('orders') };
     await dlqHolds(2);
 

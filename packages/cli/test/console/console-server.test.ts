@@ -2,6 +2,9 @@
 // credential gets 401 and changes nothing; a bind beyond loopback needs --allow-remote and a credential; the
 // credential is never logged; bad requests get a 4xx that says what is wrong and start nothing.
 
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { runCli } from '../../src/run-cli.js';
@@ -152,17 +155,28 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
         403,
         /evil\.example/,
       ],
-      [
-        await fetch(`${open.url}api/dead-letters?dlq=${encodeURIComponent(dlq)}&limit=0`),
-        400,
-        /limit must be/,
-      ],
+      [await post(`${open.url}api/dead-letters`, { dlq, limit: 0 }), 400, /limit must be/],
       [
         await fetch(`${open.url}api/message?dlq=${encodeURIComponent(dlq)}&position=nowhere`),
         404,
         /list the DLQ again/,
       ],
       [await fetch(`${open.url}api/nothing-here`), 404, /no such page/],
+      // Postgres text cannot hold a NUL: an id with one is bad input, not a server error.
+      [await fetch(`${open.url}api/message?consumer=orders&id=srv%001`), 400, /id .*NUL/],
+      [await fetch(`${open.url}api/message?consumer=ord%00ers&id=srv-1`), 400, /consumer .*NUL/],
+      [await post(`${open.url}api/dry-run`, { dlq, ids: ['srv-1\u0000'] }), 400, /ids .*NUL/],
+      [
+        await post(`${open.url}api/edit`, {
+          dlq,
+          consumer: 'orders',
+          id: 'srv\u00001',
+          payload: '{}',
+          reason: 'x',
+        }),
+        400,
+        /id .*NUL/,
+      ],
     ];
     for (const [response, status, message] of cases) {
       expect(response.status).toBe(status);
@@ -170,6 +184,146 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
     }
     expect(await (await fetch(`${open.url}api/replays`)).json()).toEqual([]);
     expect(await world.broker.dlqDepth()).toBe(2);
+  });
+
+  it('refuses a replay rate slower than a timer can wait (2^31-1 ms between messages), in the console and the CLI, and replays nothing', async () => {
+    const dlq = `rabbitmq:${world.broker.dlq}`;
+    const replay = await post(`${open.url}api/replays`, {
+      dlq,
+      ids: ['srv-1', 'srv-2'],
+      ratePerSecond: 1e-7,
+    });
+    expect(replay.status).toBe(400);
+    expect(((await replay.json()) as { error: string }).error).toMatch(
+      /ratePerSecond 1e-7 .*2147483647 ms.*at least 4\.66e-7/,
+    );
+    const cli = captureIo({ env: {} });
+    const code = await runCli(
+      [
+        'dlq',
+        'replay',
+        '--transport',
+        'rabbitmq',
+        '--from',
+        world.broker.dlq,
+        '--amqp-url',
+        requireService('AMQP_URL'),
+        '--database-url',
+        requireService('DATABASE_URL'),
+        '--schema',
+        world.database.schema,
+        '--rate',
+        '0.0000001',
+      ],
+      cli.io,
+    );
+    expect(code).toBe(2);
+    expect(cli.stderr()).toMatch(/--rate 0\.0000001 .*2147483647 ms.*at least 4\.66e-7\/s/);
+    expect(await (await fetch(`${open.url}api/replays`)).json()).toEqual([]);
+    expect(await world.broker.dlqDepth()).toBe(2);
+    expect((await world.database.effects()).size).toBe(0);
+  });
+
+  // The x-delivery-count of each dead letter (a quorum DLQ counts every receive). Reading them is itself one
+  // receive of each, so two readings around nothing differ by exactly 1.
+  const deliveryCounts = async (): Promise<Map<string, number>> =>
+    new Map(
+      (await world.broker.deadLetters()).map((e) => [
+        e.id ?? '?',
+        Number(e.headers['x-delivery-count'] ?? 0),
+      ]),
+    );
+
+  it("a page of another local origin cannot make the console read the DLQ: the dead letters' delivery counts do not move", async () => {
+    const dlq = encodeURIComponent(`rabbitmq:${world.broker.dlq}`);
+    const targets = [
+      `${open.url}api/dead-letters?dlq=${dlq}`,
+      `${open.url}api/dead-letters?dlq=${dlq}&limit=5`,
+      `${open.url}api/overview`,
+    ];
+    // Another local web server (another port: the same site, another origin) whose page embeds the console.
+    const attacker = createServer((_, response) => {
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end(
+        `<!doctype html><body>${targets.map((t) => `<img src="${t}">`).join('')}<script>
+          let n = 0; for (const img of document.images) { const done = () => { n += 1; document.title = String(n); };
+          img.onload = done; img.onerror = done; if (img.complete) done(); }
+        </script></body>`,
+      );
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    const before = await deliveryCounts();
+    expect([...before.keys()].sort()).toEqual(['srv-1', 'srv-2']);
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.context.newPage();
+      await page.goto(`http://127.0.0.1:${(attacker.address() as AddressInfo).port}/`);
+      // Every <img> answered (loaded or failed): whatever the console did for them is done.
+      await expect.poll(() => page.title(), { timeout: 20_000 }).toBe(String(targets.length));
+    } finally {
+      await browser.close();
+      attacker.close();
+    }
+    const after = await deliveryCounts();
+    for (const [id, count] of before) expect(after.get(id), id).toBe(count + 1);
+  });
+
+  it('listing is a POST with the console header; every request from another site or origin is refused', async () => {
+    const dlq = `rabbitmq:${world.broker.dlq}`;
+    const get = await fetch(`${open.url}api/dead-letters?dlq=${encodeURIComponent(dlq)}`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    expect(((await get.json()) as { error: string }).error).toMatch(/POST/);
+    const listed = await post(`${open.url}api/dead-letters`, { dlq });
+    expect(listed.status).toBe(200);
+    expect(((await listed.json()) as { entries: { id: string }[] }).entries.map((e) => e.id).sort()).toEqual([
+      'srv-1',
+      'srv-2',
+    ]);
+    const noHeader = await fetch(`${open.url}api/dead-letters`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ dlq }),
+    });
+    expect(noHeader.status).toBe(403);
+    for (const site of ['cross-site', 'same-site']) {
+      for (const path of ['api/overview', 'api/replays', 'console.js']) {
+        const refused = await fetch(`${open.url}${path}`, { headers: { 'sec-fetch-site': site } });
+        expect(refused.status, `${site} ${path}`).toBe(403);
+      }
+      const listing = await post(`${open.url}api/dead-letters`, { dlq }, { 'sec-fetch-site': site });
+      expect(listing.status).toBe(403);
+    }
+    const otherOrigin = await fetch(`${open.url}api/overview`, {
+      headers: { origin: 'http://127.0.0.1:1' },
+    });
+    expect(otherOrigin.status).toBe(403);
+    expect(((await otherOrigin.json()) as { error: string }).error).toMatch(/127\.0\.0\.1:1/);
+    // The page itself, as a browser asks for it (typed, or followed from a link), and its own requests.
+    expect((await fetch(open.url, { headers: { 'sec-fetch-site': 'none' } })).status).toBe(200);
+    // fetch() sets sec-fetch-mode itself: the navigation as a browser sends it, through node:http.
+    const navigation = await new Promise<number>((resolve, reject) => {
+      httpRequest(
+        open.url,
+        {
+          headers: {
+            'sec-fetch-site': 'cross-site',
+            'sec-fetch-mode': 'navigate',
+            'sec-fetch-dest': 'document',
+          },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      )
+        .on('error', reject)
+        .end();
+    });
+    expect(navigation).toBe(200);
+    expect(
+      (await fetch(`${open.url}api/overview`, { headers: { 'sec-fetch-site': 'same-origin' } })).status,
+    ).toBe(200);
   });
 
   it('answers only to its own host names on loopback (no DNS rebinding)', async () => {
@@ -209,6 +363,12 @@ describe('the console server (real Postgres and RabbitMQ)', () => {
       /without a credential: set INBOXKIT_CONSOLE_TOKEN or pass --token-file/,
     );
 
+    for (const weak of ['aaaaaaaaaaaaaaaa', 'abcdefghijklmnopq', 'abcabcabcabcabcabc', '0000111100001111']) {
+      const refused = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: weak } });
+      expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], refused.io), weak).toBe(3);
+      expect(refused.stderr()).toMatch(/the console credential is too easy to guess: .*openssl rand -hex 24/);
+      expect(refused.stderr() + refused.stdout()).not.toContain(weak);
+    }
     const short = captureIo({ env: { INBOXKIT_CONSOLE_TOKEN: 'short-secret' } });
     expect(await runCli([...base, '--bind', '0.0.0.0', '--allow-remote'], short.io)).toBe(3);
     expect(short.stderr()).toMatch(/shorter than 16 characters/);
