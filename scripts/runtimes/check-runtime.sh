@@ -41,10 +41,14 @@ fi
 rm -f node_modules/.bin/node # npm scripts now find Node $version first on PATH
 [[ "$(npm exec -- node --version)" == "v$version" ]] || { echo "[runtime] npm scripts do not run on v$version" >&2; exit 1; }
 
+quietly() { # runs a command, showing its output only when it fails
+  local out="$scratch/step.log"
+  "$@" >"$out" 2>&1 || { cat "$out"; echo "[runtime $version] failed: $*"; return 1; }
+}
 say "build"
-npm run -s build >/dev/null
+quietly npm run -s build
 say "typecheck"
-npm run -s typecheck >/dev/null
+quietly npm run -s typecheck
 say "packed tarballs (check:packages)"
 npm run -s check:packages >"$scratch/packages.log" 2>&1 || { cat "$scratch/packages.log"; exit 1; }
 tail -1 "$scratch/packages.log"
