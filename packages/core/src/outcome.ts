@@ -22,6 +22,8 @@ export type DeadLetterReason =
   | 'beyond-dedupe-window'
   /** The inbox refused, for its content, to record the message (its claim, or even a minimal failure record). */
   | 'unrecordable'
+  /** The handler ended, or tried to end, its transaction (`context.tx`): see `TransactionControlError`. */
+  | 'transaction-control'
   | (string & {});
 
 /**
