@@ -18,7 +18,7 @@ describe('transactionControlIn', () => {
     ['rollback and chain', 'rollback and chain'],
     ['BEGIN', 'BEGIN'],
     ['start transaction isolation level serializable', 'start transaction isolation level serializable'],
-    ["PREPARE TRANSACTION 'x'", 'PREPARE TRANSACTION'],
+    ["PREPARE TRANSACTION 'x'", "PREPARE TRANSACTION 'x'"],
     ['SELECT 1; ROLLBACK', 'ROLLBACK'],
     ['/* leading */ COMMIT', 'COMMIT'],
     ['-- a comment\nCOMMIT', 'COMMIT'],

@@ -8,8 +8,12 @@
 
 import { TransactionControlError } from '../errors.js';
 
-/** A cheap first look: statements without any of these words are never transaction control. */
-const HINT = /commit|rollback|end|abort|begin|start|prepare|release|savepoint/i;
+/** The first word of every statement that may be transaction control (anchored: fails at once on the others). */
+const HEAD = /^\s*(?:COMMIT|END|ABORT|BEGIN|START|PREPARE|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
+/** The lower-case first letters of HEAD's words, and of a comment (`-`, `/`), as character codes. */
+const MAY_START = new Set([...'cebasprl-/'].map((c) => c.charCodeAt(0) | 32));
+/** Text that starts with a comment: its first word is found by the full scan. */
+const COMMENT_FIRST = /^\s*(?:--|\/\*)/;
 /** Statements that end, open or prepare a transaction (ROLLBACK TO SAVEPOINT is told apart below). */
 const CONTROL = /^(COMMIT|END|ABORT|BEGIN|START\s+TRANSACTION|PREPARE\s+TRANSACTION|ROLLBACK)\b/i;
 const ROLLBACK_TO = /^ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO\b/i;
@@ -28,14 +32,27 @@ const OURS = /^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))
  * transactionControlIn("INSERT INTO t VALUES ('commit')"); // undefined
  */
 export function transactionControlIn(sql: string): string | undefined {
-  if (!HINT.test(sql)) return undefined;
+  // Most statements are told by their first letter (INSERT, UPDATE, DELETE, WITH …): no regular expression runs.
+  let at = 0;
+  while (at < sql.length && sql.charCodeAt(at) <= 32) at++;
+  if (!MAY_START.has(sql.charCodeAt(at) | 32)) return undefined;
+  // The usual case, one statement (a `;` only at its end) with no comment first, is read by its first word.
+  const semicolon = sql.indexOf(';');
+  if ((semicolon < 0 || semicolon === sql.trimEnd().length - 1) && !COMMENT_FIRST.test(sql)) {
+    return HEAD.test(sql) ? controlIn(sql.slice(0, semicolon < 0 ? sql.length : semicolon)) : undefined;
+  }
   for (const statement of statementsOf(sql)) {
-    const head = statement.trim();
-    if (head === '') continue;
-    const control = OURS.test(head) || (CONTROL.test(head) && !ROLLBACK_TO.test(head));
-    if (control) return head.replace(/\s+/g, ' ').slice(0, 60);
+    const found = controlIn(statement);
+    if (found !== undefined) return found;
   }
   return undefined;
+}
+
+/** `statement` (without comments) as the handler wrote it, when it is transaction control. */
+function controlIn(statement: string): string | undefined {
+  const head = statement.trim();
+  const control = OURS.test(head) || (CONTROL.test(head) && !ROLLBACK_TO.test(head));
+  return control ? head.replace(/\s+/g, ' ').slice(0, 60) : undefined;
 }
 
 /** The statements of `sql`, with comments and quoted text replaced by a space. */
