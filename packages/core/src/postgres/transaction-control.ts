@@ -12,6 +12,8 @@ import { TransactionControlError } from '../errors.js';
 const HEAD = /^\s*(?:COMMIT|END|ABORT|BEGIN|START|PREPARE|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 /** The lower-case first letters of HEAD's words, and of a comment (`-`, `/`), as character codes. */
 const MAY_START = new Set([...'cebasprl-/'].map((c) => c.charCodeAt(0) | 32));
+/** A control word at the start of the text or after a `;` (whitespace and line comments between). */
+const ANY_HEAD = /(?:^|;)\s*(?:--[^\n]*(?:\n|$)\s*)*(?:COMMIT|END|ABORT|BEGIN|START|PREPARE|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 /** Text that starts with a comment: its first word is found by the full scan. */
 const COMMENT_FIRST = /^\s*(?:--|\/\*)/;
 /** Statements that end, open or prepare a transaction (ROLLBACK TO SAVEPOINT is told apart below). */
@@ -32,15 +34,18 @@ const OURS = /^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))
  * transactionControlIn("INSERT INTO t VALUES ('commit')"); // undefined
  */
 export function transactionControlIn(sql: string): string | undefined {
-  // Most statements are told by their first letter (INSERT, UPDATE, DELETE, WITH …): no regular expression runs.
-  let at = 0;
-  while (at < sql.length && sql.charCodeAt(at) <= 32) at++;
-  if (!MAY_START.has(sql.charCodeAt(at) | 32)) return undefined;
-  // The usual case, one statement (a `;` only at its end) with no comment first, is read by its first word.
+  // The usual case, one statement (a `;` only at its end), is told by its first letter (INSERT, UPDATE, DELETE,
+  // WITH … at once), else by its first word unless a comment comes first.
   const semicolon = sql.indexOf(';');
-  if ((semicolon < 0 || semicolon === sql.trimEnd().length - 1) && !COMMENT_FIRST.test(sql)) {
-    return HEAD.test(sql) ? controlIn(sql.slice(0, semicolon < 0 ? sql.length : semicolon)) : undefined;
+  if (semicolon < 0 || semicolon === sql.trimEnd().length - 1) {
+    let at = 0;
+    while (at < sql.length && sql.charCodeAt(at) <= 32) at++;
+    if (!MAY_START.has(sql.charCodeAt(at) | 32)) return undefined;
+    if (!COMMENT_FIRST.test(sql)) return HEAD.test(sql) ? controlIn(sql.slice(0, semicolon < 0 ? sql.length : semicolon)) : undefined;
   }
+  // Several statements: none can be control unless some `;` (or the start) is followed by a control word,
+  // perhaps after line comments; the scan below tells a real one (not in a literal) from the others.
+  if (!sql.includes('/*') && !ANY_HEAD.test(sql)) return undefined;
   for (const statement of statementsOf(sql)) {
     const found = controlIn(statement);
     if (found !== undefined) return found;
