@@ -88,4 +88,26 @@ describe('the Kysely seam, past the refusal', () => {
       });
     }
   }
+
+  it("dead-letters every message of a batch whose transaction a handler ended past the refusal; none applies twice", async () => {
+    const consumer = 'slipped-batch';
+    const c = idempotentConsumer<unknown, TestTx>({
+      name: consumer,
+      store: new PostgresInboxStore({ db: t.db, schema: t.schema }),
+      handler: async (m, { tx }) => {
+        if (m.id === 'b-bad') await (Reflect.get(pg.Client.prototype, 'query') as (this: pg.Client, text: string) => Promise<unknown>).call(held!, 'ROLLBACK');
+        await insertEffect(tx, t.schema, consumer, m.id);
+      },
+    });
+    const batch = ['b-1', 'b-bad', 'b-2'].map((id) => ({ id, body: '{}', headers: {}, source: { transport: 'memory' } }));
+    const outcomes = await c.handleBatch(batch);
+    expect(outcomes.map((o) => [o.status, (o as { reason?: string }).reason])).toEqual([
+      ['dead-letter', 'transaction-control'],
+      ['dead-letter', 'transaction-control'],
+      ['dead-letter', 'transaction-control'],
+    ]);
+    const again = await c.handleBatch(batch);
+    expect(again.map((o) => o.status)).toEqual(['dead-letter', 'dead-letter', 'dead-letter']);
+    for (const id of ['b-1', 'b-bad', 'b-2']) expect(await countEffects(t.db, t.schema, consumer, id)).toBeLessThanOrEqual(1);
+  });
 });
