@@ -138,3 +138,49 @@ export class MessageTooLargeError extends InboxkitError {
     this.messageId = options.messageId;
   }
 }
+
+/**
+ * The handler ended, or tried to end, the transaction it was given (`context.tx`): it sent COMMIT, ROLLBACK, END,
+ * ABORT, BEGIN or PREPARE TRANSACTION, touched the store's own savepoint, or called its library's
+ * commit/rollback. The inbox row and the handler's writes commit together only inside that one transaction, so
+ * such an attempt is never reported processed: it is dead-lettered with reason `transaction-control` (whatever
+ * `isRetriable` says), so an operator looks. The statement is refused before it reaches Postgres wherever the
+ * seam sees it first (then nothing was committed); `committed: 'unknown'` when it was found only afterwards.
+ *
+ * @example
+ * // in a handler: wrong — the store commits the transaction with the inbox row
+ * await tx.query('COMMIT'); // rejects with TransactionControlError; the message is dead-lettered
+ */
+export class TransactionControlError extends InboxkitError {
+  /** What the handler sent or did (`COMMIT`, `ROLLBACK`, `trx.commit()` …). */
+  readonly statement: string;
+  /** `none`: refused before it was sent, nothing committed. `unknown`: found afterwards; part may have committed. */
+  readonly committed: 'none' | 'unknown';
+
+  constructor(statement: string, committed: 'none' | 'unknown', options: InboxkitErrorOptions = {}) {
+    super(
+      'TRANSACTION_CONTROL',
+      committed === 'none'
+        ? `the handler sent ${statement} through its transaction (context.tx): refused, nothing was committed. The store commits or rolls back that transaction with the inbox row; throw to roll back`
+        : `the handler's transaction (context.tx) was ended by the handler (${statement}): the inbox row and its writes no longer commit together, so part of the effect may have committed. Dead-lettered for an operator to look`,
+      false,
+      options,
+    );
+    this.statement = statement;
+    this.committed = committed;
+  }
+}
+
+/** The `TransactionControlError` in `error` or its `cause` chain, if any (also one of another copy of the package). */
+export function findTransactionControl(error: unknown): TransactionControlError | undefined {
+  const seen = new Set<unknown>();
+  for (
+    let link = error;
+    typeof link === 'object' && link !== null && !seen.has(link);
+    link = (link as { cause?: unknown }).cause
+  ) {
+    seen.add(link);
+    if (isInboxkitError(link) && link.code === 'TRANSACTION_CONTROL') return link as TransactionControlError;
+  }
+  return undefined;
+}

@@ -13,6 +13,7 @@ import { HandlerRun } from './handler-run.js';
 import { decodeJsonBody, validatePayload } from './decode-payload.js';
 import { toErrorInfo } from './error-info.js';
 import {
+  findTransactionControl,
   DecodeError,
   HandlerTimeoutError,
   InvalidMessageIdError,
@@ -563,7 +564,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         'inboxkit: isRetriable threw; the built-in classification decided instead',
       );
     }
-    const deadLetterReason: DeadLetterReason | undefined = !verdict.retriable
+    // A handler that ended its own transaction is a programmer error whose effect may have committed in part:
+    // never retried (isRetriable does not apply), dead-lettered for an operator.
+    const deadLetterReason: DeadLetterReason | undefined = findTransactionControl(error) !== undefined
+      ? 'transaction-control'
+      : !verdict.retriable
       ? 'permanent-error'
       : claimed.attempt >= this.config.maxAttempts
         ? 'max-attempts'
@@ -636,6 +641,10 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       const row = write.row;
       if (claimed.leaseToken !== null && (row === undefined || row.status !== 'completed')) {
         return this.#retry(prepared.id, 0, claimed.attempt, 'lease-lost', record.error);
+      }
+      // A handler that committed its transaction early left the row completed: not a duplicate, a dead letter.
+      if (row?.status === 'completed' && decision.deadLetterReason === 'transaction-control') {
+        return this.#deadLetter(prepared.id, 'transaction-control', claimed.attempt, record.error);
       }
       if (row?.status === 'completed') return { status: 'duplicate', messageId: prepared.id, reason: 'completed' };
       if (row?.status === 'dead_lettered') return this.#deadLetterFromRow(prepared.id, row.deadLetterReason ?? 'max-attempts', row);

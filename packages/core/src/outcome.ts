@@ -24,6 +24,8 @@ export type DeadLetterReason =
   | 'unrecordable'
   /** A retry whose delayed copy the broker can never take (RabbitMQ: headers over 64 KiB with the retry headers). */
   | 'retry-copy-too-large'
+  /** The handler ended, or tried to end, its transaction (`context.tx`): see `TransactionControlError`. */
+  | 'transaction-control'
   | (string & {});
 
 /**

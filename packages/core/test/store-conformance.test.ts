@@ -25,6 +25,8 @@ const failStatementQuietly = async (tx: TestTx): Promise<void> => {
   await sql`SELECT 1 / 0`.execute(tx).catch(() => undefined);
 };
 
+const sendStatement = (tx: TestTx, text: string): Promise<unknown> => sql.raw(text).execute(tx);
+
 let pglite: { db: Kysely<TestDB>; schema: string; close(): Promise<void> } | undefined;
 afterAll(async () => {
   await pglite?.close();
@@ -40,6 +42,7 @@ describeInboxStoreConformance<TestTx>('PGlite', async () => {
     countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
     statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
     failStatementQuietly,
+    sendStatement,
   };
 });
 
@@ -66,6 +69,7 @@ for (const [label, option] of options) {
       countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
       statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
       failStatementQuietly,
+      sendStatement,
     };
   });
 }
@@ -86,6 +90,7 @@ describeInboxStoreConformance<TestTx>("Postgres, layout: 'daily-partitions'", as
     countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
     statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
     failStatementQuietly,
+    sendStatement,
   };
 });
 

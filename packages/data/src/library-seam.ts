@@ -3,8 +3,10 @@
 // `context.tx` is the library's transaction object, and the library sends BEGIN, COMMIT and ROLLBACK. An adapter
 // says only how to run a statement, how to open a transaction, and how to tell an aborted one (library-driver.ts).
 
+import { findTransactionControl, TransactionControlError } from '@inboxkit/core';
 import {
   registerTransactionQuery,
+  TransactionControlWatch,
   type SeamTransaction,
   type SqlRow,
   type SqlSeam,
@@ -30,6 +32,12 @@ export interface LibrarySession<Tx> {
    * it with the library's BEGIN; absent otherwise, and the seam then runs it through `query`.
    */
   readonly first?: Promise<SqlRow[]>;
+  /**
+   * What ended the transaction under the library, found after the handler (the library's own state, the
+   * connection's transaction status), or `undefined` while it is still the one the library opened. Read with
+   * no round trip; absent where the adapter cannot tell (its `watch` then refuses what it sees).
+   */
+  ended?(): string | undefined;
 }
 
 /** What an adapter supplies for one data layer. */
@@ -40,9 +48,16 @@ export interface LibraryDriver<Tx> {
    * Runs `fn` in one of the library's transactions: committed when `fn` resolves, rolled back when it rejects
    * (and rejecting with `fn`'s error), as every library's transaction callback does. An adapter may send
    * `first` with the library's BEGIN (one round trip) and hand its rows as `session.first`; when that statement
-   * fails, the transaction rejects with its error, `fn` never called.
+   * fails, the transaction rejects with its error, `fn` never called. Every statement the handler sends through
+   * `session.tx` (not `session.query`'s) goes to `watch.refuse` first and is rejected, unsent, with the error it
+   * returns — COMMIT, ROLLBACK … through the handler's transaction — as are the library's own commit and
+   * rollback calls on `session.tx` while `fn` runs.
    */
-  transaction<T>(fn: (session: LibrarySession<Tx>) => Promise<T>, first?: SqlStatement): Promise<T>;
+  transaction<T>(
+    fn: (session: LibrarySession<Tx>) => Promise<T>,
+    first: SqlStatement | undefined,
+    watch: TransactionControlWatch,
+  ): Promise<T>;
 }
 
 /** Thrown inside the library's callback to end its transaction with a ROLLBACK; never leaves the seam. */
@@ -69,6 +84,7 @@ export function librarySeam<Tx>(driver: LibraryDriver<Tx>): SqlSeam<Tx> {
       }
     },
     async transaction<T>(work: TransactionWork<Tx, T>, options: TransactionOptions = {}): Promise<T> {
+      const watch = new TransactionControlWatch();
       try {
         return await driver.transaction(async (session) => {
           const first =
@@ -78,22 +94,29 @@ export function librarySeam<Tx>(driver: LibraryDriver<Tx>): SqlSeam<Tx> {
                 ? await session.first
                 : await query(session, options.first);
           const run = (statement: SqlStatement): Promise<SqlRow[]> => query(session, statement);
-          const transaction: SeamTransaction<Tx> = { tx: session.tx, query: run };
+          const transaction: SeamTransaction<Tx> = { tx: session.tx, query: run, transactionControl: () => watch.take() };
           const close = registerTransactionQuery(session.tx, run);
           let end;
           try {
             end = await work(transaction, first);
+          } catch (error) {
+            throw watch.take() ?? error; // the library rolls back
           } finally {
             close();
           }
+          // Refused transaction control the store did not take, or a transaction ended under the library.
+          const control = watch.take();
+          if (control !== undefined) throw control;
+          const ended = session.ended?.();
+          if (ended !== undefined) throw new TransactionControlError(ended, 'unknown');
           if (end.end !== 'commit') throw new EndWithRollback(end.value);
           if (await session.aborted()) throw new FoundAborted();
           return end.value;
-        }, options.first);
+        }, options.first, watch);
       } catch (error) {
         if (error instanceof EndWithRollback) return error.value as T;
         if (error instanceof FoundAborted) throw abortedTransactionError();
-        throw postgresError(error);
+        throw findTransactionControl(error) ?? postgresError(error);
       }
     },
   };

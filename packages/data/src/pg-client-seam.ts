@@ -4,8 +4,10 @@
 // COMMIT's command tag, which tells a commit from Postgres' ROLLBACK of an aborted transaction with no extra
 // statement. The handler gets the library's transaction object built over the held client.
 
+import { findTransactionControl, TransactionControlError } from '@inboxkit/core';
 import {
   literalStatement,
+  TransactionControlWatch,
   registerTransactionQuery,
   type SqlRow,
   type SqlSeam,
@@ -49,24 +51,30 @@ export function pgClientSeam<Tx>(
     },
     async transaction<T>(work: TransactionWork<Tx, T>, options: TransactionOptions = {}): Promise<T> {
       const held = new HeldClient(await connect(pool));
+      const watch = new TransactionControlWatch();
       try {
         const first = await held.begin(options.first, pipelining);
         const tx = await txOf(held.client);
         const query = (statement: SqlStatement): Promise<SqlRow[]> => held.query(statement);
         const close = registerTransactionQuery(tx, query);
+        const unwatch = held.refuseControl(watch);
         let end;
         try {
-          end = await work({ tx, query }, first);
+          end = await work({ tx, query, transactionControl: () => watch.take() }, first);
         } catch (error) {
+          unwatch();
           close();
           await held.end('rollback');
-          throw error;
+          throw watch.take() ?? error;
         }
+        unwatch();
         close();
-        await held.end(end.end);
+        const control = watch.take();
+        await held.end(control === undefined ? end.end : 'rollback');
+        if (control !== undefined) throw control;
         return end.value;
       } catch (error) {
-        throw postgresError(error);
+        throw findTransactionControl(error) ?? postgresError(error);
       } finally {
         held.release();
       }
@@ -100,7 +108,41 @@ class HeldClient {
 
   async query(statement: SqlStatement): Promise<SqlRow[]> {
     this.#assertAlive();
-    return (await this.client.query(statement.sql, statement.parameters as unknown[])).rows as SqlRow[];
+    return (await this.#send(statement.sql, statement.parameters as unknown[])).rows as SqlRow[];
+  }
+
+  /**
+   * Until the returned function is called, the client's `query` — what the handler's `tx` sends through —
+   * refuses statements that control the transaction (never sent); the store's own statements bypass it.
+   */
+  refuseControl(watch: TransactionControlWatch): () => void {
+    const target = this.client as unknown as { query: (...args: unknown[]) => unknown };
+    const own = Object.prototype.hasOwnProperty.call(target, 'query');
+    const original = target.query;
+    this.#query = (text, values) => original.call(target, text, values) as Promise<pg.QueryResult>;
+    target.query = function (this: unknown, ...args: unknown[]): unknown {
+      const head = args[0] as string | { text?: unknown } | undefined;
+      const refused = watch.refuse(typeof head === 'string' ? head : head?.text);
+      if (refused === undefined) return original.apply(this, args);
+      const callback = args.at(-1);
+      if (typeof callback === 'function') {
+        queueMicrotask(() => (callback as (error: unknown) => void)(refused));
+        return undefined;
+      }
+      return Promise.reject(refused);
+    };
+    return () => {
+      this.#query = undefined;
+      if (own) target.query = original;
+      else delete (target as { query?: unknown }).query;
+    };
+  }
+
+  /** The client's own `query` (not the handler's refusing one). */
+  #query: ((text: string, values?: unknown[]) => Promise<pg.QueryResult>) | undefined;
+
+  #send(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    return this.#query !== undefined ? this.#query(text, values) : this.client.query(text, values);
   }
 
   /** BEGIN, then `first`: in one round trip when pipelining. Rolls back (and rejects) when `first` fails. */
@@ -123,6 +165,12 @@ class HeldClient {
   /** Ends the transaction; rejects with code 25P02 when Postgres answered COMMIT with a ROLLBACK. */
   async end(end: TransactionEnd): Promise<void> {
     this.#assertAlive();
+    // Postgres reports the transaction status with every ReadyForQuery (node-postgres ≥ 8.16 keeps it): idle
+    // here means something ended the transaction the store opened. No round trip.
+    if (this.client.getTransactionStatus?.() === 'I') {
+      this.#open = false;
+      throw new TransactionControlError('a COMMIT or ROLLBACK the store did not send', 'unknown');
+    }
     this.#open = false;
     if (end === 'commit') {
       const result = await this.client.query('COMMIT');

@@ -1,7 +1,7 @@
 // What the library-owned adapters over node-postgres (Knex, TypeORM) do on the pg client they reach: run a
 // store statement with bind parameters, and tell an aborted transaction from the client's own state.
 
-import { literalStatement, type SqlRow, type SqlStatement } from '@inboxkit/core/postgres';
+import { literalStatement, type SqlRow, type SqlStatement, type TransactionControlWatch } from '@inboxkit/core/postgres';
 
 /** The slice of a node-postgres client the adapters use. */
 export interface PgConnection {
@@ -26,6 +26,16 @@ export function abortedOn(connection: PgConnection): Promise<boolean> {
   return Promise.resolve(status === 'E');
 }
 
+/**
+ * What ended the transaction on `connection`, read from the client without a round trip: node-postgres keeps
+ * the status Postgres reports with every ReadyForQuery, and `I` (idle) inside the seam's transaction means a
+ * COMMIT or ROLLBACK the library did not send at the end.
+ */
+export function endedOn(connection: PgConnection): string | undefined {
+  const status = typeof connection.getTransactionStatus === 'function' ? connection.getTransactionStatus() : null;
+  return status === 'I' ? 'a COMMIT or ROLLBACK the store did not send' : undefined;
+}
+
 type Callback = (error: unknown, result?: unknown) => void;
 
 /** What `watchConnection` reads on a connection the seam holds. */
@@ -37,6 +47,13 @@ export interface WatchedConnection {
    * given, or the library's BEGIN did not come as expected), and then it never will: the caller sends it itself.
    */
   firstRows(): Promise<SqlRow[]> | undefined;
+  /** Runs a store statement on the connection, past the watch. */
+  query(statement: SqlStatement): Promise<SqlRow[]>;
+  /**
+   * While true (the handler runs), every statement sent on the connection is the handler's: those that control
+   * the transaction are refused, unsent, through the `watch` given.
+   */
+  handling: boolean;
   /** Restores the connection's own `query`. */
   stop(): void;
 }
@@ -54,11 +71,16 @@ const COMMIT = /^\s*COMMIT\b/i;
  *   gets BEGIN's own result; `firstRows()` the statement's rows. When that statement fails, the connection is
  *   rolled back before the library hears of it (its BEGIN then rejects with the statement's error).
  */
-export function watchConnection(connection: PgConnection, first?: SqlStatement): WatchedConnection {
+export function watchConnection(
+  connection: PgConnection,
+  first?: SqlStatement,
+  watch?: TransactionControlWatch,
+): WatchedConnection {
   const target = connection as unknown as { query: (...args: unknown[]) => unknown };
   const own = Object.prototype.hasOwnProperty.call(target, 'query');
   const original = target.query;
   let rolledBack = false;
+  let handling = false;
   // Written out now: a statement that cannot be (a parameter with no literal form) goes unpiggybacked.
   let armed: string | undefined;
   try {
@@ -76,6 +98,12 @@ export function watchConnection(connection: PgConnection, first?: SqlStatement):
     if (typeof text !== 'string') return original.apply(this, args);
     const last = args.length - 1;
     const callback = typeof args[last] === 'function' ? (args[last] as Callback) : undefined;
+    const refused = handling ? watch?.refuse(text) : undefined;
+    if (refused !== undefined) {
+      if (callback === undefined) return Promise.reject(refused);
+      queueMicrotask(() => callback(refused));
+      return undefined;
+    }
     if (armed !== undefined && BEGIN.test(text) && withoutValues(head, args[1])) {
       const statement = armed;
       armed = undefined;
@@ -118,6 +146,16 @@ export function watchConnection(connection: PgConnection, first?: SqlStatement):
     firstRows() {
       armed = undefined;
       return rows;
+    },
+    async query(statement) {
+      const result = (await original.call(target, statement.sql, statement.parameters as unknown[])) as { rows: unknown[] };
+      return result.rows as SqlRow[];
+    },
+    get handling() {
+      return handling;
+    },
+    set handling(on: boolean) {
+      handling = on;
     },
     stop() {
       if (own) target.query = original;

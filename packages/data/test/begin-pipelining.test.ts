@@ -98,6 +98,7 @@ describeInboxStoreConformance<Knex.Transaction>("Knex, pipelining: 'off'", async
     store: library.store as ReturnType<typeof knexInboxStore>,
     applyEffect: (trx, consumer, messageId) => library.applyEffect(trx, consumer, messageId),
     countEffects: (consumer, messageId) => countEffects(t.pool, t.schema, consumer, messageId),
+    sendStatement: (trx, sql) => trx.raw(sql),
     close: () => library.close(),
   };
 });

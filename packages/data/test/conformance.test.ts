@@ -21,6 +21,7 @@ for (const name of Object.keys(ADAPTERS) as AdapterName[]) {
       store: adapter.store,
       applyEffect: (tx, consumer, messageId) => adapter.applyEffect(tx, consumer, messageId),
       countEffects: (consumer, messageId) => countEffects(t.pool, t.schema, consumer, messageId),
+      sendStatement: (tx, sql) => adapter.sendStatement(tx, sql),
       close: () => adapter.close(),
     };
   });

@@ -27,6 +27,7 @@ describeInboxStoreConformance<pg.PoolClient>("node-postgres, pipelining: 'off'",
     ]);
   },
   countEffects: (consumer, messageId) => countEffects(t.pool, t.schema, consumer, messageId),
+  sendStatement: (client, sql) => client.query(sql),
 }));
 
 describe('pgSeam', () => {

@@ -42,6 +42,13 @@ export interface InboxStoreUnderTest<Tx> {
    * nothing and is not acked. A store whose transaction cannot be aborted that way leaves it out.
    */
   readonly failStatementQuietly?: (tx: Tx) => Promise<void>;
+  /**
+   * Sends SQL text through the handler's transaction, the library's own way (`tx.query(text)`,
+   * `sql.raw(text).execute(tx)` …): when given, the suite checks that a handler which sends COMMIT or ROLLBACK
+   * through it is caught — never reported processed or duplicate, never applied twice, and dead-lettered with
+   * reason `transaction-control`. A store whose transaction cannot run SQL leaves it out.
+   */
+  readonly sendStatement?: (tx: Tx, sql: string) => Promise<unknown>;
   /** Releases what the factory created. */
   close?(): Promise<void>;
 }
@@ -281,6 +288,103 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         expect(await consumer({ maxAttempts: 1 }, () => { throw new Error('fails'); }).handle(testMessage('dead'))).toMatchObject({ status: 'dead-letter' });
         const asked = ['done', 'retry', 'started', 'retry-started', 'dead', 'new', ''].map((id) => testMessage(id));
         expect(Object.fromEntries(await c.crashSuspects!([...asked, testMessage(undefined)]))).toEqual({ started: 2, 'retry-started': 2, new: 0 });
+      });
+    });
+
+    describe('a handler that controls its transaction', () => {
+      /** A consumer whose handler first sends `control` through its transaction (ignoring the answer), then `rest`. */
+      function controlling(control: string, rest: (tx: Tx, id: string) => Promise<void>, overrides: Partial<IdempotentConsumerConfig<unknown, Tx>> = {}) {
+        return idempotentConsumer<unknown, Tx>({
+          name: consumerName,
+          store: subject.store,
+          maxAttempts: 3,
+          backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+          handler: async (m, { tx }) => {
+            await subject.sendStatement!(tx, control).catch(() => undefined);
+            await rest(tx, m.id);
+          },
+          ...overrides,
+        });
+      }
+
+      it('ROLLBACK, then an effect: dead-lettered as transaction-control, never processed, never applied twice', async (ctx) => {
+        if (subject.sendStatement === undefined) return ctx.skip();
+        const c = controlling('ROLLBACK', (tx, id) => subject.applyEffect(tx, consumerName, id));
+        const first = await c.handle(testMessage('m1'));
+        expect(first).toMatchObject({ status: 'dead-letter', reason: 'transaction-control', attempts: 1 });
+        expect((first as { error?: { name: string } }).error?.name).toBe('TransactionControlError');
+        // The redelivery does not run the handler again: the dead letter waits for an operator.
+        expect(await c.handle(testMessage('m1'))).toMatchObject({ status: 'dead-letter', reason: 'transaction-control' });
+        expect(await effects('m1')).toBeLessThanOrEqual(1);
+        expect(await subject.store.findRows(consumerName, ['m1'])).toMatchObject([{ status: 'dead_lettered', deadLetterReason: 'transaction-control' }]);
+        // Every spelling of the same act: END, ABORT, COMMIT, ROLLBACK in a multi-statement text, after a comment.
+        for (const [i, control] of ['END', 'abort', '/* x */ commit', 'SELECT 1; ROLLBACK', 'COMMIT; BEGIN'].entries()) {
+          const other = controlling(control, (tx, id) => subject.applyEffect(tx, consumerName, id));
+          expect(await other.handle(testMessage(`v${i}`)), control).toMatchObject({ status: 'dead-letter', reason: 'transaction-control' });
+          expect(await other.handle(testMessage(`v${i}`)), control).toMatchObject({ status: 'dead-letter', reason: 'transaction-control' });
+          expect(await effects(`v${i}`), control).toBeLessThanOrEqual(1);
+        }
+        // In a batch, only the message whose handler did it.
+        const b = idempotentConsumer<unknown, Tx>({
+          name: consumerName,
+          store: subject.store,
+          handler: async (m, { tx }) => {
+            if (m.id === 'b-bad') await subject.sendStatement!(tx, 'ROLLBACK').catch(() => undefined);
+            await subject.applyEffect(tx, consumerName, m.id);
+          },
+        });
+        const outcomes = await b.handleBatch([testMessage('b-1'), testMessage('b-bad'), testMessage('b-2')]);
+        expect(outcomes.map((o) => [o.status, (o as { reason?: string }).reason])).toEqual([
+          ['processed', undefined],
+          ['dead-letter', 'transaction-control'],
+          ['processed', undefined],
+        ]);
+        expect(await effects('b-1')).toBe(1);
+        expect(await effects('b-2')).toBe(1);
+        expect(await effects('b-bad')).toBeLessThanOrEqual(1);
+      });
+
+      it('an effect, COMMIT, then a throw: not reported duplicate; the dead letter says why', async (ctx) => {
+        if (subject.sendStatement === undefined) return ctx.skip();
+        let runs = 0;
+        const c = idempotentConsumer<unknown, Tx>({
+          name: consumerName,
+          store: subject.store,
+          maxAttempts: 3,
+          backoff: { initialDelayMs: 0, maxDelayMs: 0, jitter: 'none' },
+          handler: async (m, { tx }) => {
+            runs++;
+            await subject.applyEffect(tx, consumerName, m.id);
+            await subject.sendStatement!(tx, 'COMMIT').catch(() => undefined);
+            throw new Error('after the commit');
+          },
+        });
+        const first = await c.handle(testMessage('m1'));
+        expect(first).toMatchObject({ status: 'dead-letter', reason: 'transaction-control', attempts: 1 });
+        expect((first as { error?: { message: string } }).error?.message).toMatch(/COMMIT/);
+        const again = await c.handle(testMessage('m1'));
+        expect(again.status).not.toBe('duplicate');
+        expect(again).toMatchObject({ status: 'dead-letter', reason: 'transaction-control' });
+        expect(runs).toBe(1);
+        expect(await effects('m1')).toBeLessThanOrEqual(1);
+      });
+
+      it('counts every attempt and reaches a dead letter when the handler commits and throws on every delivery', async (ctx) => {
+        if (subject.sendStatement === undefined) return ctx.skip();
+        let runs = 0;
+        const c = controlling(
+          'COMMIT',
+          async () => {
+            runs++;
+            throw new TypeError('after the commit');
+          },
+          { isRetriable: () => true },
+        );
+        const seen: Outcome[] = [];
+        for (let i = 0; i < 4 && seen.at(-1)?.status !== 'dead-letter'; i++) seen.push(await c.handle(testMessage('m1')));
+        expect(seen.at(-1)).toMatchObject({ status: 'dead-letter', reason: 'transaction-control' });
+        for (const o of seen) if (o.status === 'retry') expect(o.attempt).toBeGreaterThan(0);
+        expect(runs).toBe(1);
       });
     });
 

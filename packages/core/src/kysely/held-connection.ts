@@ -37,10 +37,26 @@ export class ConnectionGuard {
   #ownEmit = false;
   #broken: unknown;
   #isBroken = false;
+  #inTransaction = false;
+  #left = false;
 
   /** True once the backend went away while the store held the connection. */
   get broken(): boolean {
     return this.#isBroken;
+  }
+
+  /**
+   * From `true` (the store sent BEGIN) until `false` (it ends the transaction): watch the connection's
+   * transaction status, which Postgres reports with every ReadyForQuery — at no cost.
+   */
+  set inTransaction(on: boolean) {
+    this.#inTransaction = on;
+    if (on) this.#left = false;
+  }
+
+  /** True when, while `inTransaction`, Postgres reported the connection idle: something ended the transaction. */
+  get left(): boolean {
+    return this.#left;
   }
 
   /** The error node-postgres would have thrown as an unhandled 'error' event. */
@@ -60,6 +76,7 @@ export class ConnectionGuard {
     const emit = wire.emit;
     this.#emit = emit;
     wire.emit = (event, ...args) => {
+      if (event === 'readyForQuery' && this.#inTransaction && (args[0] as { status?: unknown } | undefined)?.status === 'I') this.#left = true;
       try {
         return emit.call(wire, event, ...args);
       } catch (error) {

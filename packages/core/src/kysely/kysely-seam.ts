@@ -13,6 +13,8 @@ import { pgFastPaths, type PgFastPaths, type PgFastPathsProbe } from './fast/pg-
 import type { SqlRow, SqlSeam, SqlStatement, StatementFastPath, TransactionEnd, TransactionOptions, TransactionWork } from '../postgres/sql-seam.js';
 import { HandlerTransaction } from './handler-transaction.js';
 import { ConnectionGuard } from './held-connection.js';
+import { TransactionControlError } from '../errors.js';
+import { TransactionControlWatch } from '../postgres/transaction-control.js';
 
 /** Options of the Kysely seam (and of `PostgresInboxStore({ db })`). */
 export interface KyselySeamOptions {
@@ -69,9 +71,18 @@ class Held {
   /** BEGIN, then `first` — in one round trip when the fast path can. */
   async begin(first: SqlStatement | undefined): Promise<SqlRow[]> {
     this.#open = true;
-    if (first !== undefined && this.fast !== undefined) return this.fast.begin(this.connection, first);
+    if (first !== undefined && this.fast !== undefined) return this.#watching(await this.fast.begin(this.connection, first));
     await this.connection.executeQuery(CompiledQuery.raw('BEGIN'));
-    return first === undefined ? [] : this.query(first);
+    return this.#watching(first === undefined ? [] : await this.query(first));
+  }
+
+  /**
+   * From BEGIN's answer on, an idle status means the transaction ended under the store. Not before: a
+   * duplicate's ROLLBACK on this connection may still be answering (it is sent without waiting).
+   */
+  #watching<T>(value: T): T {
+    if (this.guard !== undefined) this.guard.inTransaction = true;
+    return value;
   }
 
   /** COMMIT; rejects with code 25P02 when Postgres found the transaction aborted and rolled it back instead. */
@@ -105,12 +116,37 @@ class Held {
     this.guard?.release();
   }
 
+  /**
+   * Throws a TransactionControlError when Postgres reported the connection idle since BEGIN (node-postgres
+   * only; read from the ReadyForQuery messages the guard already sees): something ended the transaction.
+   */
+  assertStillOpen(): void {
+    if (this.guard === undefined) return;
+    this.guard.inTransaction = false;
+    if (this.guard.left) throw new TransactionControlError('a COMMIT or ROLLBACK the store did not send', 'unknown');
+  }
+
   /** Throws when the backend went away while held, which the client could only report as an unheard event. */
   assertAlive(): void {
     if (this.guard?.broken !== true) return;
     const cause = this.guard.error;
     throw new Error(`the connection to Postgres was lost: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
   }
+}
+
+/** `connection` as the handler's Transaction reaches it: statements that control the transaction are refused. */
+function refusingControl(connection: DatabaseConnection, watch: TransactionControlWatch): DatabaseConnection {
+  return {
+    executeQuery: (query) => {
+      const refused = watch.refuse(query.sql);
+      return refused === undefined ? connection.executeQuery(query) : Promise.reject(refused);
+    },
+    streamQuery: (query, chunkSize) => {
+      const refused = watch.refuse(query.sql);
+      if (refused !== undefined) throw refused;
+      return connection.streamQuery(query, chunkSize);
+    },
+  };
 }
 
 class KyselySeam<DB> implements SqlSeam<Transaction<DB>> {
@@ -160,17 +196,21 @@ class KyselySeam<DB> implements SqlSeam<Transaction<DB>> {
   }
 
   async #run<T>(work: TransactionWork<Transaction<DB>, T>, first: SqlRow[], held: () => Promise<Held>, used: () => boolean): Promise<T> {
-    const handler = new HandlerTransaction<DB>(this.#app, async () => (await held()).connection);
+    // Every statement the handler sends through its Transaction is looked at first: COMMIT, ROLLBACK … are refused.
+    const watch = new TransactionControlWatch();
+    const handler = new HandlerTransaction<DB>(this.#app, async () => refusingControl((await held()).connection, watch));
     let end;
     try {
-      end = await work({ tx: handler.tx, query: async (s) => (await held()).query(s) }, first);
+      end = await work({ tx: handler.tx, query: async (s) => (await held()).query(s), transactionControl: () => watch.take() }, first);
     } catch (error) {
       handler.close();
       if (used()) await this.#end(await held(), 'rollback');
-      throw error;
+      throw watch.take() ?? error;
     }
     handler.close();
-    if (used()) await this.#end(await held(), end.end);
+    const control = watch.take();
+    if (used()) await this.#end(await held(), control === undefined ? end.end : 'rollback');
+    if (control !== undefined) throw control;
     return end.value;
   }
 
@@ -178,6 +218,12 @@ class KyselySeam<DB> implements SqlSeam<Transaction<DB>> {
     // A handler that failed because its backend died failed because of the store: ask before ending and after,
     // since the end of the socket may only come now.
     held.assertAlive();
+    try {
+      held.assertStillOpen();
+    } catch (error) {
+      await held.rollback();
+      throw error;
+    }
     if (end === 'commit') await held.commit();
     else if (end === 'rollback') await held.rollback();
     else await held.release();

@@ -17,6 +17,7 @@ export { PARTITION_METRIC_NAMES, countPartitionSteps } from './partitions/partit
 export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 export { guardedTransaction } from '../kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
+export { transactionControlIn, TransactionControlWatch } from './transaction-control.js';
 export { literalStatement } from '../kysely/fast/sql-literal.js';
 export { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 export {

@@ -5,7 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
-import { ConfigurationError, StoreUnavailableError } from '../errors.js';
+import { ConfigurationError, findTransactionControl, StoreUnavailableError } from '../errors.js';
 import { amendmentOutcome, forgetOutcome } from '../operator-audit.js';
 import type {
   AmendmentResult,
@@ -136,14 +136,19 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
           try {
             value = await work(t.tx, delivery);
           } catch (error) {
-            return { end: 'rollback', value: { kind: 'failed', claimed: delivery, error } };
+            return { end: 'rollback', value: { kind: 'failed', claimed: delivery, error: t.transactionControl?.() ?? error } };
           }
+          // The handler sent COMMIT or ROLLBACK through tx (refused, never sent) and went on: fail it all the same.
+          const control = t.transactionControl?.();
+          if (control !== undefined) return { end: 'rollback', value: { kind: 'failed', claimed: delivery, error: control } };
           committing = true;
           return { end: 'commit', value: { kind: 'completed', claimed: delivery, value } };
         },
         { first: this.#sql.claim(settings, request) },
       );
     } catch (error) {
+      // The seam found the handler's transaction ended under it: the attempt failed, whatever committed meanwhile.
+      if (claimed !== undefined && findTransactionControl(error) !== undefined) return { kind: 'failed', claimed, error };
       // COMMIT refused (an aborted transaction, a deferred constraint, a serialization failure): the attempt failed.
       if (committing && claimed !== undefined && isStatementError(error)) return { kind: 'failed', claimed, error: commitError(error) };
       if (claimed === undefined && busyOf(error) !== undefined) return busyOf(error)!;
@@ -204,11 +209,12 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
     savepoints: boolean,
   ): Promise<BatchRun[] | 'rerun'> {
     let worked = false;
+    let results: BatchRun[] = [];
     try {
       return await this.#seam.transaction<BatchRun[] | 'rerun'>(
         async (t, first) => {
           worked = true;
-          const results = batchRuns(requests, first);
+          results = batchRuns(requests, first);
           const failures: Failure[] = [];
           for (let i = 0; i < results.length; i++) {
             const run = results[i]!;
@@ -216,7 +222,11 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
             if (savepoints) await this.#savepoint(t, i, results, failures);
             try {
               await work(t.tx, run.claimed, i);
-            } catch (error) {
+              // Transaction control the seam refused (never sent): this message fails as if it had thrown.
+              const control = t.transactionControl?.();
+              if (control !== undefined) throw control;
+            } catch (thrown) {
+              const error = t.transactionControl?.() ?? thrown;
               if (!savepoints) return { end: 'rollback', value: 'rerun' };
               await t.query(ROLLBACK_TO_SAVEPOINT);
               failures.push({ index: i, claimed: run.claimed, error });
@@ -234,8 +244,21 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
       if (!worked && busyOf(error) !== undefined) return requests.map(() => busyOf(error)!);
       // The last handler left the transaction aborted (a failed statement it caught): nothing committed.
       if (worked && sqlState(error) === '25P02') return 'rerun';
+      // A handler ended the batch's transaction under the seam: what committed is unknown, and running the batch
+      // again would answer duplicate for what did. Every claimed message fails with it (an operator looks).
+      if (worked && findTransactionControl(error) !== undefined) return this.#allFailed(settings, results, onFailure, error);
       throw unavailable(error);
     }
+  }
+
+  /** Every message of a batch whose transaction a handler ended: each failure recorded in its own transaction. */
+  async #allFailed(settings: ClaimSettings, results: readonly BatchRun[], onFailure: BatchFailure, error: unknown): Promise<BatchRun[]> {
+    const runs: BatchRun[] = [];
+    for (const [index, run] of results.entries()) {
+      if (run.kind !== 'completed' && run.kind !== 'failed') runs.push(run);
+      else runs.push({ ...run, kind: 'failed', error, write: await this.recordFailure(settings, onFailure(run.claimed, error, index)) });
+    }
+    return runs;
   }
 
   /**
@@ -279,8 +302,10 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
           try {
             value = await work(t.tx);
           } catch (error) {
-            return { end: 'rollback', value: { kind: 'failed', error } };
+            return { end: 'rollback', value: { kind: 'failed', error: t.transactionControl?.() ?? error } };
           }
+          const control = t.transactionControl?.();
+          if (control !== undefined) return { end: 'rollback', value: { kind: 'failed', error: control } };
           const [fenced] = await t.query(fence);
           if (fenced?.['completed'] !== true) return { end: 'rollback', value: { kind: 'lease-lost' } };
           committing = true;
@@ -289,6 +314,7 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
         { lazy: true },
       );
     } catch (error) {
+      if (findTransactionControl(error) !== undefined) return { kind: 'failed', error };
       if (committing && isStatementError(error)) return { kind: 'failed', error: commitError(error) };
       if (sqlState(error) === '25P02') return { kind: 'failed', error: abortedTransactionError() };
       throw unavailable(error);

@@ -5,6 +5,8 @@
 // with the first statement, a statement handler's delivery in one round trip) it does behind this seam, and
 // nothing here requires it.
 
+import type { TransactionControlError } from '../errors.js';
+
 /** One statement: SQL text with `$1 … $n` placeholders (each cast to its type), and its parameters in order. */
 export interface SqlStatement {
   readonly sql: string;
@@ -21,6 +23,12 @@ export interface SeamTransaction<Tx> {
   readonly tx: Tx;
   /** Runs a statement in this transaction. */
   query(statement: SqlStatement): Promise<SqlRow[]>;
+  /**
+   * The transaction control (COMMIT, ROLLBACK …) the handler attempted through `tx` since the last call, once:
+   * refused by the seam before it was sent, so the transaction is intact and the store fails only that message.
+   * Absent on a seam that cannot see the handler's statements (then only the end of the transaction tells).
+   */
+  transactionControl?(): TransactionControlError | undefined;
 }
 
 /**
@@ -74,8 +82,11 @@ export interface SqlSeam<Tx> {
    * the COMMIT committed (or the ROLLBACK was sent). Rejects: when `first` fails, with its error (the transaction
    * rolled back, `work` never called); when `work` rejects, with its error after a ROLLBACK; when COMMIT fails,
    * with its error — `code` `25P02` when Postgres found the transaction aborted and committed nothing (a failed
-   * statement inside it was caught); when the connection fails at any point, with that failure. The connection
-   * is never handed back to a pool inside the transaction.
+   * statement inside it was caught); when the connection fails at any point, with that failure; with a
+   * `TransactionControlError` when the handler ended or tried to end the transaction through `tx` (COMMIT,
+   * ROLLBACK …, see transaction-control.ts) and `transactionControl()` did not hand it over — after rolling back
+   * whatever is still open, whatever `work` said. The connection is never handed back to a pool inside the
+   * transaction.
    */
   transaction<T>(work: TransactionWork<Tx, T>, options?: TransactionOptions): Promise<T>;
   /** Present when this implementation can run a statement handler's delivery in one round trip. */

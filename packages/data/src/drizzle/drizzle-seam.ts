@@ -9,6 +9,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
 import type { Sql } from 'postgres';
 import { librarySeam } from '../library-seam.js';
+import { refusingSql } from '../refuse-control.js';
 import { pgClientSeam, type PgClientSeamOptions } from '../pg-client-seam.js';
 import { checkPool } from '../pg/pg-seam.js';
 import { checkSql, unsafeQuery } from '../postgres-js/postgres-js-seam.js';
@@ -81,10 +82,13 @@ export function drizzleSeam<TDb extends DrizzlePgDatabase>(
     checkSql(sql, 'drizzleSeam');
     return librarySeam<DrizzleTransaction<TDb>>({
       query: (statement) => unsafeQuery(sql, statement),
-      transaction: (fn) =>
+      transaction: (fn, _first, watch) =>
         db.transaction((tx) => {
-          // Drizzle's postgres.js transaction runs on the TransactionSql of sql.begin(), kept in its session.
-          const txSql = (tx as unknown as { session: Session }).session.client as Sql;
+          // Drizzle's postgres.js transaction runs on the TransactionSql of sql.begin(), kept in its session;
+          // the handler's statements reach it there, past the transaction-control watch.
+          const session = (tx as unknown as { session: { client: unknown } }).session;
+          const txSql = session.client as Sql;
+          session.client = refusingSql(txSql, watch);
           return fn({
             tx: tx as DrizzleTransaction<TDb>,
             query: (statement) => unsafeQuery(txSql, statement),

@@ -1,11 +1,11 @@
 // Knex: the handler's `context.tx` is a `Knex.Transaction` that Knex itself opened (BEGIN) and ends (COMMIT or
 // ROLLBACK), on a connection the seam took from Knex's pool and runs the store's statements on directly.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, TransactionControlError } from '@inboxkit/core';
 import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
 import type { Knex } from 'knex';
 import { librarySeam } from '../library-seam.js';
-import { abortedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
+import { abortedOn, endedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
 import { abortedTransactionError } from '../postgres-error.js';
 
 /** The slice of Knex' client the seam uses: its pool of node-postgres connections. */
@@ -49,20 +49,34 @@ export function knexSeam(knex: Knex, options: KnexSeamOptions = {}): SqlSeam<Kne
   };
   return librarySeam<Knex.Transaction>({
     query: (statement) => withConnection((connection) => queryOn(connection, statement)),
-    transaction: (fn, first) =>
+    transaction: (fn, first, watch) =>
       withConnection(async (connection) => {
-        const watched = watchConnection(connection, pipelining ? first : undefined);
+        const watched = watchConnection(connection, pipelining ? first : undefined, watch);
         try {
-          const value = await knex.transaction(
-            (trx) =>
-              fn({
+          const value = await knex.transaction(async (trx) => {
+            // trx.commit() and trx.rollback() would end Knex' transaction (and settle it) under the store:
+            // refused while the handler runs; Knex' own commit at the end calls them once they are back.
+            const own: unknown = { commit: Reflect.get(trx, 'commit'), rollback: Reflect.get(trx, 'rollback') };
+            const refuse = (call: string) => () => {
+              const refused = Promise.reject(watch.record(new TransactionControlError(call, 'none')));
+              refused.catch(() => undefined);
+              return refused;
+            };
+            Object.assign(trx, { commit: refuse('trx.commit()'), rollback: refuse('trx.rollback()') });
+            watched.handling = true;
+            try {
+              return await fn({
                 tx: trx,
-                query: (statement) => queryOn(connection, statement),
+                query: (statement) => watched.query(statement),
                 aborted: () => abortedOn(connection),
+                ended: () => (trx.isCompleted() ? 'Knex ended the transaction' : endedOn(connection)),
                 first: watched.firstRows(),
-              }),
-            { connection },
-          );
+              });
+            } finally {
+              watched.handling = false;
+              Object.assign(trx, own);
+            }
+          }, { connection });
           if (watched.rolledBack) throw abortedTransactionError();
           return value;
         } finally {

@@ -12,6 +12,7 @@ import {
 } from '@inboxkit/core/postgres';
 import type { Sql, TransactionSql } from 'postgres';
 import { librarySeam } from '../library-seam.js';
+import { refusingSql } from '../refuse-control.js';
 
 /** The slice of a postgres.js `sql` the seam uses. */
 type Unsafe = Pick<Sql, 'unsafe'>;
@@ -61,9 +62,13 @@ export function postgresJsSeam<TTypes extends Record<string, unknown> = {}>(
   checkSql(sql, 'postgresJsSeam');
   return librarySeam<TransactionSql<TTypes>>({
     query: (statement) => unsafeQuery(sql, statement),
-    transaction: (fn) =>
+    transaction: (fn, _first, watch) =>
       sql.begin((tx) =>
-        fn({ tx, query: (statement) => unsafeQuery(tx, statement), aborted: () => Promise.resolve(false) }),
+        fn({
+          tx: refusingSql(tx, watch),
+          query: (statement) => unsafeQuery(tx, statement),
+          aborted: () => Promise.resolve(false),
+        }),
       ) as Promise<never>,
   });
 }

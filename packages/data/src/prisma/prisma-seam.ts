@@ -13,6 +13,7 @@ import {
   type SqlSeam,
 } from '@inboxkit/core/postgres';
 import { librarySeam } from '../library-seam.js';
+import { refusingPrisma } from '../refuse-control.js';
 import { findSqlState } from '../postgres-error.js';
 
 /** The slice of a PrismaClient the seam uses. */
@@ -69,12 +70,12 @@ export function prismaSeam<C extends PrismaClientLike>(
   ): Promise<SqlRow[]> => (await client.$queryRawUnsafe(sql, ...parameters)) as SqlRow[];
   return librarySeam<PrismaTransaction<C>>({
     query: (statement) => run(prisma, statement.sql, statement.parameters),
-    transaction: (fn) =>
+    transaction: (fn, _first, watch) =>
       Promise.resolve(
         prisma.$transaction(
           (tx: PrismaTransaction<C> & PrismaClientLike) =>
             fn({
-              tx,
+              tx: refusingPrisma(tx, watch),
               query: (statement) => run(tx, statement.sql, statement.parameters),
               aborted: async () => {
                 try {

@@ -7,7 +7,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import { PostgresInboxStore, type InboxStoreOptions, type SqlSeam } from '@inboxkit/core/postgres';
 import type { DataSource, EntityManager } from 'typeorm';
 import { librarySeam } from '../library-seam.js';
-import { abortedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
+import { abortedOn, endedOn, queryOn, watchConnection, type PgConnection } from '../pg-connection.js';
 import { abortedTransactionError } from '../postgres-error.js';
 
 /** Options of `typeormSeam`. */
@@ -49,23 +49,34 @@ export function typeormSeam(
         await runner.release();
       }
     },
-    transaction: async (fn, first) => {
+    transaction: async (fn, first, watch) => {
       const runner = dataSource.createQueryRunner('master');
       try {
         const client = (await runner.connect()) as PgConnection;
-        const watched = watchConnection(client, pipelining ? first : undefined);
+        const watched = watchConnection(client, pipelining ? first : undefined, watch);
         try {
           await runner.startTransaction();
           let value;
           try {
-            value = await fn({
-              tx: runner.manager,
-              query: (statement) => queryOn(client, statement),
-              aborted: () => abortedOn(client),
-              first: watched.firstRows(),
-            });
+            // The handler's COMMIT or ROLLBACK (manager.query, or manager.queryRunner.commitTransaction()) is
+            // refused, unsent, on the client; TypeORM's own state is then untouched.
+            watched.handling = true;
+            try {
+              value = await fn({
+                tx: runner.manager,
+                query: (statement) => watched.query(statement),
+                aborted: () => abortedOn(client),
+                ended: () =>
+                  runner.isTransactionActive ? endedOn(client) : 'the QueryRunner ended the transaction',
+                first: watched.firstRows(),
+              });
+            } finally {
+              watched.handling = false;
+            }
           } catch (error) {
-            await runner.rollbackTransaction();
+            // A transaction the handler ended is no longer TypeORM's to roll back.
+            if (runner.isTransactionActive) await runner.rollbackTransaction();
+            else if (endedOn(client) === undefined) await queryOn(client, { sql: 'ROLLBACK', parameters: [] });
             throw error;
           }
           await runner.commitTransaction();
