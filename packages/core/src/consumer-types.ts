@@ -76,9 +76,24 @@ export interface HandlerContext<Tx> {
   readonly attempt: number;
   /**
    * A key derived from (consumer, message id), the same on every attempt: pass it as the Idempotency-Key of
-   * downstream calls (payment providers, e-mail APIs) whose effects live outside the transaction.
+   * downstream calls (payment providers, e-mail APIs) whose effects live outside the transaction. One key per
+   * message: a handler that makes two calls to the same downstream needs `downstreamKeyFor(step)` instead.
    */
   readonly downstreamKey: string;
+  /**
+   * The key of one named step of this handler, derived from (consumer, message id, step): the same on every
+   * attempt and replay, different per step and from `downstreamKey`. Give every downstream call its own step,
+   * since a provider that remembers a key refuses it for another request or answers the first response again.
+   * The step is 1-100 characters without control characters, else a `ConfigurationError` (not retriable).
+   * A bound function: it may be destructured from the context.
+   *
+   * @example
+   * handler: async (message, { downstreamKeyFor }) => {
+   *   await psp.charge(message.payload, { idempotencyKey: downstreamKeyFor('charge') });
+   *   await psp.refundFee(message.payload, { idempotencyKey: downstreamKeyFor('refund-fee') });
+   * }
+   */
+  readonly downstreamKeyFor: (step: string) => string;
   /** Aborted when the handler timeout passes or, in leased mode, when the lease is lost. */
   readonly signal: AbortSignal;
   readonly consumer: string;

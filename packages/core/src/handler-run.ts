@@ -3,7 +3,7 @@
 
 import { performance } from 'node:perf_hooks';
 import type { HandlerContext, HandlerOutbox, Logger, OutboxBinder } from './consumer-types.js';
-import { downstreamKey } from './downstream-key.js';
+import { downstreamKey, downstreamStepKey } from './downstream-key.js';
 import { ConfigurationError, HandlerTimeoutError } from './errors.js';
 
 export class HandlerRun<Tx> implements HandlerContext<Tx> {
@@ -58,6 +58,9 @@ export class HandlerRun<Tx> implements HandlerContext<Tx> {
     this.#key ??= downstreamKey(this.consumer, this.#messageId);
     return this.#key;
   }
+
+  /** An own arrow property, so `{ downstreamKeyFor }` destructured from the context still works. */
+  readonly downstreamKeyFor = (step: string): string => downstreamStepKey(this.consumer, this.#messageId, step);
 
   get signal(): AbortSignal {
     if (this.#controller === undefined) {

@@ -56,7 +56,7 @@ export {
 export { clipText, recordableDate, recordableText, REPLACEMENT_CHARACTER } from './recordable.js';
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 export { canonicalJson, exactCanonicalJson, fingerprintJson, fingerprintPayload } from './fingerprint.js';
-export { downstreamKey } from './downstream-key.js';
+export { downstreamKey, downstreamStepKey, MAX_DOWNSTREAM_STEP_LENGTH } from './downstream-key.js';
 export { decodeJson, decodeJsonBody, validatePayload } from './decode-payload.js';
 export { toErrorInfo } from './error-info.js';
 export { METRIC_NAMES } from './consumer-metrics.js';

@@ -5,6 +5,15 @@
 export { sqlExecutorOf, type SqlExecutor, type SqlRow, type SqlTransaction } from './sql-executor.js';
 export { quoteIdentifier, quoteTable, type TableName } from './sql-identifier.js';
 export { applyIfNewer, type ApplyIfNewerOptions, type ApplyIfNewerResult } from './apply-if-newer.js';
+export {
+  defineStateMachine,
+  IllegalTransitionError,
+  transitionState,
+  type StateMachine,
+  type TransitionStateOptions,
+  type TransitionStateResult,
+} from './state-transition.js';
+export { compareAndSet, type CompareAndSetOptions, type CompareAndSetResult } from './compare-and-set.js';
 export { insertIfAbsent, type InsertIfAbsentOptions, type InsertIfAbsentResult } from './insert-if-absent.js';
 export {
   advisoryLock,

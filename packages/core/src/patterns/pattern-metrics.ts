@@ -15,6 +15,10 @@ export const PATTERN_METRIC_NAMES = {
   staleUpdates: 'inboxkit.patterns.stale_updates',
   /** Counter of natural-key inserts that found the key taken, by `table`: one intent under two message ids. */
   naturalKeyConflicts: 'inboxkit.patterns.natural_key_conflicts',
+  /** Counter of state transitions a state machine refused (`transitionState`), by `table`: late or wrong events. */
+  illegalTransitions: 'inboxkit.patterns.illegal_transitions',
+  /** Counter of compare-and-set writes that found another version (`compareAndSet`), by `table`. */
+  versionConflicts: 'inboxkit.patterns.version_conflicts',
   /** Counter of advisory-lock claims that gave up after their wait, by `lock` (the key's namespace). */
   advisoryLockBusy: 'inboxkit.patterns.advisory_lock_busy',
   /** Gauge of open reconciliation differences, by `sweeper`: alert when above 0. */
