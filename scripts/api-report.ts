@@ -5,7 +5,9 @@
 //   2. a committed report that differs from the one at the package's last release needs a changeset
 //      (.changeset/*.md) naming that package, with a bump at least as large as the change asks for (0.x: minor
 //      for a breaking change, patch for an addition; from 1.0: major, minor), unless the package's version was
-//      already bumped for a release (`changeset version` consumed the changesets).
+//      already bumped for a release (`changeset version` consumed the changesets). Never released (no
+//      `<name>@<version>` tag), the base is the first committed report and any changeset naming the package
+//      will do, `none` included: nothing published can break, and `none` keeps the first version as it is.
 //
 // A report lists, per entry point (`@inboxkit/core`, `@inboxkit/core/postgres` …), every export with its
 // declaration as TypeScript prints it (comments dropped, private class members dropped, declaration order of the
@@ -43,8 +45,8 @@ interface Package {
   entries: { specifier: string; dts: string; js: string }[];
 }
 
-type Bump = 'patch' | 'minor' | 'major';
-const BUMPS: Bump[] = ['patch', 'minor', 'major'];
+type Bump = 'none' | 'patch' | 'minor' | 'major';
+const BUMPS: Bump[] = ['none', 'patch', 'minor', 'major'];
 
 export function publicPackages(): Package[] {
   return readdirSync(join(ROOT, 'packages'))
@@ -289,8 +291,7 @@ export function pendingChangesets(): Map<string, { bump: Bump; files: string[] }
       if (!line.trim()) continue;
       const match = /^\s*["']?([^"':]+(?::[^"':]+)?)["']?\s*:\s*(patch|minor|major|none)\s*$/.exec(line);
       if (!match) throw new Error(`.changeset/${file}: cannot read the line ${JSON.stringify(line)}`);
-      const [, name, level] = match as unknown as [string, string, Bump | 'none'];
-      if (level === 'none') continue;
+      const [, name, level] = match as unknown as [string, string, Bump];
       const before = named.get(name);
       const bump = before && BUMPS.indexOf(before.bump) > BUMPS.indexOf(level) ? before.bump : level;
       named.set(name, { bump, files: [...(before?.files ?? []), file] });
@@ -311,18 +312,22 @@ function git(args: string[]): string | undefined {
  * The package's last release: its newest `<name>@<version>` tag (what `changeset publish` tags), else — never
  * released — the commit that first committed its report (the surface the first release is to have).
  */
-export function lastRelease(pkg: Package): { ref: string; label: string } | undefined {
+export function lastRelease(pkg: Package): { ref: string; label: string; released: boolean } | undefined {
   const tags = (git(['tag', '--list', `${pkg.json.name}@*`, '--sort=-v:refname']) ?? '')
     .split('\n')
     .filter(Boolean);
-  if (tags[0]) return { ref: tags[0], label: `its last release (tag ${tags[0]})` };
+  if (tags[0]) return { ref: tags[0], label: `its last release (tag ${tags[0]})`, released: true };
   const relative = reportPath(pkg).slice(ROOT.length + 1);
   const added = (git(['log', '--diff-filter=A', '--format=%H', '--', relative]) ?? '')
     .split('\n')
     .filter(Boolean);
   const first = added[added.length - 1];
   return first
-    ? { ref: first, label: `the first committed report (${first.slice(0, 10)}; not released yet)` }
+    ? {
+        ref: first,
+        label: `the first committed report (${first.slice(0, 10)}; not released yet)`,
+        released: false,
+      }
     : undefined;
 }
 
@@ -429,9 +434,12 @@ async function main() {
     if (!pending) {
       problems.push(
         `${pkg.json.name}: its public API changed since ${release.label}, and no changeset names it.\n` +
-          `  Add one (\`npx changeset\`: ${pkg.json.name}, ${needed} or more, and what changed for its users), commit .changeset/.`,
+          (release.released
+            ? `  Add one (\`npx changeset\`: ${pkg.json.name}, ${needed} or more, and what changed for its users), commit .changeset/.`
+            : `  Add one naming it, commit .changeset/: \`"${pkg.json.name}": none\` keeps its first version at ${pkg.json.version}` +
+              ` (never published: nothing to break yet), or ${needed} for a new version.`),
       );
-    } else if (BUMPS.indexOf(pending.bump) < BUMPS.indexOf(needed)) {
+    } else if (release.released && BUMPS.indexOf(pending.bump) < BUMPS.indexOf(needed)) {
       problems.push(
         `${pkg.json.name}: its public API changed since ${release.label} in a way that asks for a ${needed} bump` +
           ` (${why(released, now)}),` +
