@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft), ElasticMQ (SQS), Redis.
 #
-#   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env
+#   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env; prints
+#                                   `started NAME` on stdout for each service it started (not found running)
 #   services.sh down    [NAME...]   stop cleanly
 #   services.sh restart NAME...     stop then start (for chaos tests), waits until ready
 #   services.sh status  [NAME...]   print each service up/down with its address (exit 1 if any is down)
@@ -421,6 +422,7 @@ EOF
       }
     wait_for "postgres" "$READY_TIMEOUT" pg_ready || die "postgres: not ready after ${READY_TIMEOUT}s (log: $PG_LOG)"
     log "postgres: ready in $(_elapsed "$t")"
+    STARTED=1
   fi
   pg_ensure_db
 }
@@ -568,6 +570,7 @@ rabbitmq_up() {
   # Quorum queues, streams etc. need the stable feature flags on.
   rabbit_ctl -q enable_feature_flag all >/dev/null
   log "rabbitmq: ready in $(_elapsed "$t") (pid $(rabbit_pid))"
+  STARTED=1
 }
 
 rabbitmq_down() {
@@ -707,6 +710,7 @@ kafka_up() {
     sleep 0.5
   done
   log "kafka: ready in $(_elapsed "$t") (pid $(kafka_pid))"
+  STARTED=1
 }
 
 kafka_down() {
@@ -830,6 +834,7 @@ elasticmq_up() {
     sleep 0.3
   done
   log "elasticmq: ready in $(_elapsed "$t") (pid $(elasticmq_pid))"
+  STARTED=1
 }
 
 elasticmq_down() {
@@ -901,6 +906,7 @@ EOF
   redis-server "$REDIS_DIR/redis.conf" 9>&- || die "redis: redis-server failed to start (log: $STATE/logs/redis.log)"
   wait_for redis "$READY_TIMEOUT" redis_ready || die "redis: not ready after ${READY_TIMEOUT}s (log: $STATE/logs/redis.log)"
   log "redis: ready in $(_elapsed "$t") (pid $(redis_pid))"
+  STARTED=1
 }
 
 redis_down() {
@@ -951,7 +957,7 @@ EOF
 
 # ================================================================================================== main
 usage() {
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -997,8 +1003,12 @@ up | start)
   T0=$(_now)
   ensure_system_packages "${SELECTED[@]}"
   for s in "${SELECTED[@]}"; do
+    STARTED=""
     "${s}_up"
     claim_service_ports "$s"
+    # On stdout, for whoever stops what it started (test/support/own-services.ts): a service found running
+    # (started meanwhile by a restart, another run, or by hand) is not this call's to stop.
+    if [[ -n "$STARTED" ]]; then echo "started $s"; fi
   done
   write_env
   log "up: ${SELECTED[*]} ready in $(_elapsed "$T0"); settings in ${STATE}/env"

@@ -13,6 +13,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -77,6 +78,15 @@ async function postgresAnswers(dir: string): Promise<boolean> {
   const url = readServicesEnv(join(dir, 'env'))['DATABASE_URL'];
   if (!url) return false;
   return tcpAnswers('127.0.0.1', Number(new URL(url).port), 500);
+}
+
+/** A TCP port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolvePromise) => server.listen(0, '127.0.0.1', resolvePromise));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolvePromise) => server.close(resolvePromise));
+  return port;
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 180_000): Promise<void> {
@@ -161,6 +171,53 @@ describe('with-services (the examples runner)', SLOW, () => {
     expect(output).toMatch(/postgres \(services: postgres:\/\//);
     expect(output).not.toContain('stopped');
     expect(await postgresAnswers(dir)).toBe(true);
+  });
+
+  it('leaves running a service that came up while it was starting it (another run restarting it)', async () => {
+    const dir = stateDir();
+    const registry = mkdtempSync(join(tmpdir(), 'inboxkit-ports-'));
+    dirs.push(registry);
+    const port = await freePort();
+    mkdirSync(join(dir, 'run'), { recursive: true });
+    mkdirSync(join(dir, 'logs'), { recursive: true });
+    writeFileSync(join(dir, 'ports.env'), `INBOXKIT_REDIS_PORT=${port}\n`);
+    // Another services.sh holds the folder's lock, as a chaos test's `restart redis` does, and brings Redis up
+    // once told to: the run's discovery finds no Redis, and its `up` waits for the lock, then finds it running.
+    const go = join(dir, 'go');
+    const pidFile = join(dir, 'run/redis.pid');
+    // -o: Redis, a daemon, must not inherit the lock (it would hold it for ever).
+    const restart = spawn(
+      'flock',
+      [
+        '-o',
+        join(dir, 'run/services.lock'),
+        'bash',
+        '-c',
+        `until [ -e ${go} ]; do sleep 0.05; done
+         redis-server --port ${port} --bind 127.0.0.1 --daemonize yes --pidfile ${pidFile} --save '' \
+           --logfile ${join(dir, 'logs/redis.log')}
+         until [ -s ${pidFile} ]; do sleep 0.05; done`,
+      ],
+      { stdio: 'ignore' },
+    );
+    const restarted = new Promise((resolvePromise) => restart.once('exit', resolvePromise));
+    const env = cleanEnv(dir, { INBOXKIT_PORT_REGISTRY: registry });
+    const { child, done } = run(
+      ['--import', 'tsx', WITH_SERVICES, 'redis', '--', process.execPath, '-e', 'process.exit(0)'],
+      env,
+    );
+    let output = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('starting redis')) writeFileSync(go, '');
+    });
+    const { code, output: all } = await done;
+    expect(await restarted).toBe(0);
+
+    expect(code).toBe(0);
+    expect(all).toContain('redis found running meanwhile: left running at the end');
+    expect(all).not.toContain('stopped redis');
+    expect(await tcpAnswers('127.0.0.1', port, 500)).toBe(true);
   });
 
   it('stops what it started when it is killed with SIGKILL', async () => {
