@@ -148,7 +148,11 @@ port_claimed_by_other() {
 
 claim_ports() { # claim_ports PORT...: records this checkout as the owner of each PORT
   local port
-  for port in "$@"; do printf '%s\n' "$STATE" >"$PORT_REGISTRY/$port"; done
+  for port in "$@"; do
+    # A stale claim file of another user cannot be replaced in the sticky registry: say so, and go on.
+    { printf '%s\n' "$STATE" >"$PORT_REGISTRY/$port"; } 2>/dev/null ||
+      log "cannot claim port $port in $PORT_REGISTRY (a stale claim of another user?): other checkouts may take it while it is stopped"
+  done
 }
 
 # Claims the ports of a service that runs (started before claims existed, or its claim file was removed).
