@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft), ElasticMQ (SQS), Redis.
 #
-#   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env
+#   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env; prints
+#                                   `started NAME` on stdout for each service it started (not found running)
 #   services.sh down    [NAME...]   stop cleanly
 #   services.sh restart NAME...     stop then start (for chaos tests), waits until ready
 #   services.sh status  [NAME...]   print each service up/down with its address (exit 1 if any is down)
@@ -37,7 +38,9 @@ die() {
 # --------------------------------------------------------------------------------------------- settings
 # Ports: an explicit env var wins; else the port this checkout used before (.services/ports.env); else the
 # default. When a port that was not set explicitly is taken by a process that is not ours (for example the
-# services of another checkout), `up` moves the whole service to the next free block (+10, +20, ...).
+# services of another checkout), or claimed by another checkout (see claim_ports: its service may just be down
+# for a restart), `up` moves the whole service to the next free block (+10, +20, ...). `restart` never moves:
+# the tests running against the service hold its address.
 declare -A DEFAULT_PORT=(
   [INBOXKIT_PG_PORT]=54329
   [INBOXKIT_AMQP_PORT]=5679
@@ -114,31 +117,103 @@ stop_pid() { # stop_pid PID NAME [TIMEOUT]: SIGTERM, wait, SIGKILL as a last res
   sleep 0.5
 }
 
-# Resolve ports for a service that is not running: keep them when free, else (unless set explicitly) move to
-# the next block where all of the service's ports are free.
-resolve_ports() {
-  local svc="$1" vars offset var busy explicit=""
+# ------------------------------------------------------------------------------------------ port claims
+# Every port a checkout's service uses is claimed in a registry shared by all checkouts on the machine: a file
+# named after the port that holds the claiming checkout's state folder. A claim stays while the service is
+# stopped (a restart stops it for a while): another checkout's `up` skips the port even when nothing listens on
+# it, so it never takes over the address that the first checkout's tests and tools hold. A claim lapses when its
+# folder's ports.env no longer names the port (the checkout moved, or was deleted).
+PORT_REGISTRY="${INBOXKIT_PORT_REGISTRY:-${TMPDIR:-/tmp}/inboxkit-ports}"
+
+registry_lock() { # registry_lock COMMAND...: runs COMMAND holding the registry's lock (fd 8)
+  if [[ ! -d "$PORT_REGISTRY" ]]; then
+    mkdir -p "$PORT_REGISTRY" || die "cannot create the port registry $PORT_REGISTRY (INBOXKIT_PORT_REGISTRY)"
+    chmod 1777 "$PORT_REGISTRY" 2>/dev/null || true
+  fi
+  (
+    flock -w 60 8 || die "the port registry $PORT_REGISTRY stays locked"
+    "$@"
+  ) 8>"$PORT_REGISTRY/.lock"
+}
+
+# The state folder of the other checkout that claims PORT, if its claim is live; nothing otherwise.
+port_claimed_by_other() {
+  local port="$1" owner
+  [[ -f "$PORT_REGISTRY/$port" ]] || return 1
+  owner="$(cat "$PORT_REGISTRY/$port" 2>/dev/null || true)"
+  [[ -n "$owner" && "$owner" != "$STATE" ]] || return 1
+  grep -qx "[A-Z_]*=$port" "$owner/ports.env" 2>/dev/null || return 1
+  echo "$owner"
+}
+
+claim_ports() { # claim_ports PORT...: records this checkout as the owner of each PORT
+  local port
+  for port in "$@"; do
+    # A stale claim file of another user cannot be replaced in the sticky registry: say so, and go on.
+    { printf '%s\n' "$STATE" >"$PORT_REGISTRY/$port"; } 2>/dev/null ||
+      log "cannot claim port $port in $PORT_REGISTRY (a stale claim of another user?): other checkouts may take it while it is stopped"
+  done
+}
+
+# Claims the ports of a service that runs (started before claims existed, or its claim file was removed).
+claim_service_ports() { # claim_service_ports SERVICE
+  local var ports=""
+  for var in ${SERVICE_PORT_VARS[$1]}; do ports+=" ${!var}"; done
+  # shellcheck disable=SC2086
+  registry_lock claim_ports $ports
+}
+
+# Resolve ports for a service that is not running: keep them when free for us, else (unless set explicitly, or
+# MOVE=no for a restart) move to the next block where all of the service's ports are free for us; then claim
+# them. Runs under the registry lock, so two checkouts starting at once never pick the same block.
+resolve_ports() { registry_lock _resolve_ports "$@" || exit 1; _reload_ports; }
+
+_resolve_ports() {
+  local svc="$1" move="${2:-yes}" vars offset var busy explicit="" port owner ports
   vars="${SERVICE_PORT_VARS[$svc]}"
   for var in $vars; do [[ -n "${EXPLICIT[$var]:-}" ]] && explicit=1; done
   for ((offset = 0; offset <= 300; offset += 10)); do
     busy=""
     for var in $vars; do
-      if port_open $((${!var} + offset)); then busy="$var=$((${!var} + offset))"; fi
+      port=$((${!var} + offset))
+      if owner="$(port_claimed_by_other "$port")"; then
+        busy="$var=$port, claimed by the checkout whose state is $owner"
+      elif port_open "$port"; then
+        busy="$var=$port, in use by another process"
+      fi
     done
     if [[ -z "$busy" ]]; then
       if ((offset > 0)); then
         for var in $vars; do printf -v "$var" '%s' $((${!var} + offset)); done
-        log "$svc: default ports are taken by another process; using $(for var in $vars; do printf '%s=%s ' "$var" "${!var}"; done)"
+        log "$svc: its ports are taken or claimed by another checkout; using $(for var in $vars; do printf '%s=%s ' "$var" "${!var}"; done)"
       fi
       save_ports
+      ports=""
+      for var in $vars; do ports+=" ${!var}"; done
+      # shellcheck disable=SC2086
+      claim_ports $ports
       return 0
     fi
     if [[ -n "$explicit" ]]; then
-      die "$svc: port ${busy#*=} ($busy) is already in use by another process. Stop it or choose another port."
+      die "$svc: port ${busy#*=} ($busy). Stop it or choose another port."
+    fi
+    if [[ "$move" == no ]]; then
+      die "$svc: cannot start again on its port ($busy) and will not move during a restart: the tests and tools using it hold that address. Stop what took the port, or run \`services.sh up $svc\` to move it."
     fi
   done
   die "$svc: no free port block found near ${vars}"
 }
+
+# resolve_ports runs in a subshell (the lock): read back the ports it chose.
+_reload_ports() {
+  local _k _v
+  while IFS='=' read -r _k _v; do
+    [[ -n "$_k" && -n "${DEFAULT_PORT[$_k]:-}" ]] && printf -v "$_k" '%s' "$_v"
+  done <"$PORTS_FILE"
+}
+
+# `restart` sets this: its start must not move the service to other ports.
+RESOLVE_MOVE=yes
 
 # ------------------------------------------------------------------------------------------ dependencies
 APT_UPDATED=""
@@ -302,7 +377,7 @@ postgres_up() {
     wait_for postgres "$READY_TIMEOUT" pg_ready || die "postgres: pid $(pg_pid) is alive but not ready (log: $PG_LOG)"
     log "postgres: already running on 127.0.0.1:$INBOXKIT_PG_PORT"
   else
-    resolve_ports postgres
+    resolve_ports postgres "$RESOLVE_MOVE"
     if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
       local t
       t=$(_now)
@@ -351,6 +426,7 @@ EOF
       }
     wait_for "postgres" "$READY_TIMEOUT" pg_ready || die "postgres: not ready after ${READY_TIMEOUT}s (log: $PG_LOG)"
     log "postgres: ready in $(_elapsed "$t")"
+    STARTED=1
   fi
   pg_ensure_db
 }
@@ -479,7 +555,7 @@ rabbitmq_up() {
     fi
     die "rabbitmq: pid $(rabbit_pid) is alive but the node does not answer (log: $STATE/logs/rabbitmq)"
   fi
-  resolve_ports rabbitmq
+  resolve_ports rabbitmq "$RESOLVE_MOVE"
   write_rabbit_files
   local t
   t=$(_now)
@@ -498,6 +574,7 @@ rabbitmq_up() {
   # Quorum queues, streams etc. need the stable feature flags on.
   rabbit_ctl -q enable_feature_flag all >/dev/null
   log "rabbitmq: ready in $(_elapsed "$t") (pid $(rabbit_pid))"
+  STARTED=1
 }
 
 rabbitmq_down() {
@@ -603,7 +680,7 @@ kafka_up() {
     die "kafka: pid $(kafka_pid) is alive but the broker does not answer (log: $STATE/logs/kafka/server.log)"
   fi
   maven_lib kafka "$SCRIPT_DIR/kafka/pom.xml" "$KAFKA_LIB"
-  resolve_ports kafka
+  resolve_ports kafka "$RESOLVE_MOVE"
   write_kafka_files
   local t
   if [[ ! -f "$KAFKA_DIR/data/meta.properties" ]]; then
@@ -637,6 +714,7 @@ kafka_up() {
     sleep 0.5
   done
   log "kafka: ready in $(_elapsed "$t") (pid $(kafka_pid))"
+  STARTED=1
 }
 
 kafka_down() {
@@ -740,7 +818,7 @@ elasticmq_up() {
     die "elasticmq: pid $(elasticmq_pid) is alive but does not answer (log: $STATE/logs/elasticmq.log)"
   fi
   maven_lib elasticmq "$SCRIPT_DIR/elasticmq/pom.xml" "$EMQ_LIB"
-  resolve_ports elasticmq
+  resolve_ports elasticmq "$RESOLVE_MOVE"
   write_elasticmq_files
   local t start
   t=$(_now)
@@ -760,6 +838,7 @@ elasticmq_up() {
     sleep 0.3
   done
   log "elasticmq: ready in $(_elapsed "$t") (pid $(elasticmq_pid))"
+  STARTED=1
 }
 
 elasticmq_down() {
@@ -808,7 +887,7 @@ redis_up() {
     die "redis: pid $(redis_pid) is alive but does not answer (log: $STATE/logs/redis.log)"
   fi
   command -v redis-server >/dev/null || die "redis: redis-server is not installed (apt-get install redis-server)"
-  resolve_ports redis
+  resolve_ports redis "$RESOLVE_MOVE"
   mkdir -p "$REDIS_DIR"
   cat >"$REDIS_DIR/redis.conf" <<EOF
 # Written by scripts/services/services.sh on each start.
@@ -831,6 +910,7 @@ EOF
   redis-server "$REDIS_DIR/redis.conf" 9>&- || die "redis: redis-server failed to start (log: $STATE/logs/redis.log)"
   wait_for redis "$READY_TIMEOUT" redis_ready || die "redis: not ready after ${READY_TIMEOUT}s (log: $STATE/logs/redis.log)"
   log "redis: ready in $(_elapsed "$t") (pid $(redis_pid))"
+  STARTED=1
 }
 
 redis_down() {
@@ -881,7 +961,7 @@ EOF
 
 # ================================================================================================== main
 usage() {
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -926,7 +1006,14 @@ up | start)
   with_lock
   T0=$(_now)
   ensure_system_packages "${SELECTED[@]}"
-  for s in "${SELECTED[@]}"; do "${s}_up"; done
+  for s in "${SELECTED[@]}"; do
+    STARTED=""
+    "${s}_up"
+    claim_service_ports "$s"
+    # On stdout, for whoever stops what it started (test/support/own-services.ts): a service found running
+    # (started meanwhile by a restart, another run, or by hand) is not this call's to stop.
+    if [[ -n "$STARTED" ]]; then echo "started $s"; fi
+  done
   write_env
   log "up: ${SELECTED[*]} ready in $(_elapsed "$T0"); settings in ${STATE}/env"
   ;;
@@ -942,9 +1029,11 @@ restart)
   with_lock
   T0=$(_now)
   ensure_system_packages "${SELECTED[@]}"
+  RESOLVE_MOVE=no
   for s in "${SELECTED[@]}"; do
     "${s}_down"
     "${s}_up"
+    claim_service_ports "$s"
   done
   write_env
   log "restart: ${SELECTED[*]} ready again in $(_elapsed "$T0")"

@@ -3,13 +3,15 @@
 // must answer and its typed settings. Discovery (test/support/find-services.ts) walks the catalog in order:
 //   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL);
 //   2. a container started with testcontainers, when a Docker engine answers (skipped quickly without one);
-//   3. the project's own services (`npm run services:up`), read from .services/env;
+//   3. the project's own services (`npm run services:up`), read from .services/env, and only while this
+//      checkout's own process serves them (ownService): never whatever answers on a port that .services/env
+//      names, such as another checkout's server that took it while ours was stopped;
 //   4. else the project's own services, started for the run and stopped at its end.
-// Each candidate must actually answer (a TCP connect) before it is used.
+// Each candidate must actually answer (a TCP connect) before it is used. No port is ever probed on a guess.
 //
 // Adding a service: its settings type in ServiceMap, its name in SERVICE_NAMES, one CATALOG entry, a container in
 // test-containers.ts and its section in scripts/services/services.sh.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -87,6 +89,8 @@ interface CatalogEntry<N extends ServiceName> {
   envVar: string;
   /** Its name for scripts/services/services.sh (up, down, restart). */
   script: string;
+  /** Where services.sh keeps the pid of its process, relative to the state folder (first line: the pid). */
+  pidFile: string;
   /** The endpoints its connection string names. */
   endpoints: (value: string) => Endpoint[];
   /** Whether one answering endpoint is enough (a Kafka bootstrap list) or all must answer. */
@@ -99,6 +103,7 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
   postgres: {
     envVar: 'DATABASE_URL',
     script: 'postgres',
+    pidFile: 'postgres/data/postmaster.pid',
     endpoints: (value) => [hostPort(value, 5432)],
     describe: (value, source) => {
       const url = new URL(value);
@@ -115,6 +120,7 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
   kafka: {
     envVar: 'KAFKA_BROKERS',
     script: 'kafka',
+    pidFile: 'run/kafka.pid',
     endpoints: (value) => brokerList(value).map((b) => hostPort(b, 9092)),
     anyEndpoint: true,
     describe: (value, source) => ({ source, brokers: brokerList(value) }),
@@ -122,6 +128,7 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
   rabbitmq: {
     envVar: 'AMQP_URL',
     script: 'rabbitmq',
+    pidFile: 'run/rabbitmq.pid',
     endpoints: (value) => [hostPort(value, value.startsWith('amqps:') ? 5671 : 5672)],
     describe: (value, source, extra) => {
       const url = new URL(value);
@@ -138,6 +145,7 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
   sqs: {
     envVar: 'SQS_ENDPOINT',
     script: 'elasticmq',
+    pidFile: 'run/elasticmq.pid',
     endpoints: (value) => [hostPort(value, value.startsWith('https:') ? 443 : 80)],
     describe: (value, source, extra) => ({
       source,
@@ -152,6 +160,7 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
   redis: {
     envVar: 'REDIS_URL',
     script: 'redis',
+    pidFile: 'run/redis.pid',
     endpoints: (value) => [hostPort(value, 6379)],
     describe: (value, source) => {
       const url = new URL(value);
@@ -246,6 +255,90 @@ export function describeService<N extends ServiceName>(
 /** The host:port endpoints a service must answer on. */
 export function endpointsOf(name: ServiceName, value: string): Endpoint[] {
   return CATALOG[name].endpoints(value);
+}
+
+/**
+ * Whether `value` (a connection string from .services/env) is served by this checkout's own process of service
+ * `name`: its pid file in the state folder `dir` names a live process, and (on Linux, where /proc tells) that
+ * process listens on every port `value` names. False for a server that merely answers there — another
+ * checkout's, which took the port while ours was stopped, or anything else. Where /proc cannot tell (another
+ * system, or a process this user may not inspect), the live pid file alone decides.
+ *
+ * @example ownService('redis', 'redis://127.0.0.1:16379') // true while .services/run/redis.pid runs it
+ */
+export function ownService(name: ServiceName, value: string, dir = SERVICES_DIR): boolean {
+  const pid = readPid(resolve(dir, CATALOG[name].pidFile));
+  if (pid === undefined || !processAlive(pid)) return false;
+  const ports = endpointsOf(name, value).map((e) => e.port);
+  if (ports.length === 0) return false;
+  const listening = listeningSockets();
+  if (listening === undefined) return true;
+  const held = socketsOf(pid);
+  if (held === undefined) return true;
+  return ports.every((port) => [...(listening.get(port) ?? [])].some((inode) => held.has(inode)));
+}
+
+function readPid(file: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').split('\n')[0]?.trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Listening TCP sockets by local port (their inodes), from /proc/net/tcp and tcp6; undefined without /proc. */
+function listeningSockets(): Map<number, Set<string>> | undefined {
+  const sockets = new Map<number, Set<string>>();
+  let readAny = false;
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+      readAny = true;
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // sl local_address rem_address st ... inode (10th field); st 0A is LISTEN.
+      if (fields.length < 10 || fields[3] !== '0A') continue;
+      const port = parseInt(fields[1]!.split(':')[1] ?? '', 16);
+      const inode = fields[9]!;
+      if (!sockets.has(port)) sockets.set(port, new Set());
+      sockets.get(port)!.add(inode);
+    }
+  }
+  return readAny ? sockets : undefined;
+}
+
+/** The socket inodes a process holds open; undefined when its descriptors cannot be read. */
+function socketsOf(pid: number): Set<string> | undefined {
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return undefined;
+  }
+  const inodes = new Set<string>();
+  for (const fd of fds) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match?.[1]) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return inodes;
 }
 
 export async function answers(name: ServiceName, value: string): Promise<boolean> {

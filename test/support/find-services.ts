@@ -1,6 +1,7 @@
 // Finds the test services, per service in this order (see discovery.ts): the environment → testcontainers (only
-// when a Docker engine answers) → the project's own running services (.services/env) → the project's own
-// services started for this run (unless INBOXKIT_START_SERVICES=0). Used by the vitest global setup and by
+// when a Docker engine answers) → the project's own running services (.services/env, only while this checkout's
+// own process serves them) → the project's own services started for this run (unless
+// INBOXKIT_START_SERVICES=0). Used by the vitest global setup and by
 // scripts/services/with-services.ts (the examples' runner).
 //
 // INBOXKIT_TESTCONTAINERS=0 never tries Docker; =1 reports why it could not be used.
@@ -13,6 +14,7 @@ import {
   SERVICES_SCRIPT,
   answers,
   describeService,
+  ownService,
   readServicesEnv,
   setService,
   type DiscoveredServices,
@@ -96,7 +98,9 @@ export async function findServices(options: FindOptions): Promise<FoundServices>
     }
   }
 
-  // 3. The project's own services, running.
+  // 3. The project's own services, running: only while this checkout's own process serves the address that
+  // .services/env names. Whatever else answers there (another checkout's server, which took the port while ours
+  // was stopped) is never used.
   const lookOwn = async () => {
     const own = readServicesEnv();
     await Promise.all(
@@ -104,6 +108,12 @@ export async function findServices(options: FindOptions): Promise<FoundServices>
         const value = own[ENV_VAR[name]];
         if (!value) {
           note(name, `no ${ENV_VAR[name]} in ${SERVICES_ENV_FILE}`);
+        } else if (!ownService(name, value)) {
+          note(
+            name,
+            `${ENV_VAR[name]}=${value} from .services/env is not served by this checkout's ${CATALOG[name].script} ` +
+              `(stopped${(await answers(name, value)) ? '; another process answers there and is not used' : ''})`,
+          );
         } else if (await answers(name, value)) {
           found.set(name, { value, source: 'services', extra: own });
         } else {
@@ -157,7 +167,7 @@ export async function findServices(options: FindOptions): Promise<FoundServices>
     names
       .map((name) => {
         const hit = found.get(name);
-        if (!hit) return `${name} MISSING`;
+        if (!hit) return `${name} MISSING (${services.missing[name] ?? 'not found'})`;
         return `${name} (${startedHere.has(name) ? 'started for this run' : hit.source}: ${hit.value})`;
       })
       .join(', '),

@@ -3,7 +3,17 @@
 // them it fails at once with one message that says what to run. Each case runs in a state folder of its own
 // (INBOXKIT_SERVICES_DIR), with its own Postgres on a free port, so the run's shared services are never touched.
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -24,7 +34,7 @@ const VITEST = join(REPO_ROOT, 'node_modules/vitest/vitest.mjs');
 const dirs: string[] = [];
 afterEach(async () => {
   for (const dir of dirs.splice(0)) {
-    await execFileAsync('bash', [SERVICES_SCRIPT, 'down', 'postgres'], { env: cleanEnv(dir) }).catch(
+    await execFileAsync('bash', [SERVICES_SCRIPT, 'down', 'postgres', 'redis'], { env: cleanEnv(dir) }).catch(
       () => {},
     );
     rmSync(dir, { recursive: true, force: true });
@@ -68,6 +78,15 @@ async function postgresAnswers(dir: string): Promise<boolean> {
   const url = readServicesEnv(join(dir, 'env'))['DATABASE_URL'];
   if (!url) return false;
   return tcpAnswers('127.0.0.1', Number(new URL(url).port), 500);
+}
+
+/** A TCP port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolvePromise) => server.listen(0, '127.0.0.1', resolvePromise));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolvePromise) => server.close(resolvePromise));
+  return port;
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 180_000): Promise<void> {
@@ -154,6 +173,53 @@ describe('with-services (the examples runner)', SLOW, () => {
     expect(await postgresAnswers(dir)).toBe(true);
   });
 
+  it('leaves running a service that came up while it was starting it (another run restarting it)', async () => {
+    const dir = stateDir();
+    const registry = mkdtempSync(join(tmpdir(), 'inboxkit-ports-'));
+    dirs.push(registry);
+    const port = await freePort();
+    mkdirSync(join(dir, 'run'), { recursive: true });
+    mkdirSync(join(dir, 'logs'), { recursive: true });
+    writeFileSync(join(dir, 'ports.env'), `INBOXKIT_REDIS_PORT=${port}\n`);
+    // Another services.sh holds the folder's lock, as a chaos test's `restart redis` does, and brings Redis up
+    // once told to: the run's discovery finds no Redis, and its `up` waits for the lock, then finds it running.
+    const go = join(dir, 'go');
+    const pidFile = join(dir, 'run/redis.pid');
+    // -o: Redis, a daemon, must not inherit the lock (it would hold it for ever).
+    const restart = spawn(
+      'flock',
+      [
+        '-o',
+        join(dir, 'run/services.lock'),
+        'bash',
+        '-c',
+        `until [ -e ${go} ]; do sleep 0.05; done
+         redis-server --port ${port} --bind 127.0.0.1 --daemonize yes --pidfile ${pidFile} --save '' \
+           --logfile ${join(dir, 'logs/redis.log')}
+         until [ -s ${pidFile} ]; do sleep 0.05; done`,
+      ],
+      { stdio: 'ignore' },
+    );
+    const restarted = new Promise((resolvePromise) => restart.once('exit', resolvePromise));
+    const env = cleanEnv(dir, { INBOXKIT_PORT_REGISTRY: registry });
+    const { child, done } = run(
+      ['--import', 'tsx', WITH_SERVICES, 'redis', '--', process.execPath, '-e', 'process.exit(0)'],
+      env,
+    );
+    let output = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('starting redis')) writeFileSync(go, '');
+    });
+    const { code, output: all } = await done;
+    expect(await restarted).toBe(0);
+
+    expect(code).toBe(0);
+    expect(all).toContain('redis found running meanwhile: left running at the end');
+    expect(all).not.toContain('stopped redis');
+    expect(await tcpAnswers('127.0.0.1', port, 500)).toBe(true);
+  });
+
   it('stops what it started when it is killed with SIGKILL', async () => {
     const dir = stateDir();
     const pidFile = join(dir, 'command.pid');
@@ -178,5 +244,98 @@ describe('with-services (the examples runner)', SLOW, () => {
 
     await until('the watchdog stopped Postgres', async () => !(await postgresAnswers(dir)));
     expect(readFileSync(join(dir, 'logs/stop-after.log'), 'utf8')).toMatch(/is gone: stopping postgres/);
+  });
+});
+
+// Two checkouts on one machine (two state folders here): each uses only the services it started. Seen before: a
+// second clone's `npm test` attached to the first clone's servers, which answered on the ports its own stale
+// .services/env named, and, while the first clone restarted its ElasticMQ, started its own on that port.
+describe('two checkouts on one machine', SLOW, () => {
+  /** A TCP server in a process of its own (another checkout's broker, say); resolves with its port and pid. */
+  async function foreignListener(port = 0): Promise<{ port: number; pid: number; stop: () => void }> {
+    const code = `const s = require('node:net').createServer((c) => c.destroy());
+      s.listen(${port}, '127.0.0.1', () => console.log(s.address().port));`;
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    listeners.push(child);
+    const bound = await new Promise<number>((resolvePromise, reject) => {
+      child.stdout.once('data', (chunk: Buffer) => resolvePromise(Number(chunk.toString().trim())));
+      child.once('exit', (exitCode) => reject(new Error(`the listener exited with ${String(exitCode)}`)));
+    });
+    return { port: bound, pid: child.pid!, stop: () => child.kill() };
+  }
+  const listeners: ReturnType<typeof spawn>[] = [];
+  afterEach(() => {
+    for (const child of listeners.splice(0)) child.kill();
+  });
+
+  /** What with-services hands a command for redis, discovery's summary line included. */
+  async function discoveredRedis(dir: string): Promise<string> {
+    const script = 'console.log("REDIS_URL=" + process.env.REDIS_URL)';
+    const { output } = await run(
+      ['--import', 'tsx', WITH_SERVICES, 'redis', '--', process.execPath, '-e', script],
+      cleanEnv(dir, { INBOXKIT_START_SERVICES: '0' }),
+    ).done;
+    return output;
+  }
+
+  it("never uses a server that answers on a port its .services/env names unless this checkout's own process serves it", async () => {
+    const dir = stateDir();
+    const other = await foreignListener();
+    const url = `redis://127.0.0.1:${other.port}`;
+    writeFileSync(join(dir, 'env'), `REDIS_URL=${url}\n`);
+    mkdirSync(join(dir, 'run'), { recursive: true });
+
+    // No pid file of ours: another checkout's server answers there.
+    let output = await discoveredRedis(dir);
+    expect(output).toContain('redis MISSING');
+    expect(output).toContain('another process answers there and is not used');
+    expect(output).toContain('REDIS_URL=undefined');
+
+    // A pid file of ours whose process is alive but does not listen there (a reused pid): still not ours.
+    writeFileSync(join(dir, 'run/redis.pid'), `${process.pid}\n`);
+    output = await discoveredRedis(dir);
+    expect(output).toContain('redis MISSING');
+    expect(output).toContain('REDIS_URL=undefined');
+
+    // Our pid file names the process that listens there: used (the check can pass).
+    writeFileSync(join(dir, 'run/redis.pid'), `${other.pid}\n`);
+    output = await discoveredRedis(dir);
+    expect(output).toContain(`redis (services: ${url})`);
+    expect(output).toContain(`REDIS_URL=${url}`);
+  });
+
+  it("never starts on a port another checkout claims, even while that checkout's service is stopped for a restart", async () => {
+    const registry = mkdtempSync(join(tmpdir(), 'inboxkit-ports-'));
+    dirs.push(registry);
+    const [a, b] = [stateDir(), stateDir()];
+    const env = (dir: string) => cleanEnv(dir, { INBOXKIT_PORT_REGISTRY: registry });
+    const services = (dir: string, ...args: string[]) =>
+      execFileAsync('bash', [SERVICES_SCRIPT, ...args], { env: env(dir) });
+    const portOf = (dir: string) => Number(new URL(readServicesEnv(join(dir, 'env'))['REDIS_URL']!).port);
+
+    await services(a, 'up', 'redis');
+    const portA = portOf(a);
+    // A stops its Redis (the first half of `restart`) and B starts its own meanwhile: B must not take A's port,
+    // although nothing listens on it now.
+    await services(a, 'down', 'redis');
+    await services(b, 'up', 'redis');
+    const portB = portOf(b);
+    expect(portB).not.toBe(portA);
+    // A starts again on its own port, its address unchanged for the tests and tools that hold it.
+    await services(a, 'up', 'redis');
+    expect(portOf(a)).toBe(portA);
+    expect(await tcpAnswers('127.0.0.1', portA, 500)).toBe(true);
+
+    // A process that honours no claim takes A's port while A's Redis is down: A's restart fails, naming it, and
+    // does not move A elsewhere behind the back of whoever holds A's address.
+    await services(a, 'down', 'redis');
+    const squatter = await foreignListener(portA);
+    const restart = await services(a, 'restart', 'redis').then(
+      () => 'restarted',
+      (error: { stderr?: string }) => error.stderr ?? '',
+    );
+    expect(restart).toContain(`cannot start again on its port (INBOXKIT_REDIS_PORT=${portA}`);
+    expect(readFileSync(join(a, 'ports.env'), 'utf8')).toContain(`INBOXKIT_REDIS_PORT=${portA}\n`);
+    squatter.stop();
   });
 });

@@ -49,14 +49,18 @@ export async function startOwnServices(
   if (process.env['INBOXKIT_KEEP_SERVICES'] === '1') return keepRunning(scripts, log);
 
   // Armed before `up`: a run interrupted while the services start still stops what had started.
-  const watchdog = startWatchdog(scripts);
+  let watchdog = startWatchdog(scripts);
+  // What this run stops: what its `up` started. A service found running by then (another run's chaos test
+  // restarted it while discovery looked, or someone started it by hand) is left running.
+  let ours: readonly string[] = scripts;
   let stopped = false;
   const stopNow = () => {
     if (stopped) return;
     stopped = true;
-    log(`stopping ${scripts.join(', ')} (started for this run)`);
-    spawnSync('bash', [SERVICES_SCRIPT, 'down', ...scripts], { stdio: ['ignore', 'inherit', 'inherit'] });
     killWatchdog(watchdog);
+    if (ours.length === 0) return;
+    log(`stopping ${ours.join(', ')} (started for this run)`);
+    spawnSync('bash', [SERVICES_SCRIPT, 'down', ...ours], { stdio: ['ignore', 'inherit', 'inherit'] });
   };
   process.once('exit', stopNow);
 
@@ -74,20 +78,27 @@ export async function startOwnServices(
         `${lastError(up.stderr)} Logs: ${relative(process.cwd(), join(SERVICES_DIR, 'logs')) || SERVICES_DIR}`,
     );
   }
-  log(`${scripts.join(', ')} ready in ${seconds(Date.now() - started)}`);
+  ours = scripts.filter((script) => up.started.includes(script));
+  const already = scripts.filter((script) => !ours.includes(script));
+  killWatchdog(watchdog);
+  watchdog = ours.length > 0 ? startWatchdog(ours) : undefined;
+  log(
+    `${scripts.join(', ')} ready in ${seconds(Date.now() - started)}` +
+      (already.length > 0 ? ` (${already.join(', ')} found running meanwhile: left running at the end)` : ''),
+  );
 
   return {
-    started: scripts,
+    started: ours,
     stop: async () => {
       if (stopped) return;
       stopped = true;
       process.off('exit', stopNow);
-      const t0 = Date.now();
-      const down = await runScript(['down', ...scripts]);
       killWatchdog(watchdog);
-      if (down.code !== 0)
-        throw new Error(`stopping ${scripts.join(', ')} failed: ${lastError(down.stderr)}`);
-      log(`stopped ${scripts.join(', ')} (started for this run) in ${seconds(Date.now() - t0)}`);
+      if (ours.length === 0) return;
+      const t0 = Date.now();
+      const down = await runScript(['down', ...ours]);
+      if (down.code !== 0) throw new Error(`stopping ${ours.join(', ')} failed: ${lastError(down.stderr)}`);
+      log(`stopped ${ours.join(', ')} (started for this run) in ${seconds(Date.now() - t0)}`);
     },
   };
 }
@@ -140,22 +151,30 @@ async function announce(
   }
 }
 
-function runScript(args: string[]): Promise<{ code: number; stderr: string }> {
+/** Runs services.sh; `started` is what an `up` started (its `started NAME` lines on stdout). */
+function runScript(args: string[]): Promise<{ code: number; stderr: string; started: string[] }> {
   return new Promise((resolvePromise) => {
     // services.sh reports its progress on stderr, one line per step: shown as it comes, kept for the error.
     const child = spawn('bash', [SERVICES_SCRIPT, ...args], {
       cwd: REPO_ROOT,
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
       process.stderr.write(chunk);
     });
+    const started = () =>
+      stdout
+        .split('\n')
+        .map((line) => /^started (\S+)$/.exec(line.trim())?.[1])
+        .filter((name): name is string => name !== undefined);
     child.once('error', (error) =>
-      resolvePromise({ code: 127, stderr: `${stderr}\nERROR: ${error.message}` }),
+      resolvePromise({ code: 127, stderr: `${stderr}\nERROR: ${error.message}`, started: started() }),
     );
-    child.once('close', (code) => resolvePromise({ code: code ?? 1, stderr }));
+    child.once('close', (code) => resolvePromise({ code: code ?? 1, stderr, started: started() }));
   });
 }
 

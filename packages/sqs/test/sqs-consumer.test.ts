@@ -368,15 +368,22 @@ describe('sqsConsumer', () => {
       { step: 'initialize', name: 'recordDeletes' },
     );
     try {
-      // Handlers of 0–20 ms at concurrency 10 settle about one message a millisecond, spread out: a fixed
-      // 5 ms delay would send a request for every few of them.
+      // Handlers settle in waves of ten, spread over 0–20 ms: a fixed 5 ms delay would send a request for every
+      // few of them. Each call waits until ten are running (a request's worth), so that how many settle together
+      // does not depend on how fast a loaded machine runs them; and a delete may wait up to the longest bound
+      // (1,000 ms) for the others of its wave, however slowly their transactions commit.
+      const wave: (() => void)[] = [];
       const { consumer, recorder } = consumerOf({
         handler: async (message, { tx }) => {
+          await new Promise<void>((resolve) => {
+            wave.push(resolve);
+            if (wave.length === 10) for (const go of wave.splice(0)) go();
+          });
           await sleep(Math.random() * 20);
           await insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id });
         },
       });
-      await start(q, consumer, { client: counting, concurrency: 10 });
+      await start(q, consumer, { client: counting, concurrency: 10, deleteBatchMaxDelayMs: 1_000 });
       const ids = Array.from({ length: 100 }, (_, n) => `del-${n}`);
       await sqsPublisher({ client }).publish(
         ids.map((id) => ({ destination: q.queueUrl, id, body: JSON.stringify({ id }) })),
