@@ -69,16 +69,27 @@ export class FastPathGuard {
 
   readonly #logger: Logger | undefined;
   readonly #label: string;
+  readonly #bypassMs: number;
 
   /**
    * `options.logger` hears one warning each time the cache is left alone (the `bypassed` results that follow
-   * are counted by the caller's metric); `options.label` names the guard in it (a consumer's name). Default
-   * is no log and the label `fast path`.
+   * are counted by the caller's metric); `options.label` names the guard in it (a consumer's name);
+   * `options.bypassMs` is how long the cache is then left alone. Default is no log, the label `fast path` and
+   * a bypass of 1,000 ms.
    */
-  constructor(cache: FastPath, options: { readonly logger?: Logger; readonly label?: string } = {}) {
+  constructor(
+    cache: FastPath,
+    options: { readonly logger?: Logger; readonly label?: string; readonly bypassMs?: number } = {},
+  ) {
     this.#cache = cache;
     this.#logger = options.logger;
     this.#label = options.label ?? 'fast path';
+    const bypassMs = options.bypassMs ?? BYPASS_MS;
+    if (!Number.isFinite(bypassMs) || bypassMs <= 0 || bypassMs > 2_147_483_647)
+      throw new RangeError(
+        `FastPathGuard: bypassMs must be a number of milliseconds in 1..2147483647, got ${bypassMs}`,
+      );
+    this.#bypassMs = bypassMs;
     this.#timeoutMs = cache.timeoutMs ?? DEFAULT_FAST_PATH_TIMEOUT_MS;
     this.#failingForMs = Math.max(FAILING_FOR_MS, 2 * this.#timeoutMs);
   }
@@ -111,16 +122,16 @@ export class FastPathGuard {
       const now = performance.now();
       if (this.#failures++ === 0) this.#failingSince = now;
       if (this.#failures >= FAILURES_TO_BYPASS && now - this.#failingSince >= this.#failingForMs) {
-        this.#bypassUntil = now + BYPASS_MS;
+        this.#bypassUntil = now + this.#bypassMs;
         try {
           this.#logger?.warn(
             {
               fastPath: this.#label,
               failures: this.#failures,
               failingForMs: Math.round(now - this.#failingSince),
-              bypassMs: BYPASS_MS,
+              bypassMs: this.#bypassMs,
             },
-            `${this.#label}: the cache failed ${this.#failures} times in a row (last: ${result}); left alone for ${BYPASS_MS} ms, lookups go to Postgres`,
+            `${this.#label}: the cache failed ${this.#failures} times in a row (last: ${result}); left alone for ${this.#bypassMs} ms, lookups go to Postgres`,
           );
         } catch {
           // Logging is best effort: a logger that throws must not fail the lookup it reports on.
