@@ -81,7 +81,10 @@ for (const queueType of ['classic', 'quorum'] as const) {
       });
       const after = [uniqueName('after'), uniqueName('after')];
       await h.publishRaw([
-        { body: '{"n":0}', options: { headers: bulkyHeaders(big, 60_000) } },
+        // 62,000 bytes: with the 2,000-character error message and a stack that repeats it the full copy is over
+        // 64 KiB by about 2 KB, and the compact one (no stack, message clipped to 500) under it by about 2 KB.
+        // At 60,000 the full copy fit or not by the length of the stack's file paths (it fit in a CI clone).
+        { body: '{"n":0}', options: { headers: bulkyHeaders(big, 62_000) } },
         ...after.map((id, n) => ({ body: `{"n":${n + 1}}`, options: { messageId: id } })),
       ]);
       for (const id of after) await recorder.waitFor(id, 'processed', wait);
