@@ -48,6 +48,10 @@ describe('transactionControlIn', () => {
     'SAVEPOINT mine',
     'ROLLBACK TO SAVEPOINT mine',
     'RELEASE SAVEPOINT mine',
+    // The patterns' savepoints inside the handler's transaction (advisoryLock, the reconciliation sweeper).
+    'SAVEPOINT inboxkit_advisory_lock',
+    'ROLLBACK TO SAVEPOINT inboxkit_advisory_lock',
+    'RELEASE SAVEPOINT inboxkit_reconciliation_repair',
     'UPDATE t SET started = true, ended = now()',
   ])('leaves %j alone', (text) => {
     expect(transactionControlIn(text)).toBeUndefined();

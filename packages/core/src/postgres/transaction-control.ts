@@ -19,15 +19,19 @@ const COMMENT_FIRST = /^\s*(?:--|\/\*)/;
 /** Statements that end, open or prepare a transaction (ROLLBACK TO SAVEPOINT is told apart below). */
 const CONTROL = /^(COMMIT|END|ABORT|BEGIN|START\s+TRANSACTION|PREPARE\s+TRANSACTION|ROLLBACK)\b/i;
 const ROLLBACK_TO = /^ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO\b/i;
-/** The store's own savepoints (`inboxkit_…`, around each message of a batch): the handler may not touch them. */
-const OURS = /^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO(\s+SAVEPOINT)?)\s+"?inboxkit_/i;
+/**
+ * The store's own savepoint (`inboxkit_message`, around each message of a batch): the handler may not touch it.
+ * Only that name: inboxkit's patterns run inside the handler's transaction with savepoints of their own
+ * (`inboxkit_advisory_lock`, `inboxkit_reconciliation_repair`), which are the handler's to use.
+ */
+const OURS = /^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO(\s+SAVEPOINT)?)\s+"?inboxkit_message\b/i;
 
 /**
  * The transaction-control statement in `sql` (one statement or several separated by `;`), as the handler
  * wrote it (`COMMIT`, `ROLLBACK`, `END` …, whitespace collapsed), or `undefined`. Comments, string literals,
  * quoted identifiers and dollar-quoted bodies are skipped, so `INSERT … VALUES ('; commit')` and a DO block's
- * `END` are not mistaken for one. The handler's own savepoints (SAVEPOINT, RELEASE, ROLLBACK TO of a name not
- * starting with `inboxkit_`) are allowed.
+ * `END` are not mistaken for one. The handler's own savepoints (SAVEPOINT, RELEASE, ROLLBACK TO of any name
+ * but the store's `inboxkit_message`) are allowed.
  *
  * @example
  * transactionControlIn('SELECT 1; rollback'); // 'rollback'
