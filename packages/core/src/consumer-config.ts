@@ -4,6 +4,7 @@
 import { DEFAULT_BACKOFF, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 import type { IdempotentConsumer, IdempotentConsumerConfig } from './consumer-types.js';
 import { ConfigurationError } from './errors.js';
+import { checkFingerprintResolver } from './fingerprint-resolver.js';
 import { checkFastPath } from './fast-path.js';
 import { isValidConsumerName } from './message-id.js';
 
@@ -139,6 +140,7 @@ export function resolveConsumerConfig<P, Tx>(config: IdempotentConsumerConfig<P,
     );
   }
   checkFastPath(config.fastPath);
+  checkFingerprintResolver(config.fingerprint, 'fingerprint');
   if (config.hooks?.onOutcome !== undefined && typeof config.hooks.onOutcome !== 'function') {
     throw new ConfigurationError('hooks.onOutcome must be a function (event) => void');
   }

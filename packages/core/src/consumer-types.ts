@@ -3,6 +3,7 @@
 
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import type { FastPath } from './fast-path.js';
+import type { FingerprintResolver } from './fingerprint-resolver.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
 import type { DeadLetterReason, Outcome } from './outcome.js';
 import type { InboxStore } from './store.js';
@@ -129,6 +130,26 @@ export interface IdempotentConsumerConfig<P, Tx> {
   readonly schema?: PayloadSchema<P>;
   /** Turns the raw body into a payload. Default: UTF-8 JSON; failures are dead-lettered as `undecodable`. */
   readonly decode?: (body: Uint8Array | string | null) => unknown;
+  /**
+   * What makes two deliveries of one id "the same payload" (else the second is dead-lettered as
+   * `payload-mismatch`). Default: the whole decoded payload. Give `{ exclude: [paths] }` to leave out fields a
+   * producer's retry re-creates (a fresh `sentAt`, a trace id), `{ include: [paths] }` to keep only the fields that
+   * carry the intent (dot paths into the decoded payload, before the schema), or a function of the message whose
+   * result is canonically fingerprinted. Checked at start-up (`ConfigurationError`). A function that throws, or
+   * answers what cannot be fingerprinted, dead-letters the message as `fingerprint-failed` (never retried).
+   * Changing it changes the fingerprints of new rows: ids recorded before keep theirs, so a redelivery of one of
+   * them may then be answered `payload-mismatch` until its row expires.
+   *
+   * @example
+   * idempotentConsumer({ name: 'billing', store, handler, fingerprint: { exclude: ['sentAt', 'meta.traceId'] } });
+   *
+   * @example
+   * idempotentConsumer({ name: 'billing', store, handler, fingerprint: (m) => {
+   *   const { orderId, amount } = m.payload as Order;
+   *   return [orderId, amount];
+   * } });
+   */
+  readonly fingerprint?: FingerprintResolver<FingerprintInput>;
   /** Attempts in total before dead-lettering with reason `max-attempts`. Default is 5. */
   readonly maxAttempts?: number;
   readonly backoff?: BackoffPolicy;
@@ -208,7 +229,7 @@ export interface IdempotentConsumerConfig<P, Tx> {
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
-  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'tracerProvider' | 'outbox' | 'fastPath' | 'dayOf'>>> &
+  readonly config: Readonly<Required<Omit<IdempotentConsumerConfig<P, Tx>, 'schema' | 'decode' | 'isRetriable' | 'hooks' | 'logger' | 'meterProvider' | 'tracerProvider' | 'outbox' | 'fastPath' | 'dayOf' | 'fingerprint'>>> &
     IdempotentConsumerConfig<P, Tx> & { readonly backoff: Required<BackoffPolicy> };
   /** Handles one delivery. Resolves to an outcome; never rejects for a message's or the store's fault. */
   handle(message: InboundMessage): Promise<Outcome>;
@@ -247,6 +268,14 @@ export interface IdempotentConsumer<P = unknown, Tx = unknown> {
    * for (const m of redelivered) if (suspects.has(m.id!)) await runAlone(m); // the rest run together
    */
   crashSuspects?(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>>;
+}
+
+/** What a consumer's `fingerprint` function gets: the id, the decoded payload (before the schema) and the headers. */
+export interface FingerprintInput {
+  readonly id: string;
+  /** The decoded payload as `decode` (default: JSON) made it, before the schema. */
+  readonly payload: unknown;
+  readonly headers: Readonly<Record<string, string>>;
 }
 
 export type { DeadLetterReason };

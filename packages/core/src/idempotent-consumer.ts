@@ -24,6 +24,8 @@ import {
 import { FastPathAuthority } from './fast-path-authority.js';
 import { FastPathGuard } from './fast-path-guard.js';
 import { fingerprintJson, fingerprintPayload } from './fingerprint.js';
+import { checkFingerprintResolver, FingerprintError, type CheckedFingerprintResolver } from './fingerprint-resolver.js';
+import type { FingerprintInput } from './consumer-types.js';
 import { guardedLogger } from './guarded-logger.js';
 import { cloudEventsTime, intentTimeOf } from './intent-time.js';
 import type { DecodedMessage, InboundMessage } from './message.js';
@@ -128,6 +130,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   /** The custom `decode`; `undefined` for the default JSON decoder, whose text is fingerprinted. */
   readonly #decode: ((body: Uint8Array | string | null) => unknown) | undefined;
   readonly #consumerBytes: number;
+  /** The `fingerprint` option's projection; `undefined` fingerprints the whole payload. */
+  readonly #fingerprint: CheckedFingerprintResolver<FingerprintInput> | undefined;
   /** The builder of a statement handler (`statementHandler`), whose statements may go with the claim. */
   readonly #buildStatements: StatementBuilder<P> | undefined;
   /**
@@ -158,6 +162,7 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     this.#handlerLogger = config.logger ?? silentLogger;
     this.#logger = guardedLogger(this.#handlerLogger);
     this.#decode = config.decode;
+    this.#fingerprint = checkFingerprintResolver(config.fingerprint, 'fingerprint');
     this.#consumerBytes = Buffer.byteLength(config.name, 'utf8');
     this.#buildStatements = config.mode === 'transactional' ? statementBuilderOf<P>(config.handler) : undefined;
     this.#fastPath =
@@ -370,8 +375,20 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     }
     let fingerprint: string;
     try {
-      fingerprint = text === undefined ? fingerprintPayload(raw) : fingerprintJson(text, raw);
+      fingerprint =
+        this.#fingerprint !== undefined
+          ? fingerprintPayload(this.#fingerprint.project({ id, payload: raw, headers: message.headers ?? {} }, raw))
+          : text === undefined
+            ? fingerprintPayload(raw)
+            : fingerprintJson(text, raw);
     } catch (error) {
+      if (this.#fingerprint !== undefined) {
+        // The user's resolver (or what it answered): a permanent fault of this message, never a retry loop.
+        const failed = new FingerprintError(`the fingerprint option could not fingerprint the message: ${toErrorInfo(error).message}`, {
+          cause: error,
+        });
+        return { rejected: this.#deadLetter(id, 'fingerprint-failed', 0, toErrorInfo(failed)), id, fingerprint: null, timestamp, intentTime };
+      }
       const info = toErrorInfo(new DecodeError(`the payload cannot be fingerprinted: ${toErrorInfo(error).message}`, { cause: error }));
       return { rejected: this.#deadLetter(id, 'undecodable', 0, info), id, fingerprint: null, timestamp, intentTime };
     }

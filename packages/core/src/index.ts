@@ -56,6 +56,15 @@ export {
 export { clipText, recordableDate, recordableText, REPLACEMENT_CHARACTER } from './recordable.js';
 export { DEFAULT_BACKOFF, backoffDelayMs, maxBackoffDelayMs, retryHorizonMs, type ResolvedBackoff } from './backoff.js';
 export { canonicalJson, exactCanonicalJson, fingerprintJson, fingerprintPayload } from './fingerprint.js';
+export {
+  checkFingerprintResolver,
+  FingerprintError,
+  omitPaths,
+  pickPaths,
+  type CheckedFingerprintResolver,
+  type FingerprintFields,
+  type FingerprintResolver,
+} from './fingerprint-resolver.js';
 export { downstreamKey, downstreamStepKey, MAX_DOWNSTREAM_STEP_LENGTH } from './downstream-key.js';
 export { decodeJson, decodeJsonBody, validatePayload } from './decode-payload.js';
 export { toErrorInfo } from './error-info.js';

@@ -26,6 +26,8 @@ export type DeadLetterReason =
   | 'retry-copy-too-large'
   /** The handler ended, or tried to end, its transaction (`context.tx`): see `TransactionControlError`. */
   | 'transaction-control'
+  /** The consumer's `fingerprint` function threw, or answered what cannot be fingerprinted: see `FingerprintError`. */
+  | 'fingerprint-failed'
   | (string & {});
 
 /**

@@ -52,8 +52,10 @@ export interface AnsweredDecision {
    * key is required. `invalid`: 400, the key is not 1–255 printable characters. `no-principal`: 400, the
    * `principal` function gave an empty, blank or invisible string, `undefined` or `null` for a keyed request
    * (one scope for all such callers would serve one the response of another); nothing was claimed.
+   * `resolver-failed`: 500, the `key` or `fingerprint` function threw (or answered what cannot be used); nothing
+   * was claimed.
    */
-  readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid' | 'no-principal';
+  readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid' | 'no-principal' | 'resolver-failed';
   readonly response: HttpResponse;
   /** `'fast-path'` on a replay answered from the fast path (`fastPath`) without Postgres; absent otherwise. */
   readonly source?: 'fast-path';

@@ -1,6 +1,14 @@
 // The configuration of idempotencyKeys(), validated once and frozen.
 
-import { checkFastPath, ConfigurationError, type FastPath, type Logger } from '@inboxkit/core';
+import {
+  checkFastPath,
+  checkFingerprintResolver,
+  ConfigurationError,
+  type CheckedFingerprintResolver,
+  type FastPath,
+  type FingerprintResolver,
+  type Logger,
+} from '@inboxkit/core';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import type { IdempotentRequest } from './idempotent-request.js';
@@ -13,6 +21,22 @@ import type { Transaction } from 'kysely';
 
 /** What `principal` returns: the owner's id, or `undefined`/`null` when the request has none (answered 400). */
 export type PrincipalResult = string | undefined | null;
+
+/**
+ * Where a request's idempotency key comes from: the `Idempotency-Key` header (`'header'`, the default), a member
+ * of the JSON body (`{ bodyField: 'requestId' }`, a dot path: `'meta.requestId'`), or a function of the request
+ * answering the key, or `undefined` for none.
+ */
+export type IdempotencyKeySource<N = unknown> =
+  | 'header'
+  | { readonly bodyField: string }
+  | ((request: IdempotentRequest<N>) => string | undefined);
+
+/** A checked key source: reads the key of a request (`undefined`: none), or throws when the resolver fails. */
+export type KeyReader<N> =
+  | { readonly kind: 'header' }
+  | { readonly kind: 'body'; readonly field: string; readonly path: readonly string[] }
+  | { readonly kind: 'function'; readonly read: (request: IdempotentRequest<N>) => string | undefined };
 
 /** Options of `idempotencyKeys`. */
 export interface IdempotencyKeysConfig<
@@ -42,6 +66,29 @@ export interface IdempotencyKeysConfig<
    * caller without one would become the principal `"undefined"`.
    */
   readonly principal: (request: IdempotentRequest<N>) => PrincipalResult | Promise<PrincipalResult>;
+  /**
+   * Where the key comes from. Default `'header'` (`Idempotency-Key`). `{ bodyField: 'requestId' }` takes it from
+   * the JSON body (a dot path), for clients that put their request id in the payload; a present member that is
+   * not 1–255 printable ASCII characters is answered 400, a missing one is "no key" (400 when `required`). A
+   * function of the request answers the key or `undefined`; when it throws, the request is answered 500 and
+   * nothing is claimed. Checked at start-up (`ConfigurationError`).
+   *
+   * @example
+   * idempotencyKeys({ db, principal, key: { bodyField: 'requestId' } });
+   */
+  readonly key?: IdempotencyKeySource<N>;
+  /**
+   * What makes two requests under one key "the same request" (else 422). Default: method, route, query and
+   * the whole body. `{ exclude: ['sentAt'] }` leaves out volatile body members (dot paths), `{ include: [...] }`
+   * keeps only those; a function of the request answers what stands for the body, canonically fingerprinted
+   * (method, route and query still count). Byte bodies are always taken whole by include/exclude. A function
+   * that throws answers 500 and claims nothing. Checked at start-up (`ConfigurationError`). Changing it changes
+   * the fingerprints of new keys: a retry of a key stored before may be answered 422 until the key expires.
+   *
+   * @example
+   * idempotencyKeys({ db, principal, fingerprint: { exclude: ['sentAt', 'meta.traceId'] } });
+   */
+  readonly fingerprint?: FingerprintResolver<IdempotentRequest<N>>;
   /**
    * How long a request holds its key while in flight. After it, a retry may take over: safe only for handlers
    * that can be driven again (their writes go through the transaction, or their external calls are keyed).
@@ -127,6 +174,27 @@ export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
   /** The given `meterProvider`; undefined means the global one, looked up when the middleware is created. */
   readonly meterProvider: MeterProvider | undefined;
   readonly logger: Logger | undefined;
+  /** Where the key comes from (`key`). */
+  readonly key: KeyReader<N>;
+  /** The request fingerprint's projection of the body (`fingerprint`); `undefined`: the whole body. */
+  readonly fingerprint: CheckedFingerprintResolver<IdempotentRequest<N>> | undefined;
+}
+
+function checkKeySource<N>(source: IdempotencyKeySource<N> | undefined): KeyReader<N> {
+  if (source === undefined || source === 'header') return { kind: 'header' };
+  if (typeof source === 'function') return { kind: 'function', read: source };
+  if (typeof source === 'object' && source !== null) {
+    const field: unknown = (source as { bodyField?: unknown }).bodyField;
+    if (typeof field === 'string' && field !== '' && !field.split('.').some((s) => s === '')) {
+      return { kind: 'body', field, path: field.split('.') };
+    }
+    throw new ConfigurationError(
+      `key.bodyField must be a non-empty dot path into the JSON body such as 'requestId', got ${JSON.stringify(field) ?? 'undefined'}`,
+    );
+  }
+  throw new ConfigurationError(
+    `key must be 'header', { bodyField: 'requestId' } or a function (request) => string | undefined, got ${JSON.stringify(source)}`,
+  );
 }
 
 function positiveInteger(value: number, option: string): number {
@@ -165,6 +233,8 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
     );
   }
   checkFastPath(config.fastPath);
+  const key = checkKeySource(config.key);
+  const fingerprint = checkFingerprintResolver(config.fingerprint, 'fingerprint');
   if (config.logger !== undefined && typeof config.logger?.warn !== 'function')
     throw new ConfigurationError(
       'logger must be an object with debug, info, warn and error methods (pino, console)',
@@ -192,6 +262,8 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
     ),
     meterProvider: config.meterProvider,
     logger: config.logger,
+    key,
+    fingerprint,
     // Built last, once every option is valid.
     seam: hasSeam ? config.seam : (kyselySeam(config.db!) as unknown as SqlSeam<Tx>),
   });

@@ -167,11 +167,58 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     fastPath.remember(scope, cacheId, encodeCachedResponse(fingerprint, response, stored.headers), ttlMs);
   }
 
+  /**
+   * The request's key as the `key` option reads it: the header (an array is kept, for the 400 on several), a
+   * body member, or the function's answer; `failed` is the 500 answer when the function threw.
+   */
+  function readKey(request: IdempotentRequest<N>): { key?: unknown; failed?: AnsweredDecision } {
+    const source = resolved.key;
+    if (source.kind === 'header') return { key: request.headers[IDEMPOTENCY_KEY_HEADER] };
+    if (source.kind === 'body') {
+      let current: unknown = request.body;
+      for (const name of source.path) {
+        if (typeof current !== 'object' || current === null || Array.isArray(current) || current instanceof Uint8Array) return {};
+        if (!Object.prototype.hasOwnProperty.call(current, name)) return {};
+        current = (current as Record<string, unknown>)[name];
+      }
+      // A member that is present but null counts as absent; any other non-string is an invalid key (400).
+      return { key: current === null ? undefined : current };
+    }
+    try {
+      const key = source.read(request);
+      if (key !== undefined && typeof key !== 'string') {
+        throw new ConfigurationError(`key(request) must return a string or undefined, got ${key === null ? 'null' : typeof key}`);
+      }
+      return { key };
+    } catch (error) {
+      return { failed: resolverFailed('key', error) };
+    }
+  }
+
+  /** A `key` or `fingerprint` function failed: a bug of the server's, answered 500; nothing was claimed. */
+  function resolverFailed(option: 'key' | 'fingerprint', error: unknown): AnsweredDecision {
+    try {
+      resolved.logger?.error({ err: error, option }, `idempotencyKeys: the ${option} function failed; answered 500`);
+    } catch {
+      // A logger that throws is ignored.
+    }
+    return answered(
+      'resolver-failed',
+      problemResponse(
+        500,
+        'Idempotency resolver failed',
+        `The server could not compute this request's idempotency ${option === 'key' ? 'key' : 'fingerprint'}; the request was not run.`,
+      ),
+    );
+  }
+
   async function begin(
     request: IdempotentRequest<N>,
     options: { readonly required?: boolean } = {},
   ): Promise<IdempotencyDecision<DB, Tx>> {
-    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+    const read = readKey(request);
+    if (read.failed !== undefined) return read.failed;
+    const header = read.key;
     if (header === undefined) {
       if (options.required ?? resolved.required) {
         return answered(
@@ -181,7 +228,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       }
       return { kind: 'unkeyed' };
     }
-    if (Array.isArray(header) && header.length > 1) {
+    if (resolved.key.kind === 'header' && Array.isArray(header) && header.length > 1) {
       return answered(
         'invalid',
         problemResponse(
@@ -197,7 +244,9 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
         problemResponse(
           400,
           'Invalid Idempotency-Key',
-          'The Idempotency-Key header must be one value of 1 to 255 printable ASCII characters.',
+          resolved.key.kind === 'body'
+            ? `The body member ${resolved.key.field}, the idempotency key, must be a string of 1 to 255 printable ASCII characters.`
+            : 'The Idempotency-Key header must be one value of 1 to 255 printable ASCII characters.',
         ),
       );
     }
@@ -231,7 +280,22 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     const method = request.method.toUpperCase();
     const id = { principal, method, route: request.route, key: header };
     const query = canonicalQuery(`?${(request.query ?? '').replace(/^\?/, '')}`);
-    const fingerprint = requestFingerprint(method, request.route, request.body, query);
+    let fingerprinted: unknown = request.body;
+    if (resolved.fingerprint !== undefined && !(request.body instanceof Uint8Array)) {
+      try {
+        fingerprinted = resolved.fingerprint.project(request, request.body ?? null);
+      } catch (error) {
+        return resolverFailed('fingerprint', error);
+      }
+    }
+    let fingerprint: string;
+    try {
+      fingerprint = requestFingerprint(method, request.route, fingerprinted, query);
+    } catch (error) {
+      // Only what a fingerprint function answered can fail here (a cycle, an object that shows nothing).
+      if (resolved.fingerprint === undefined) throw error;
+      return resolverFailed('fingerprint', error);
+    }
     // $1–$4 name the key in every statement below.
     const keyParameters = [principal, method, request.route, header];
     const where =

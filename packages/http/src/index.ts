@@ -6,6 +6,8 @@ export type {
   IdempotencyKeysConfig,
   ResolvedIdempotencyKeysConfig,
   PrincipalResult,
+  IdempotencyKeySource,
+  KeyReader,
 } from './idempotency-keys-config.js';
 export type {
   IdempotencyDecision,
