@@ -34,6 +34,19 @@ function expressRoute(request: Request): string {
   return matchedRoute(`${base === '/' ? '' : base}${path}`, request.params);
 }
 
+/**
+ * The pattern Express matched, for metrics: the mount path + `req.route.path`, without parameter values
+ * (`/payments/:id`); undefined without a matched route (mounted with `app.use`).
+ */
+function expressRouteTemplate(request: Request): string | undefined {
+  const pattern = (request.route as { path?: string | RegExp | (string | RegExp)[] } | undefined)?.path;
+  if (pattern === undefined) return undefined;
+  const path = Array.isArray(pattern) ? pattern.map(String).join(',') : String(pattern);
+  const base = request.baseUrl === '' ? '' : requestPath(request.baseUrl);
+  const template = `${base === '/' ? '' : base}${path}`;
+  return template.length > 1 && template.endsWith('/') ? template.slice(0, -1) : template;
+}
+
 function queryOf(url: string): string {
   const start = url.indexOf('?');
   return start < 0 ? '' : url.slice(start + 1);
@@ -74,6 +87,7 @@ export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
       {
         method: request.method,
         route,
+        routeTemplate: expressRouteTemplate(request),
         query: queryOf(request.originalUrl),
         headers: requestHeaders(request),
         body: request.body as unknown,
