@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyKeys, type IdempotencyOutcomeEvent } from '../src/index.js';
 import { idempotentExpressHandler } from '../src/express/index.js';
+import { idempotentNodeHandler } from '../src/node/index.js';
 import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { openHttpTestDatabase, type HttpTestDatabase } from './support/http-test-database.js';
 import { listen } from './support/listen.js';
@@ -47,7 +48,7 @@ function gate(): Gate {
 }
 
 /** One Express app on its own middleware, meter and hook. */
-async function start() {
+async function start(options: { readonly handlerTimeoutMs?: number } = {}) {
   const recorder = recordingMeterProvider();
   // Every attribute set any instrument was given, to prove no series names a key, a principal or a path.
   const attributeSets: Attributes[] = [];
@@ -80,6 +81,7 @@ async function start() {
     db: t.db,
     schema: t.schema,
     principal: (request: { native: Request }) => String(request.native.headers['x-tenant']),
+    ...(options.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: options.handlerTimeoutMs }),
     meterProvider: provider,
     logger: {
       debug: () => undefined,
@@ -104,6 +106,11 @@ async function start() {
         await waiting.opened;
       }
       if (body.mode === 'throw') throw new Error('the handler failed');
+      if (body.mode === 'hang') {
+        // Until handlerTimeoutMs aborts it.
+        await new Promise((resolve) => context.signal.addEventListener('abort', resolve));
+        return { status: 201, body: { late: true } };
+      }
       if (body.mode === 'unavailable') return { status: 503, body: { retry: true } };
       return context.transaction(async (tx) => {
         await tx
@@ -258,6 +265,57 @@ describe('request metrics and onOutcome', () => {
       s.expectLowCardinality([key]);
     } finally {
       await s.close();
+    }
+  });
+
+  it('counts a handler past handlerTimeoutMs as a timeout (503, key released)', async () => {
+    const s = await start({ handlerTimeoutMs: 200 });
+    try {
+      const key = randomUUID();
+      const response = await s.send(key, { mode: 'hang' });
+      expect(response.status).toBe(503);
+      expect(s.requests('timeout', '5xx')).toBe(1);
+      expect(s.recorder.value(DURATION, { route: ROUTE, method: 'POST', result: 'timeout' })).toBe(1);
+      expect(s.events.map((e) => [e.outcome, e.status, e.key])).toEqual([['timeout', 503, key]]);
+      s.expectLowCardinality([key]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('node:http: counts under its routeTemplate option (default unmatched), and a 400 without a key', async () => {
+    const recorder = recordingMeterProvider();
+    const events: IdempotencyOutcomeEvent[] = [];
+    const keys = idempotencyKeys({
+      db: t.db,
+      schema: t.schema,
+      principal: () => 'alice',
+      meterProvider: recorder.provider,
+      onOutcome: (event) => void events.push(event),
+    });
+    const handler = async () => ({ status: 200, body: { ok: true } });
+    const named = await listen(idempotentNodeHandler(keys, handler, { routeTemplate: () => '/orders/:id' }));
+    const unnamed = await listen(idempotentNodeHandler(keys, handler));
+    try {
+      const key = randomUUID();
+      const post = (url: string, headers: Record<string, string>) =>
+        fetch(`${url}/orders/7`, { method: 'POST', headers, body: '{}' });
+      expect((await post(named.url, { 'idempotency-key': key })).status).toBe(200);
+      expect((await post(named.url, {})).status).toBe(400);
+      expect((await post(unnamed.url, { 'idempotency-key': randomUUID() })).status).toBe(200);
+      const requests = (route: string, outcome: string, statusClass: string) =>
+        recorder.value(REQUESTS, { route, method: 'POST', outcome, status_class: statusClass });
+      expect(requests('/orders/:id', 'completed', '2xx')).toBe(1);
+      expect(requests('/orders/:id', 'missing', '4xx')).toBe(1);
+      expect(requests('unmatched', 'completed', '2xx')).toBe(1);
+      expect(events.map((e) => [e.outcome, e.route, e.key])).toEqual([
+        ['completed', '/orders/:id', key],
+        ['missing', '/orders/:id', undefined],
+        ['completed', 'unmatched', events[2]?.key],
+      ]);
+    } finally {
+      await named.close();
+      await unnamed.close();
     }
   });
 
