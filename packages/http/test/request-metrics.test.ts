@@ -5,6 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import Fastify from 'fastify';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Attributes, Counter, Histogram, Meter, MeterProvider } from '@opentelemetry/api';
 import { sql } from 'kysely';
@@ -12,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyKeys, type IdempotencyOutcomeEvent } from '../src/index.js';
 import { idempotentExpressHandler } from '../src/express/index.js';
 import { idempotentNodeHandler } from '../src/node/index.js';
+import { idempotentFastifyHandler } from '../src/fastify/index.js';
 import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { openHttpTestDatabase, type HttpTestDatabase } from './support/http-test-database.js';
 import { listen } from './support/listen.js';
@@ -316,6 +318,51 @@ describe('request metrics and onOutcome', () => {
     } finally {
       await named.close();
       await unnamed.close();
+    }
+  });
+
+  it('Fastify and a mounted Express router count under the matched pattern, never the path', async () => {
+    const recorder = recordingMeterProvider();
+    const keys = idempotencyKeys({
+      db: t.db,
+      schema: t.schema,
+      principal: () => 'alice',
+      meterProvider: recorder.provider,
+    });
+    const fastify = Fastify();
+    fastify.post(
+      '/items/:id',
+      idempotentFastifyHandler(keys, async () => ({ status: 201, body: { ok: true } })),
+    );
+    const fastifyUrl = await fastify.listen({ port: 0, host: '127.0.0.1' });
+    const router = express.Router({ mergeParams: true });
+    router.post(
+      '/refunds/:id',
+      express.json(),
+      idempotentExpressHandler(keys, async () => ({ status: 201, body: { ok: true } }), {
+        routeTemplate: (request) => `/tenants/:tenant${String((request.route as { path: string }).path)}`,
+      }),
+    );
+    const app = express();
+    app.use('/tenants/:tenant', router);
+    const expressServer = await listen(createServer(app));
+    try {
+      const post = (url: string) =>
+        fetch(url, {
+          method: 'POST',
+          headers: { 'idempotency-key': randomUUID(), 'content-type': 'application/json' },
+          body: '{}',
+        });
+      expect((await post(`${fastifyUrl}/items/1`)).status).toBe(201);
+      expect((await post(`${fastifyUrl}/items/2`)).status).toBe(201);
+      expect((await post(`${expressServer.url}/tenants/acme/refunds/9`)).status).toBe(201);
+      const completed = (route: string) =>
+        recorder.value(REQUESTS, { route, method: 'POST', outcome: 'completed', status_class: '2xx' });
+      expect(completed('/items/:id')).toBe(2);
+      expect(completed('/tenants/:tenant/refunds/:id')).toBe(1);
+    } finally {
+      await fastify.close();
+      await expressServer.close();
     }
   });
 

@@ -19,6 +19,16 @@ export interface ExpressHandlerOptions extends IdempotentRouteOptions {
    * (`matchedRoute`); without a matched route (mounted with `app.use`), `requestPath(req.baseUrl + req.path)`.
    */
   readonly route?: (request: Request) => string;
+  /**
+   * The route template for metrics and `onOutcome`. Default is `req.baseUrl` + `req.route.path`
+   * (`/payments/:id`), or `'unmatched'` without a matched route. `req.baseUrl` is the mount path as the client
+   * spelled it: under a router mounted at a path with parameters (`app.use('/tenants/:tenant', router)`) give
+   * the pattern here, or every tenant becomes its own series.
+   *
+   * @example
+   * idempotentExpressHandler(keys, handler, { routeTemplate: (req) => `/tenants/:tenant${req.route.path}` });
+   */
+  readonly routeTemplate?: (request: Request) => string;
 }
 
 /**
@@ -87,7 +97,7 @@ export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
       {
         method: request.method,
         route,
-        routeTemplate: expressRouteTemplate(request),
+        routeTemplate: options.routeTemplate?.(request) ?? expressRouteTemplate(request),
         query: queryOf(request.originalUrl),
         headers: requestHeaders(request),
         body: request.body as unknown,
