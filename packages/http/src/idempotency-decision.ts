@@ -57,6 +57,8 @@ export interface AnsweredDecision {
    */
   readonly kind: 'replay' | 'conflict' | 'mismatch' | 'missing' | 'invalid' | 'no-principal' | 'resolver-failed';
   readonly response: HttpResponse;
+  /** The request's Idempotency-Key on a replay, 409 or 422; absent when there is no valid key (400). */
+  readonly key?: string;
   /** `'fast-path'` on a replay answered from the fast path (`fastPath`) without Postgres; absent otherwise. */
   readonly source?: 'fast-path';
 }

@@ -12,6 +12,7 @@ import {
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import type { IdempotentRequest } from './idempotent-request.js';
+import type { IdempotencyOutcomeHook } from './idempotency-key-metrics.js';
 import {
   resolveIdempotencyKeyTableNames,
   type IdempotencyKeyTableOptions,
@@ -134,14 +135,25 @@ export interface IdempotencyKeysConfig<
    */
   readonly fastPathMaxResponseBytes?: number;
   /**
-   * Where the middleware's metrics go: `inboxkit.fast_path` (each fast-path lookup's `result`, with
-   * `scope: 'inboxkit-http'`). Default is the global provider of `@opentelemetry/api` (a no-op until the
+   * Where the middleware's metrics go: `inboxkit.http.requests` (each request by `route` template, `method`,
+   * `outcome` and `status_class`), `inboxkit.http.handler.duration` (ms, by `route`, `method`, `result`),
+   * `inboxkit.http.lease_takeovers` (by `route`, `method`) and `inboxkit.fast_path` (each fast-path lookup's
+   * `result`, with `scope: 'inboxkit-http'`). No metric carries the key, the principal or the raw path. Default is the global provider of `@opentelemetry/api` (a no-op until the
    * application registers an SDK). See docs/operations.md.
    *
    * @example
    * idempotencyKeys({ db, principal, fastPath, meterProvider: sdk.meterProvider });
    */
   readonly meterProvider?: MeterProvider;
+  /**
+   * Called once per request with what became of it (`IdempotencyOutcomeEvent`: outcome, route template, method,
+   * status, status class, handler duration, and the key, for the application's own logs). A hook that throws
+   * or rejects is logged (`logger`) and ignored: it never changes the response. Default is none.
+   *
+   * @example
+   * idempotencyKeys({ db, principal, onOutcome: (e) => log.info(e, 'idempotency outcome') });
+   */
+  readonly onOutcome?: IdempotencyOutcomeHook;
   /**
    * Hears what the middleware does on its own: one warning each time the fast path leaves a failing cache
    * alone for a second (its lookups then go to Postgres and are counted as `bypassed` in `inboxkit.fast_path`).
@@ -173,6 +185,7 @@ export interface ResolvedIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>> {
   readonly fastPathMaxResponseBytes: number;
   /** The given `meterProvider`; undefined means the global one, looked up when the middleware is created. */
   readonly meterProvider: MeterProvider | undefined;
+  readonly onOutcome: IdempotencyOutcomeHook | undefined;
   readonly logger: Logger | undefined;
   /** Where the key comes from (`key`). */
   readonly key: KeyReader<N>;
@@ -235,6 +248,8 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
   checkFastPath(config.fastPath);
   const key = checkKeySource(config.key);
   const fingerprint = checkFingerprintResolver(config.fingerprint, 'fingerprint');
+  if (config.onOutcome !== undefined && typeof config.onOutcome !== 'function')
+    throw new ConfigurationError('onOutcome must be a function of the outcome event');
   if (config.logger !== undefined && typeof config.logger?.warn !== 'function')
     throw new ConfigurationError(
       'logger must be an object with debug, info, warn and error methods (pino, console)',
@@ -261,6 +276,7 @@ export function resolveIdempotencyKeysConfig<DB, N, Tx = Transaction<DB>>(
       'fastPathMaxResponseBytes',
     ),
     meterProvider: config.meterProvider,
+    onOutcome: config.onOutcome,
     logger: config.logger,
     key,
     fingerprint,

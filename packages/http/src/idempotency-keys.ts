@@ -28,7 +28,7 @@ import {
   type CachedResponse,
 } from './cached-response.js';
 import { canonicalQuery } from './canonical-query.js';
-import { IdempotencyKeyMetrics } from './idempotency-key-metrics.js';
+import { IdempotencyKeyMetrics, registerMetrics, UNMATCHED_ROUTE } from './idempotency-key-metrics.js';
 import { replayedHeaders } from './replay-headers.js';
 import { requestFingerprint } from './request-fingerprint.js';
 
@@ -112,13 +112,17 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
             label: 'idempotency keys: fast path',
           },
         );
-  const metrics = new IdempotencyKeyMetrics(resolved.meterProvider);
+  const metrics = new IdempotencyKeyMetrics(resolved.meterProvider, {
+    onOutcome: resolved.onOutcome,
+    logger: resolved.logger,
+  });
 
   /** A replay from the fast path, without Postgres; undefined for anything but a hit with this fingerprint. */
   async function cachedReplay(
     guard: FastPathGuard,
     cacheId: string,
     fingerprint: string,
+    key: string,
   ): Promise<AnsweredDecision | undefined> {
     let hit: CachedResponse | undefined;
     const known = authority!.scope();
@@ -137,6 +141,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     if (result !== 'hit' || hit === undefined) return undefined;
     return {
       kind: 'replay',
+      key,
       source: 'fast-path',
       response: {
         status: hit.status,
@@ -302,7 +307,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
       'principal = $1::text AND method = $2::text AND route = $3::text AND idempotency_key = $4::text';
     const cacheId = fastPath === undefined ? '' : cachedResponseId(principal, method, request.route, header);
     if (fastPath !== undefined) {
-      const replay = await cachedReplay(fastPath, cacheId, fingerprint);
+      const replay = await cachedReplay(fastPath, cacheId, fingerprint, header);
       if (replay !== undefined) return replay;
     }
     // Three steps, so that only a request that runs the handler writes: (1) a new key is claimed by a plain
@@ -362,7 +367,10 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           RETURNING attempts, recovery_points`,
           parameters,
         );
-        if (taken !== undefined)
+        if (taken !== undefined) {
+          // The first request still held the key, but its lease ran out: it is slower than the lease.
+          if (!found.expired && found.status === 'processing' && found.lease_over)
+            metrics.leaseTakeover(request.routeTemplate ?? UNMATCHED_ROUTE, method);
           return proceed(
             id,
             token,
@@ -372,6 +380,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
             fingerprint,
             request.responseStarted,
           );
+        }
         continue; // another request took it first: answer from the row as it is now
       }
       if (found.fingerprint !== fingerprint) {
@@ -382,6 +391,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
             'Idempotency-Key reused',
             'This Idempotency-Key was used with a different request (method, route or body).',
           ),
+          header,
         );
       }
       if (found.status === 'completed' && found.response_status !== null) {
@@ -396,7 +406,11 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
           { status, body },
           { headers, remainingMs: Number(found.remaining_ms), at: readAt },
         );
-        return answered('replay', { status, headers: { ...headers, 'idempotent-replayed': 'true' }, body });
+        return answered(
+          'replay',
+          { status, headers: { ...headers, 'idempotent-replayed': 'true' }, body },
+          header,
+        );
       }
       return answered(
         'conflict',
@@ -408,6 +422,7 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
             'retry-after': String(resolved.retryAfterSeconds),
           },
         ),
+        header,
       );
     }
     throw new Error(
@@ -566,9 +581,11 @@ export function idempotencyKeys<DB, N = unknown, Tx = Transaction<DB>>(
     };
   }
 
-  return Object.freeze({ config: resolved, begin });
+  const keys = Object.freeze({ config: resolved, begin });
+  registerMetrics(keys, metrics);
+  return keys;
 }
 
-function answered(kind: AnsweredDecision['kind'], response: HttpResponse): AnsweredDecision {
-  return { kind, response };
+function answered(kind: AnsweredDecision['kind'], response: HttpResponse, key?: string): AnsweredDecision {
+  return key === undefined ? { kind, response } : { kind, response, key };
 }

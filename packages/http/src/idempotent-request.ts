@@ -11,6 +11,12 @@ export interface IdempotentRequest<N = unknown> {
    */
   readonly route: string;
   /**
+   * The route template for metrics and `onOutcome` (`/payments/:id`): the pattern the framework matched, never the
+   * raw path or parameter values, so the series stay few. The Express and Fastify adapters pass the matched
+   * pattern; node:http its `routeTemplate` option. Default is `'unmatched'`.
+   */
+  readonly routeTemplate?: string | undefined;
+  /**
    * The query string, with or without its leading `?` (adapters pass the request's). Part of the fingerprint in
    * canonical form (`canonicalQuery`: order of names and `+`/`%20` do not matter), so the same key with other
    * query values is answered 422. Default is no query.

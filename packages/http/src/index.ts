@@ -24,6 +24,12 @@ export {
   type IdempotentResponseInit,
 } from './http-response.js';
 export { runIdempotent, type IdempotencyContext, type IdempotentRouteOptions } from './run-idempotent.js';
+export {
+  HTTP_METRIC_NAMES,
+  type IdempotencyOutcome,
+  type IdempotencyOutcomeEvent,
+  type IdempotencyOutcomeHook,
+} from './idempotency-key-metrics.js';
 export { requestFingerprint } from './request-fingerprint.js';
 export { requestPath } from './request-path.js';
 export { canonicalQuery } from './canonical-query.js';

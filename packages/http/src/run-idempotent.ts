@@ -15,6 +15,7 @@ import {
 } from './http-response.js';
 import { InvalidResponseError } from './idempotency-errors.js';
 import { safeLog } from './safe-log.js';
+import { metricsOf, UNMATCHED_ROUTE, type IdempotencyOutcome } from './idempotency-key-metrics.js';
 
 /** What a handler gets besides its framework's request. */
 export interface IdempotencyContext<DB, Tx = Transaction<DB>> {
@@ -135,10 +136,47 @@ async function runProtocol<DB, N, Tx>(
   handler: (context: IdempotencyContext<DB, Tx>) => Promise<IdempotentResponseInit>,
   options: IdempotentRouteOptions,
 ): Promise<HttpResponse> {
+  const instruments = metricsOf(keys);
+  const route = request.routeTemplate ?? UNMATCHED_ROUTE;
+  const method = request.method.toUpperCase();
+  /** Counts what became of the request (and tells `onOutcome`); returns `response`. */
+  const report = (
+    outcome: IdempotencyOutcome,
+    response: HttpResponse,
+    key: string | undefined,
+    durationMs?: number,
+  ): HttpResponse => {
+    count(outcome, response.status, key, durationMs);
+    return response;
+  };
+  // A thrown error reaches the adapter's error path: a 500.
+  const reportThrown = (outcome: IdempotencyOutcome, key: string | undefined, durationMs: number): void =>
+    count(outcome, 500, key, durationMs);
+  const count = (
+    outcome: IdempotencyOutcome,
+    status: number,
+    key: string | undefined,
+    durationMs: number | undefined,
+  ): void =>
+    instruments?.outcome({
+      outcome,
+      route,
+      method,
+      status,
+      key,
+      ...(durationMs === undefined ? {} : { durationMs }),
+    });
+  const ran = (startedAt: number, result: 'ok' | 'error' | 'timeout'): number => {
+    const ms = performance.now() - startedAt;
+    instruments?.handlerDuration(route, method, ms, result);
+    return ms;
+  };
   const decision = await keys.begin(request, options);
   if (decision.kind === 'unkeyed') {
+    const startedAt = performance.now();
+    let response: HttpResponse;
     try {
-      return toHttpResponse(
+      response = toHttpResponse(
         await handler({
           key: undefined,
           attempt: 1,
@@ -154,18 +192,25 @@ async function runProtocol<DB, N, Tx>(
         }),
       );
     } catch (error) {
-      if (error instanceof InvalidResponseError) return invalidResponse(error);
+      const ms = ran(startedAt, 'error');
+      if (error instanceof InvalidResponseError)
+        return report('unkeyed', invalidResponse(error), undefined, ms);
+      reportThrown('unkeyed', undefined, ms);
       throw error;
     }
+    return report('unkeyed', response, undefined, ran(startedAt, 'ok'));
   }
-  if (decision.kind === 'replay') return sendableReplay(decision.response, keys.config.logger);
-  if (decision.kind !== 'proceed') return decision.response;
+  if (decision.kind === 'replay')
+    return report('replay', sendableReplay(decision.response, keys.config.logger), decision.key);
+  if (decision.kind !== 'proceed') return report(decision.kind, decision.response, decision.key);
+  const key = decision.key;
   const controller = new AbortController();
   const timeoutMs = keys.config.handlerTimeoutMs;
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
     timer = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
   });
+  const startedAt = performance.now();
   const running = handler({
     key: decision.key,
     attempt: decision.attempt,
@@ -176,15 +221,17 @@ async function runProtocol<DB, N, Tx>(
   // After a timeout nobody awaits the handler any more; its late failure must not become an unhandled rejection.
   running.catch(() => {});
   let init: IdempotentResponseInit;
+  let ms: number;
   try {
     const result = await Promise.race([running, timedOut]);
     if (result === TIMED_OUT) {
+      ms = ran(startedAt, 'timeout');
       // Release first, then abort: a handler woken by the abort then finds its lease gone and cannot commit.
       await decision.release();
       controller.abort(
         new HandlerTimeoutError(`the handler ran longer than handlerTimeoutMs (${timeoutMs})`),
       );
-      return problemResponse(
+      const response = problemResponse(
         503,
         'Handler timed out',
         `The request took longer than ${timeoutMs} ms; retry with the same Idempotency-Key.`,
@@ -192,21 +239,35 @@ async function runProtocol<DB, N, Tx>(
           'retry-after': String(keys.config.retryAfterSeconds),
         },
       );
+      return report('timeout', response, key, ms);
     }
     init = result;
+    ms = ran(startedAt, 'ok');
   } catch (error) {
-    await decision.release();
+    const failedMs = ran(startedAt, 'error');
+    try {
+      await decision.release();
+    } catch (releaseError) {
+      reportThrown('released', key, failedMs);
+      throw releaseError;
+    }
     // transaction() refused a response Node cannot send: rolled back and released, answered here.
-    if (error instanceof InvalidResponseError) return invalidResponse(error);
+    if (error instanceof InvalidResponseError)
+      return report('released', invalidResponse(error), key, failedMs);
+    reportThrown('released', key, failedMs);
     throw error;
   } finally {
     clearTimeout(timer);
   }
+  let response: HttpResponse;
   try {
-    return decision.settled ? toHttpResponse(init) : await decision.complete(init);
+    response = decision.settled ? toHttpResponse(init) : await decision.complete(init);
   } catch (error) {
     // complete() has released the key; after transaction() the response was checked before its commit.
-    if (error instanceof InvalidResponseError) return invalidResponse(error);
+    if (error instanceof InvalidResponseError) return report('released', invalidResponse(error), key, ms);
+    reportThrown('released', key, ms);
     throw error;
   }
+  // Stored, unless storeStatus refused it (a 5xx by default): then the key was released.
+  return report(keys.config.storeStatus(response.status) ? 'completed' : 'released', response, key, ms);
 }

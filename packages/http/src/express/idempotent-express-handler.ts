@@ -19,6 +19,16 @@ export interface ExpressHandlerOptions extends IdempotentRouteOptions {
    * (`matchedRoute`); without a matched route (mounted with `app.use`), `requestPath(req.baseUrl + req.path)`.
    */
   readonly route?: (request: Request) => string;
+  /**
+   * The route template for metrics and `onOutcome`. Default is `req.baseUrl` + `req.route.path`
+   * (`/payments/:id`), or `'unmatched'` without a matched route. `req.baseUrl` is the mount path as the client
+   * spelled it: under a router mounted at a path with parameters (`app.use('/tenants/:tenant', router)`) give
+   * the pattern here, or every tenant becomes its own series.
+   *
+   * @example
+   * idempotentExpressHandler(keys, handler, { routeTemplate: (req) => `/tenants/:tenant${req.route.path}` });
+   */
+  readonly routeTemplate?: (request: Request) => string;
 }
 
 /**
@@ -32,6 +42,19 @@ function expressRoute(request: Request): string {
   const path = Array.isArray(pattern) ? pattern.map(String).join(',') : String(pattern);
   const base = request.baseUrl === '' ? '' : requestPath(request.baseUrl);
   return matchedRoute(`${base === '/' ? '' : base}${path}`, request.params);
+}
+
+/**
+ * The pattern Express matched, for metrics: the mount path + `req.route.path`, without parameter values
+ * (`/payments/:id`); undefined without a matched route (mounted with `app.use`).
+ */
+function expressRouteTemplate(request: Request): string | undefined {
+  const pattern = (request.route as { path?: string | RegExp | (string | RegExp)[] } | undefined)?.path;
+  if (pattern === undefined) return undefined;
+  const path = Array.isArray(pattern) ? pattern.map(String).join(',') : String(pattern);
+  const base = request.baseUrl === '' ? '' : requestPath(request.baseUrl);
+  const template = `${base === '/' ? '' : base}${path}`;
+  return template.length > 1 && template.endsWith('/') ? template.slice(0, -1) : template;
 }
 
 function queryOf(url: string): string {
@@ -74,6 +97,7 @@ export function idempotentExpressHandler<DB, Tx = Transaction<DB>>(
       {
         method: request.method,
         route,
+        routeTemplate: options.routeTemplate?.(request) ?? expressRouteTemplate(request),
         query: queryOf(request.originalUrl),
         headers: requestHeaders(request),
         body: request.body as unknown,

@@ -30,6 +30,14 @@ function fastifyRoute(request: FastifyRequest): string {
   return matchedRoute(pattern, request.params as Record<string, unknown> | undefined);
 }
 
+/** The pattern Fastify matched, for metrics (`/payments/:id`, with its prefix); undefined without one. */
+function fastifyRouteTemplate(request: FastifyRequest): string | undefined {
+  return (
+    (request.routeOptions as { url?: string } | undefined)?.url ??
+    (request as unknown as { routerPath?: string }).routerPath
+  );
+}
+
 /** A handler: Fastify's request and the idempotency context; returns the response to send (and store). */
 export type FastifyIdempotentHandler<DB, Tx = Transaction<DB>> = (
   request: FastifyRequest,
@@ -64,6 +72,7 @@ export function idempotentFastifyHandler<DB, Tx = Transaction<DB>>(
       {
         method: request.method,
         route,
+        routeTemplate: fastifyRouteTemplate(request),
         query: start < 0 ? '' : request.url.slice(start + 1),
         headers: requestHeaders(request.raw, request.headers),
         body: request.body,

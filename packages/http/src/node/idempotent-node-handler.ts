@@ -20,6 +20,14 @@ export interface NodeHandlerOptions extends IdempotentRouteOptions {
    * ignores case passes `(req) => requestPath(req.url ?? '/').toLowerCase()`.
    */
   readonly route?: (request: IncomingMessage) => string;
+  /**
+   * The route template for metrics and `onOutcome` (`/payments/:id`): a few fixed strings, never the raw path.
+   * Default is `'unmatched'` (node:http has no router to name the route).
+   *
+   * @example
+   * idempotentNodeHandler(keys, handler, { routeTemplate: () => '/payments' });
+   */
+  readonly routeTemplate?: (request: IncomingMessage) => string;
 }
 
 /** A handler: the request, its parsed body (JSON when the content type says so, else bytes) and the context. */
@@ -100,6 +108,7 @@ export function idempotentNodeHandler<DB, Tx = Transaction<DB>>(
           {
             method: request.method ?? 'GET',
             route,
+            routeTemplate: options.routeTemplate?.(request),
             query: queryOf(url),
             headers: requestHeaders(request),
             body,
