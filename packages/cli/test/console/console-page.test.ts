@@ -70,6 +70,19 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
   const rows = (p: Page) => p.locator('#dlq-table tbody tr');
   // How many dead letters the DLQ holds, once any listing of the page has let go of them: a listing browses
   // the DLQ, holding its messages unacknowledged for a moment, and a count taken then reads them as gone.
+  /**
+   * Clicks List and waits for that listing's answer: a poll of the table alone can be met by the listing before
+   * (CI: a one-row table from the previous test was selected and replayed while the new listing still held the
+   * DLQ's message, so the replay found nothing, 'stopped because drained').
+   */
+  const list = async (): Promise<void> => {
+    const answered = page.waitForResponse(
+      (response) => response.url().endsWith('/api/dead-letters') && response.request().method() === 'POST',
+    );
+    await page.click('#list');
+    await answered;
+  };
+
   const dlqHolds = (n: number) =>
     eventually(
       async () => (await world.broker.dlqDepth()) === n,
@@ -98,7 +111,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
 
   it('filters the dead letters by reason, by id or error text, and by time', async () => {
     await page.selectOption('#f-reason', 'max-attempts');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count()).toBe(4);
     expect((await page.locator('#dlq-table tbody tr td:nth-child(2)').allTextContents()).sort()).toEqual(
       flaky,
@@ -106,22 +119,22 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
 
     await page.selectOption('#f-reason', '');
     await page.fill('#f-search', 'card declined');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count()).toBe(6);
 
     await page.fill('#f-search', 'ord-3002');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count()).toBe(1);
 
     await page.fill('#f-search', '');
     await page.fill('#f-until', '2000-01-01T00:00');
-    await page.click('#list');
+    await list();
     await expect.poll(() => page.locator('#dlq-empty').isVisible()).toBe(true);
     expect(await rows(page).count()).toBe(0);
     await page.fill('#f-until', '');
     await page.selectOption('#f-consumer', 'orders');
     await page.selectOption('#f-reason', 'permanent-error');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count()).toBe(6);
   });
 
@@ -182,7 +195,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await dlqHolds(6);
     // The replay audit shows in the message's history.
     await page.selectOption('#f-reason', '');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count()).toBe(6);
   });
 
@@ -227,7 +240,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
   it('parks a message whose replay fails again: the next bulk replay from the page leaves it in the DLQ', async () => {
     // The two schema-invalid orders fail the schema again when replayed: back in the DLQ, parked.
     await page.selectOption('#f-reason', 'schema-invalid');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(2);
     expect(await page.locator('#dlq-table .pill.parked').count()).toBe(0);
     await page.click('#select-all');
@@ -240,7 +253,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await world.recorder.waitForCount(deadLettered + 2, { status: 'dead-letter', timeoutMs: 30_000 });
     await dlqHolds(2);
 
-    await page.click('#list');
+    await list();
     await expect.poll(() => page.locator('#dlq-table .pill.parked').count(), { timeout: 20_000 }).toBe(2);
     await page.click('#select-all');
     await page.click('#dry-run');
@@ -258,14 +271,14 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     expect(world.recorder.count('dead-letter')).toBe(deadLettered + 2);
     const effects = await world.database.effects();
     for (const id of invalid) expect(effects.get(id)).toBeUndefined();
-    await page.click('#list');
+    await list();
     await expect.poll(() => page.locator('#dlq-table .pill.parked').count(), { timeout: 20_000 }).toBe(2);
     await screenshot(page, 'console-parked');
   });
 
   it("edits and retries a parked message from the page: a payload failing the schema is refused with the schema's message, the corrected one is applied once and audited", async () => {
     await page.selectOption('#f-reason', 'schema-invalid');
-    await page.click('#list');
+    await list();
     await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(2);
     await page.click('#dlq-table tbody tr[data-id="ord-3001"] a.id');
     await expect.poll(() => page.locator('#edit-payload').isVisible(), { timeout: 20_000 }).toBe(true);
@@ -338,7 +351,7 @@ describe('the operator console in Chromium (real Postgres, RabbitMQ and consumer
     await page.route('**/api/replays/*/events', (route) => route.abort());
     try {
       await page.selectOption('#f-reason', 'schema-invalid');
-      await page.click('#list');
+      await list();
       await expect.poll(() => rows(page).count(), { timeout: 20_000 }).toBe(1);
       await page.click('#select-all');
       await dlqHolds(1);
