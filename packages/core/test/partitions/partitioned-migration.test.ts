@@ -3,7 +3,8 @@
 // to convert a populated plain inbox by migration alone.
 
 import { readFileSync } from 'node:fs';
-import { Migrator, sql } from 'kysely';
+import { sql } from 'kysely';
+import { Migrator } from '../../../../test/support/kysely-migrator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { partitionedSqlFile, PARTITIONED_SQL_FILE, SQL_FILE } from '../../scripts/generate-sql.js';
 import { inboxMigrations, migrateInbox } from '../../src/postgres/index.js';
