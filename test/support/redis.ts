@@ -119,3 +119,22 @@ export async function slowProxy(
     },
   };
 }
+
+/** Every key under `prefix` (a test's own), through the whole SCAN cursor. */
+export async function keysUnder(redis: Pick<TestRedis, 'sendCommand'>, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = (await redis.sendCommand([
+      'SCAN',
+      cursor,
+      'MATCH',
+      `${prefix}*`,
+      'COUNT',
+      '1000',
+    ])) as [string, string[]];
+    cursor = next;
+    found.push(...keys);
+  } while (cursor !== '0');
+  return found;
+}

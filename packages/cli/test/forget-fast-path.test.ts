@@ -10,7 +10,7 @@ import { redisFastPath } from '@inboxkit/core/redis';
 import { sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { connectRedis, type TestRedis } from '../../../test/support/redis.js';
+import { connectRedis, keysUnder as redisKeysUnder, type TestRedis } from '../../../test/support/redis.js';
 import { requireService as sharedService } from '../../../test/support/services.js';
 import { startConsoleServer } from '../src/console/console-server.js';
 import { openFastPathEntries } from '../src/inbox/fast-path-entries.js';
@@ -54,13 +54,8 @@ function consumerWith(keyPrefix: string, name: string) {
   });
 }
 
-async function keysUnder(prefix: string): Promise<string[]> {
-  const [, keys] = (await redis.sendCommand(['SCAN', '0', 'MATCH', `${prefix}*`, 'COUNT', '10000'])) as [
-    string,
-    string[],
-  ];
-  return keys;
-}
+/** Every key under `prefix` (the test's own), through the whole SCAN cursor. */
+const keysUnder = (prefix: string): Promise<string[]> => redisKeysUnder(redis, prefix);
 
 async function forget(consumer: string, id: string, extra: string[], env: Record<string, string> = {}) {
   const io = captureIo({ env: { USER: 'forget-test', ...env } });

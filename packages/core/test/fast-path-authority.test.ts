@@ -3,7 +3,6 @@
 // copied by whoever can write to Redis is not believed — the delivery goes to the inbox, which processes it.
 
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
@@ -17,7 +16,8 @@ import {
   type TestDatabase,
   type TestTx,
 } from './support/postgres.js';
-import { connectRedis } from '../../../test/support/redis.js';
+import { connectRedis, keysUnder as redisKeysUnder } from '../../../test/support/redis.js';
+import { eventually } from '../../../test/support/eventually.js';
 
 const delivery = (id: string, body: unknown = { id }): InboundMessage => ({
   id,
@@ -25,14 +25,6 @@ const delivery = (id: string, body: unknown = { id }): InboundMessage => ({
   headers: {},
   source: { transport: 'memory' },
 });
-
-async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}
 
 describe('fast-path entries belong to their inbox', () => {
   let a: TestDatabase;
@@ -57,23 +49,7 @@ describe('fast-path entries belong to their inbox', () => {
       handler: async (m, { tx }) => insertEffect(tx, t.schema, name, m.id),
     });
   /** Every key under `prefix` (the test's own), as the consumer wrote them. */
-  const keysUnder = async (prefix: string): Promise<string[]> => {
-    const found: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, keys] = (await redis.sendCommand([
-        'SCAN',
-        cursor,
-        'MATCH',
-        `${prefix}*`,
-        'COUNT',
-        '1000',
-      ])) as [string, string[]];
-      cursor = next;
-      found.push(...keys);
-    } while (cursor !== '0');
-    return found;
-  };
+  const keysUnder = (prefix: string): Promise<string[]> => redisKeysUnder(redis, prefix);
 
   it("processes B's delivery in B's inbox when inbox A on the same Redis completed the same id under the same consumer name", async () => {
     const keyPrefix = `test:fp-authority:${randomUUID()}:`;

@@ -25,6 +25,7 @@ import {
 } from './support/postgres.js';
 import { recordingMeterProvider } from '../../../test/support/recording-meter-provider.js';
 import { connectRedis, slowProxy, startPrivateRedis } from '../../../test/support/redis.js';
+import { eventually } from '../../../test/support/eventually.js';
 
 const delivery = (
   id: string,
@@ -56,15 +57,6 @@ function countingStore(store: InboxStore<TestTx>): {
     },
   });
   return { store: proxy, claims: () => claims };
-}
-
-/** Waits until `check` holds (the fast path writes after the outcome, without being awaited). */
-async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await sleep(10);
-  }
 }
 
 describe('the fast path', () => {

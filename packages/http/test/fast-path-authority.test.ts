@@ -4,16 +4,16 @@
 // can have, a body that is not base64) is not served: the replay comes from Postgres.
 
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { redisFastPath } from '@inboxkit/core/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectRedis, type TestRedis } from '../../../test/support/redis.js';
+import { connectRedis, keysUnder as redisKeysUnder, type TestRedis } from '../../../test/support/redis.js';
 import { idempotencyKeys } from '../src/index.js';
 import {
   openHttpTestDatabase,
   type HttpTestDB,
   type HttpTestDatabase,
 } from './support/http-test-database.js';
+import { eventually } from '../../../test/support/eventually.js';
 
 let a: HttpTestDatabase;
 let b: HttpTestDatabase;
@@ -29,32 +29,8 @@ afterAll(async () => {
   await b?.close();
 });
 
-async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}
-
 /** Every key under `prefix` (the test's own). */
-async function keysUnder(prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = (await redis.sendCommand([
-      'SCAN',
-      cursor,
-      'MATCH',
-      `${prefix}*`,
-      'COUNT',
-      '1000',
-    ])) as [string, string[]];
-    cursor = next;
-    found.push(...keys);
-  } while (cursor !== '0');
-  return found;
-}
+const keysUnder = (prefix: string): Promise<string[]> => redisKeysUnder(redis, prefix);
 
 /** An app's keys on `t`'s table, with the fast path under `keyPrefix`, every request from principal `alice`. */
 const appOn = (t: HttpTestDatabase, keyPrefix: string, secret?: string) =>

@@ -39,6 +39,7 @@ import {
   type HttpTestDatabase,
 } from './support/http-test-database.js';
 import { listen } from './support/listen.js';
+import { eventually } from '../../../test/support/eventually.js';
 
 const ADAPTERS = ['node:http', 'Express', 'Fastify'] as const;
 type Adapter = (typeof ADAPTERS)[number];
@@ -84,14 +85,6 @@ const redisKey = (principal: string, route: string, key: string): string => {
   const scope = fastPathScope(identity, HTTP_FAST_PATH_SCOPE);
   return `inboxkit:fp:${scope.length}:${scope}:${cachedResponseId(principal, 'POST', route, key)}`;
 };
-
-async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}
 
 interface PayBody {
   amount: number;
