@@ -2,12 +2,12 @@
 // process of its own) keeps answering, nothing unsendable is stored, the effect commits only with a stored
 // response, and a retry with the same key gets what the docs promise (docs/http.md, "Responses").
 
-import { request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openHttpTestDatabase, type HttpTestDatabase } from './support/http-test-database.js';
+import { postRaw as post } from './support/adapter-apps.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
 
 const SERVER = fileURLToPath(new URL('./fixtures/response-server.ts', import.meta.url));
@@ -30,50 +30,6 @@ afterAll(async () => {
   for (const server of servers.values()) server.kill();
   await t?.close();
 });
-
-interface Answer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
-  readonly body: string;
-}
-
-/** POSTs JSON through node:http; rejects when the connection breaks before the whole response arrived. */
-function post(
-  base: string,
-  path: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<Answer> {
-  const { hostname, port } = new URL(base);
-  const payload = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: hostname,
-        port,
-        method: 'POST',
-        path,
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': String(payload.length), ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks).toString(),
-          }),
-        );
-        res.on('aborted', () => reject(new Error('response aborted')));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 describe.each(ADAPTERS)('%s', (adapter) => {
   const server = (): ChildServer => servers.get(adapter)!;

@@ -146,7 +146,10 @@ export interface RawResponse {
   readonly body: string;
 }
 
-/** POSTs JSON to `path` exactly as written (no URL normalization on the way). */
+/**
+ * POSTs JSON to `path` exactly as written (no URL normalization on the way), on a connection of its own; rejects
+ * when the connection breaks before the whole response arrived.
+ */
 export function postRaw(
   baseUrl: string,
   path: string,
@@ -162,6 +165,7 @@ export function postRaw(
         port,
         method: 'POST',
         path,
+        agent: false,
         headers: { 'content-type': 'application/json', 'content-length': String(payload.length), ...headers },
       },
       (res) => {
@@ -174,6 +178,7 @@ export function postRaw(
             body: Buffer.concat(chunks).toString(),
           }),
         );
+        res.on('aborted', () => reject(new Error('response aborted')));
         res.on('error', reject);
       },
     );
