@@ -21,7 +21,9 @@ describe('outbox relay on SQS', () => {
   beforeAll(async () => {
     t = await openOutboxDb('outbox_sqs');
     await migrateInbox(t.db, { schema: t.schema.schema });
-    await sql`CREATE TABLE ${sql.raw(`"${t.schema.schema}"."effects"`)} (message_id text NOT NULL)`.execute(t.db);
+    await sql`CREATE TABLE ${sql.raw(`"${t.schema.schema}"."effects"`)} (message_id text NOT NULL)`.execute(
+      t.db,
+    );
     queueUrl = (await freshQueues(client, 'outbox-sqs', { fifo: true })).queueUrl;
   });
   afterAll(async () => {
@@ -34,12 +36,23 @@ describe('outbox relay on SQS', () => {
     const ids: string[] = [];
     await t.db.transaction().execute(async (tx) => {
       for (let i = 0; i < 30; i++) {
-        ids.push(await enqueue(tx, { publisher: 'sqs', destination: queueUrl, key: `g${i % 3}`, body: JSON.stringify({ i }) }, { schema }));
+        ids.push(
+          await enqueue(
+            tx,
+            { publisher: 'sqs', destination: queueUrl, key: `g${i % 3}`, body: JSON.stringify({ i }) },
+            { schema },
+          ),
+        );
       }
     });
 
     const sqs = requireService('sqs');
-    const unreachable = new SQSClient({ endpoint: 'http://127.0.0.1:9', region: sqs.region, credentials: sqs.credentials, maxAttempts: 1 });
+    const unreachable = new SQSClient({
+      endpoint: 'http://127.0.0.1:9',
+      region: sqs.region,
+      credentials: sqs.credentials,
+      maxAttempts: 1,
+    });
     const down = startOutboxRelay({
       db: t.db,
       publishers: { sqs: sqsPublisher({ client: unreachable }) },
@@ -48,21 +61,33 @@ describe('outbox relay on SQS', () => {
       backoff: { initialDelayMs: 5, maxDelayMs: 20 },
     });
     await waitFor(async () => {
-      const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM ${sql.raw(`"${schema}"."outbox"`)} WHERE attempts >= 2`.execute(t.db);
+      const { rows } = await sql<{
+        n: string;
+      }>`SELECT count(*) AS n FROM ${sql.raw(`"${schema}"."outbox"`)} WHERE attempts >= 2`.execute(t.db);
       return Number(rows[0]?.n) >= 3;
     });
     await down.stop();
     unreachable.destroy();
     expect(await t.backlog()).toBe(30);
 
-    const up = startOutboxRelay({ db: t.db, publishers: { sqs: sqsPublisher({ client }) }, schema, pollIntervalMs: 10 });
+    const up = startOutboxRelay({
+      db: t.db,
+      publishers: { sqs: sqsPublisher({ client }) },
+      schema,
+      pollIntervalMs: 10,
+    });
     await waitFor(async () => (await t.backlog()) === 0, 60_000);
     await up.stop();
 
     const received: InboundMessage[] = [];
     await waitFor(async () => {
       const { Messages = [] } = await client.send(
-        new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, MessageAttributeNames: ['All'], WaitTimeSeconds: 1 }),
+        new ReceiveMessageCommand({
+          QueueUrl: queueUrl,
+          MaxNumberOfMessages: 10,
+          MessageAttributeNames: ['All'],
+          WaitTimeSeconds: 1,
+        }),
       );
       for (const m of Messages) {
         received.push({
@@ -89,7 +114,65 @@ describe('outbox relay on SQS', () => {
       },
     });
     for (const message of [...received, ...received.slice(0, 5)]) await sink.handle(message);
-    const { rows } = await sql<{ n: string }>`SELECT count(DISTINCT message_id) AS n, count(*) AS total FROM ${sql.raw(`"${schema}"."effects"`)}`.execute(t.db);
+    const { rows } = await sql<{
+      n: string;
+    }>`SELECT count(DISTINCT message_id) AS n, count(*) AS total FROM ${sql.raw(`"${schema}"."effects"`)}`.execute(
+      t.db,
+    );
     expect(rows[0]).toMatchObject({ n: '30', total: '30' });
+  });
+
+  it('parks at once, with its reason, a row too large for SQS; the rows behind it on the same group go out', async () => {
+    // The SQS publisher used to report a message over the queue's size limit as a retriable PublishError, so the
+    // row was rescheduled until parkAfterMs (24 h) and its group's later rows waited all that time.
+    const schema = t.schema.schema;
+    const key = `big-${Date.now()}`;
+    const big = await t.db
+      .transaction()
+      .execute((tx) =>
+        enqueue(tx, { publisher: 'sqs', destination: queueUrl, key, body: 'b'.repeat(300_000) }, { schema }),
+      );
+    const behind = await t.db
+      .transaction()
+      .execute((tx) =>
+        enqueue(tx, { publisher: 'sqs', destination: queueUrl, key, body: '{"behind":true}' }, { schema }),
+      );
+    const relay = startOutboxRelay({
+      db: t.db,
+      publishers: { sqs: sqsPublisher({ client }) },
+      schema,
+      pollIntervalMs: 20,
+      backoff: { initialDelayMs: 10, maxDelayMs: 10 },
+    });
+    const seen: string[] = [];
+    try {
+      await waitFor(async () => {
+        const { Messages = [] } = await client.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 10,
+            MessageAttributeNames: ['All'],
+            WaitTimeSeconds: 1,
+          }),
+        );
+        for (const m of Messages) {
+          seen.push(m.MessageAttributes?.['message-id']?.StringValue ?? '');
+          await client.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }));
+        }
+        return seen.includes(behind);
+      }, 60_000);
+    } finally {
+      await relay.stop();
+    }
+    expect(seen).not.toContain(big);
+    const { rows } = await sql<{
+      parked_at: Date | null;
+      last_error: string;
+      attempts: number;
+    }>`SELECT parked_at, last_error, attempts
+      FROM ${sql.raw(`"${schema}"."outbox"`)} WHERE id = ${big}`.execute(t.db);
+    expect(rows[0]?.parked_at).not.toBeNull();
+    expect(rows[0]?.last_error).toContain('MessageTooLargeError');
+    expect(rows[0]?.attempts).toBe(1);
   });
 });

@@ -1,10 +1,17 @@
 // "Publish and be sure" for SQS: SendMessageBatch in chunks, every entry checked, so the DLQ path, DLQ replay
 // and the outbox relay only move on once SQS has accepted each message.
 
-import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import type { SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
-import { HEADERS, injectTraceHeaders, PublishError } from '@inboxkit/core';
+import {
+  ConfigurationError,
+  HEADERS,
+  injectTraceHeaders,
+  MessageTooLargeError,
+  PublishError,
+} from '@inboxkit/core';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
+import { DEFAULT_MAX_SQS_MESSAGE_BYTES } from './dead-letter-message.js';
 import { fifoId, isFifoQueue } from './fifo.js';
 import { encodeMessageAttributes, SQS_ATTRIBUTES } from './message-attributes.js';
 import type { SqsClient } from './sqs-client.js';
@@ -18,6 +25,17 @@ export interface SqsPublisherOptions {
    * the request itself are left to the client's own retry strategy. Default is 3.
    */
   readonly maxEntryAttempts?: number;
+  /**
+   * The largest message (body plus every attribute's name, type and value, counted as SQS counts them) a queue
+   * takes. By default each destination queue's own `MaximumMessageSize`, read once per queue with
+   * GetQueueAttributes (AWS allows up to 1 MiB; a queue that reports none, as ElasticMQ's, is taken to allow
+   * 256 KiB, SQS's long-standing default); when that read is refused (no
+   * `sqs:GetQueueAttributes` permission, say) no size is checked before sending and SQS's own refusal is
+   * recognised instead. Either way a message too large for its queue rejects the call with a non-retriable
+   * `MessageTooLargeError` naming it (the outbox relay parks that row at once), never a retriable
+   * `PublishError` that would be tried again forever. Give a number to check against it and read nothing.
+   */
+  readonly maxMessageBytes?: number;
 }
 
 /** SQS's limits for one SendMessageBatch request. */
@@ -84,7 +102,8 @@ function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, '
   for (const [k, v] of Object.entries(injectTraceHeaders(message.headers)))
     if (k.toLowerCase() !== HEADERS.messageId) headers[k] = v;
   headers[HEADERS.messageId] = message.id;
-  if (message.timestamp !== undefined) headers[SQS_ATTRIBUTES.timestamp] = String(message.timestamp.getTime());
+  if (message.timestamp !== undefined)
+    headers[SQS_ATTRIBUTES.timestamp] = String(message.timestamp.getTime());
   const entry: Omit<SendMessageBatchRequestEntry, 'Id'> = {
     MessageBody: bodyText(message),
     MessageAttributes: encodeMessageAttributes(headers, [SQS_ATTRIBUTES.timestamp, ...PRIORITY_HEADERS]),
@@ -104,6 +123,27 @@ function toEntry(message: OutgoingMessage): Omit<SendMessageBatchRequestEntry, '
     return { ...entry, DelaySeconds: Math.min(MAX_DELAY_SECONDS, Math.ceil(message.delayMs / 1000)) };
   }
   return entry;
+}
+
+/**
+ * True when SQS refused a request or a batch entry because a message, or the batch, is over its size limit:
+ * the error codes AWS documents for it (`BatchRequestTooLong`, `MessageTooLong`) or an `InvalidParameterValue`
+ * whose text says the message must be shorter. Exported for its tests.
+ */
+export function isSqsTooLarge(error: {
+  name?: unknown;
+  Code?: unknown;
+  code?: unknown;
+  message?: unknown;
+  Message?: unknown;
+}): boolean {
+  const code = [error.name, error.Code, error.code].find((c): c is string => typeof c === 'string');
+  if (code !== undefined && /BatchRequestTooLong|MessageTooLong|RequestEntityTooLarge/i.test(code))
+    return true;
+  const text = [error.message, error.Message].find((m): m is string => typeof m === 'string');
+  return (
+    text !== undefined && /must be shorter than|too long|exceeds the (allowed )?maximum|too large/i.test(text)
+  );
 }
 
 function entryBytes(entry: Omit<SendMessageBatchRequestEntry, 'Id'>): number {
@@ -148,6 +188,8 @@ function chunk(entries: readonly Prepared[]): Prepared[][] {
  * queues have no per-message delay and ignore it. Messages to one queue are sent in order, one batch at a time. A
  * body SQS would refuse (empty, not UTF-8, or with a character outside SQS's set: a NUL, a lone surrogate, …)
  * rejects the whole call with a `PublishError` naming the message before anything is sent; bodies are never altered.
+ * A message over its queue's size limit (see `maxMessageBytes`) rejects the call with a non-retriable
+ * `MessageTooLargeError` naming it, before anything is sent when the limit is known.
  *
  * @example
  * const publisher = sqsPublisher({ client: new SQSClient({}) });
@@ -156,7 +198,46 @@ function chunk(entries: readonly Prepared[]): Prepared[][] {
 export function sqsPublisher(options: SqsPublisherOptions): Publisher {
   const client = options.client;
   const maxEntryAttempts = options.maxEntryAttempts ?? 3;
+  const fixedLimit = options.maxMessageBytes;
+  if (fixedLimit !== undefined && (!Number.isSafeInteger(fixedLimit) || fixedLimit <= 0)) {
+    throw new ConfigurationError(
+      `sqsPublisher: \`maxMessageBytes\` must be a positive integer, got ${fixedLimit}`,
+    );
+  }
+  /** Each queue's size limit as read once (`undefined`: not readable, SQS's refusal decides). */
+  const limits = new Map<string, Promise<number | undefined>>();
   let closed = false;
+
+  function limitOf(queueUrl: string): Promise<number | undefined> {
+    if (fixedLimit !== undefined) return Promise.resolve(fixedLimit);
+    let limit = limits.get(queueUrl);
+    if (limit === undefined) {
+      limit = client
+        .send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['MaximumMessageSize'] }))
+        .then(
+          (result) => {
+            // A queue that reports no limit (ElasticMQ) gets SQS's long-standing default, as the consumer's
+            // dead-letter forms do.
+            const bytes = Number(result.Attributes?.MaximumMessageSize);
+            return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : DEFAULT_MAX_SQS_MESSAGE_BYTES;
+          },
+          () => {
+            // Not cached: a transient failure should not switch the check off for the publisher's lifetime.
+            limits.delete(queueUrl);
+            return undefined;
+          },
+        );
+      limits.set(queueUrl, limit);
+    }
+    return limit;
+  }
+
+  function tooLarge(queueUrl: string, p: Prepared, detail: string, cause?: unknown): MessageTooLargeError {
+    return new MessageTooLargeError(`message ${p.id} is too large for ${queueUrl}: ${detail}`, {
+      messageId: p.id,
+      ...(cause === undefined ? {} : { cause }),
+    });
+  }
 
   async function sendBatch(queueUrl: string, batch: readonly Prepared[]): Promise<void> {
     let pending = batch.map((p, i) => ({ ...p, slot: String(i) }));
@@ -170,6 +251,12 @@ export function sqsPublisher(options: SqsPublisherOptions): Publisher {
           }),
         );
       } catch (cause) {
+        if (isSqsTooLarge(cause as Error)) {
+          // One of them (or all together) is over the limit: alone, the one SQS refuses is named.
+          if (pending.length === 1) throw tooLarge(queueUrl, pending[0]!, (cause as Error).message, cause);
+          for (const p of pending) await sendBatch(queueUrl, [p]);
+          return;
+        }
         throw new PublishError(`SendMessageBatch to ${queueUrl} failed: ${(cause as Error).message}`, {
           cause,
         });
@@ -177,6 +264,14 @@ export function sqsPublisher(options: SqsPublisherOptions): Publisher {
       const failed = result.Failed ?? [];
       if (failed.length === 0) return;
       const bySlot = new Map(pending.map((p) => [p.slot, p]));
+      const refused = failed.find((f) => isSqsTooLarge(f) && bySlot.has(f.Id ?? ''));
+      if (refused !== undefined) {
+        throw tooLarge(
+          queueUrl,
+          bySlot.get(refused.Id ?? '')!,
+          `${refused.Code ?? ''} ${refused.Message ?? ''}`.trim(),
+        );
+      }
       if (failed.some((f) => f.SenderFault === true) || attempt >= maxEntryAttempts) {
         const detail = failed.map((f) =>
           `${bySlot.get(f.Id ?? '')?.id ?? f.Id}: ${f.Code ?? 'error'} ${f.Message ?? ''}`.trim(),
@@ -199,6 +294,18 @@ export function sqsPublisher(options: SqsPublisherOptions): Publisher {
         list.push({ id: message.id, entry: toEntry(message) });
         byQueue.set(message.destination, list);
       }
+      // A message over its queue's limit is refused before anything is sent: SQS would refuse it on every try.
+      await Promise.all(
+        [...byQueue].map(async ([queueUrl, entries]) => {
+          const limit = await limitOf(queueUrl);
+          if (limit === undefined) return;
+          for (const p of entries) {
+            const bytes = entryBytes(p.entry);
+            if (bytes > limit)
+              throw tooLarge(queueUrl, p, `${bytes} bytes, the queue takes at most ${limit}`);
+          }
+        }),
+      );
       await Promise.all(
         [...byQueue].map(async ([queueUrl, entries]) => {
           for (const batch of chunk(entries)) await sendBatch(queueUrl, batch);

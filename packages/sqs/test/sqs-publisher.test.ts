@@ -3,10 +3,11 @@
 
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Message, SQSClient } from '@aws-sdk/client-sqs';
-import { PublishError, replayHeaders } from '@inboxkit/core';
+import { MessageTooLargeError, PublishError, replayHeaders } from '@inboxkit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { decodeMessageAttributes, sqsPublisher } from '../src/index.js';
+import { isSqsTooLarge } from '../src/sqs-publisher.js';
 import type { CreatedQueues } from '../src/index.js';
 import { deleteQueues, freshQueues, testSqsClient } from './support/sqs-test-client.js';
 
@@ -153,5 +154,71 @@ describe('sqsPublisher', () => {
     await expect(publisher.publish([{ destination: q.queueUrl, id: 'empty', body: '' }])).rejects.toThrow(
       /empty body/,
     );
+  });
+
+  it('refuses a message over its queue’s size limit with a non-retriable MessageTooLargeError naming it, before sending any message of the call', async () => {
+    // Outside probe (hardening issue, left item): a message SQS refuses on every try came back as a retriable
+    // PublishError, so the outbox relay rescheduled its row — and held the rows behind it on its key — until
+    // parkAfterMs. The publisher now reads the queue's own limit once and names the message. ElasticMQ reports
+    // no MaximumMessageSize (and enforces none), so the limit here is SQS's default, 256 KiB.
+    const q = await queues('pub-size');
+    const publisher = sqsPublisher({ client });
+    const messages = [
+      { destination: q.queueUrl, id: 'small-before', body: 'ok' },
+      { destination: q.queueUrl, id: 'too-big', body: 'b'.repeat(262_145) },
+      { destination: q.queueUrl, id: 'small-after', body: 'ok' },
+    ];
+    const error = await publisher.publish(messages).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(MessageTooLargeError);
+    expect((error as MessageTooLargeError).messageId).toBe('too-big');
+    expect((error as MessageTooLargeError).retriable).toBe(false);
+    expect((error as Error).message).toMatch(/: \d+ bytes, the queue takes at most 262144$/);
+    expect(await drain(q.queueUrl, 1)).toEqual([]);
+    // Under the limit, the same publisher sends (the limit is per queue, read once).
+    await publisher.publish([messages[0]!, messages[2]!]);
+    expect((await drain(q.queueUrl, 2)).map((m) => m.Body)).toEqual(['ok', 'ok']);
+  });
+
+  it('checks against maxMessageBytes when given, and refuses a bad value at construction', async () => {
+    const q = await queues('pub-size-fixed');
+    const publisher = sqsPublisher({ client, maxMessageBytes: 100 });
+    await expect(
+      publisher.publish([{ destination: q.queueUrl, id: 'over-100', body: 'x'.repeat(200) }]),
+    ).rejects.toMatchObject({ name: 'MessageTooLargeError', messageId: 'over-100' });
+    await publisher.publish([{ destination: q.queueUrl, id: 'under-100', body: 'x'.repeat(20) }]);
+    expect(await drain(q.queueUrl, 1)).toHaveLength(1);
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(() => sqsPublisher({ client, maxMessageBytes: bad })).toThrow(/maxMessageBytes/);
+    }
+  });
+
+  it('recognises SQS’s own size refusals (request and batch entry) and nothing else', () => {
+    // The shapes AWS documents; ElasticMQ does not enforce the limit, so the refusal path is specified here.
+    expect(
+      isSqsTooLarge({
+        name: 'BatchRequestTooLong',
+        message: 'Batch requests cannot be longer than 262144 bytes.',
+      }),
+    ).toBe(true);
+    expect(
+      isSqsTooLarge({
+        name: 'InvalidParameterValue',
+        message: 'One or more parameters are invalid. Reason: Message must be shorter than 262144 bytes.',
+      }),
+    ).toBe(true);
+    expect(isSqsTooLarge({ Code: 'MessageTooLong', Message: 'too long' })).toBe(true);
+    expect(isSqsTooLarge({ name: 'QueueDoesNotExist', message: 'The specified queue does not exist.' })).toBe(
+      false,
+    );
+    expect(isSqsTooLarge({ Code: 'InternalError', Message: 'We encountered an internal error.' })).toBe(
+      false,
+    );
+    expect(isSqsTooLarge({ name: 'InvalidMessageContents', message: 'Invalid characters found.' })).toBe(
+      false,
+    );
+    expect(isSqsTooLarge({})).toBe(false);
   });
 });
