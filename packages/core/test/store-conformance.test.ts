@@ -16,6 +16,8 @@ describeInboxStoreConformance<InMemoryTransaction>('in-memory', async () => {
   const store = new InMemoryInboxStore();
   return {
     store,
+    // An in-memory store's rows live in its instance: any other instance is another inbox.
+    otherInbox: () => new InMemoryInboxStore(),
     applyEffect: async (tx, _consumer, messageId) => tx.stage({ messageId }),
     countEffects: async (consumer, messageId) => store.countEffects(consumer, messageId),
   };
@@ -65,6 +67,9 @@ for (const [label, option] of options) {
     const { db, schema } = postgres;
     return {
       store: new PostgresInboxStore({ db, schema, ...option }),
+      sameInbox: () => new PostgresInboxStore({ db, schema }),
+      otherInbox: () => new PostgresInboxStore({ db, schema: `${schema}_other` }),
+
       applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
       countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
       statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
@@ -86,6 +91,9 @@ describeInboxStoreConformance<TestTx>("Postgres, layout: 'daily-partitions'", as
   const { db, schema } = partitioned;
   return {
     store: new PostgresInboxStore({ db, schema, layout: 'daily-partitions' }),
+    sameInbox: () => new PostgresInboxStore({ db, schema, layout: 'daily-partitions' }),
+    // The plain layout's table of the other suite: another inbox in the same database.
+    otherInbox: () => new PostgresInboxStore({ db: postgres.db, schema: postgres.schema }),
     applyEffect: (tx, consumer, messageId) => insertEffect(tx, schema, consumer, messageId),
     countEffects: (consumer, messageId) => countEffects(db, schema, consumer, messageId),
     statementEffect: (consumer, messageId) => db.withSchema(schema).insertInto('effects').values({ consumer, message_id: messageId }),
@@ -98,6 +106,8 @@ describeInboxStoreConformance<pg.PoolClient>('Postgres, a callback-style seam (n
   const { db, schema, pool } = postgres;
   return {
     store: new PostgresInboxStore({ seam: callbackSeam(pgCallbackLibrary(pool)), schema }),
+    // The inbox is the table, not the library that reaches it: a Kysely store on the same table is the same inbox.
+    sameInbox: () => new PostgresInboxStore({ db, schema }),
     applyEffect: async (client, consumer, messageId) => {
       await client.query(`INSERT INTO "${schema}".effects (consumer, message_id) VALUES ($1, $2)`, [consumer, messageId]);
     },

@@ -49,6 +49,17 @@ export interface InboxStoreUnderTest<Tx> {
    * reason `transaction-control`. A store whose transaction cannot run SQL leaves it out.
    */
   readonly sendStatement?: (tx: Tx, sql: string) => Promise<unknown>;
+  /**
+   * A second store over the same inbox, as another process would build it (same database, same table): when
+   * given, the suite checks that both name the same `identity()`, since the fast path shares entries by it.
+   */
+  readonly sameInbox?: () => InboxStore<Tx>;
+  /**
+   * A store over a different inbox (another schema or table of the same database): when given, the suite checks
+   * that its `identity()` differs, since a fast path shared by both would otherwise answer one with the other's
+   * entries.
+   */
+  readonly otherInbox?: () => InboxStore<Tx>;
   /** Releases what the factory created. */
   close?(): Promise<void>;
 }
@@ -873,6 +884,31 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         ]);
         expect(await subject.store.countExpiringSoon({ consumer: consumerName, withinMs: 1_000 })).toEqual([]);
         expect((await subject.store.findRows(consumerName, ['a', 'zz'])).map((r) => r.messageId)).toEqual(['a']);
+      });
+    });
+
+    describe('identity', () => {
+      it('names its inbox with one non-empty string, the same on every call and for concurrent callers', async (ctx) => {
+        const store = subject.store;
+        if (store.identity === undefined) return ctx.skip();
+        const first = await store.identity();
+        expect(typeof first).toBe('string');
+        expect(first.trim()).not.toBe('');
+        const again = await Promise.all(Array.from({ length: 5 }, () => store.identity!()));
+        expect(new Set([first, ...again])).toEqual(new Set([first]));
+      });
+
+      it('is the same for another store over the same inbox, and different for a store over another', async (ctx) => {
+        if (subject.store.identity === undefined || (subject.sameInbox === undefined && subject.otherInbox === undefined)) {
+          return ctx.skip();
+        }
+        const mine = await subject.store.identity();
+        if (subject.sameInbox !== undefined) expect(await subject.sameInbox().identity?.()).toBe(mine);
+        if (subject.otherInbox !== undefined) {
+          const other = await subject.otherInbox().identity?.();
+          expect(other).toBeDefined();
+          expect(other).not.toBe(mine);
+        }
       });
     });
   });
