@@ -3,7 +3,7 @@
 //
 //   npm run bench:capacity            three rounds of 20 s per phase (about 3 minutes)
 //   npm run bench:capacity -- --quick one round of 7 s per phase (under a minute)
-//   options: --seconds 20 --rounds 3 --concurrency 16 --batch 50
+//   options: --seconds 20 --rounds 3 --concurrency 16 --batch 50 --only handle|batch
 //
 // The workload is the inbox's heaviest: first deliveries only (every message claims a new row and commits), a
 // one-row effect in the handler's transaction (the same effect as packages/core/bench), at a fixed concurrency
@@ -59,6 +59,8 @@ const { values } = parseArgs({
     rounds: { type: 'string' },
     concurrency: { type: 'string', default: '16' },
     batch: { type: 'string', default: '50' },
+    // Run one phase only: `handle` or `batch`.
+    only: { type: 'string' },
   },
 });
 const quick = values.quick;
@@ -66,6 +68,8 @@ const SECONDS = Number(values.seconds ?? (quick ? 7 : 20));
 const ROUNDS = Number(values.rounds ?? (quick ? 1 : 3));
 const CONCURRENCY = Number(values.concurrency);
 const BATCH = Number(values.batch);
+if (values.only !== undefined && values.only !== 'handle' && values.only !== 'batch')
+  throw new Error(`--only takes handle or batch, got ${values.only}`);
 for (const [name, v] of Object.entries({
   seconds: SECONDS,
   rounds: ROUNDS,
@@ -247,6 +251,7 @@ async function ownWal(from: string, to: string): Promise<OwnWal | string> {
 
 interface Phase {
   readonly name: string;
+  readonly round: number;
   readonly messages: number;
   readonly wallSeconds: number;
   readonly cpu: PhaseCpu;
@@ -267,7 +272,12 @@ interface Phase {
 let nextId = 0;
 const newIds = (n: number): string[] => Array.from({ length: n }, () => `m-${nextId++}`);
 
-async function phase(name: string, seconds: number, work: () => Promise<number>): Promise<Phase> {
+async function phase(
+  name: string,
+  round: number,
+  seconds: number,
+  work: () => Promise<number>,
+): Promise<Phase> {
   await flushBackendStats();
   const samplerPid = (sampler as unknown as { processID: number }).processID;
   const wal0 = await walStats();
@@ -352,6 +362,7 @@ async function phase(name: string, seconds: number, work: () => Promise<number>)
   const { lsn: _b, ...w1 } = wal1;
   return {
     name,
+    round,
     messages,
     wallSeconds,
     cpu,
@@ -392,6 +403,10 @@ const fmt = (n: number, digits = 0): string =>
     ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
     : '—';
 const pct = (n: number): string => (Number.isFinite(n) ? `${(n * 100).toFixed(0)}%` : '—');
+const range = (xs: number[]): string => {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  return s.length < 2 ? '' : ` (${fmt(s[0]!)}–${fmt(s.at(-1)!)})`;
+};
 const median = (xs: number[]): number => {
   const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
   return s.length === 0 ? Number.NaN : s[Math.floor((s.length - 1) / 2)]!;
@@ -435,12 +450,12 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order so that neither phase always runs on the bigger table or after the other's autovacuum.
     const order: [string, () => Promise<number>][] = [
-      ['handle()', handleOne],
-      [`handleBatch(${BATCH})`, handleMany],
-    ];
+      ['handle()', handleOne] as [string, () => Promise<number>],
+      [`handleBatch(${BATCH})`, handleMany] as [string, () => Promise<number>],
+    ].filter(([name]) => values.only === undefined || (values.only === 'handle') === (name === 'handle()'));
     if (round % 2 === 1) order.reverse();
     for (const [name, work] of order) {
-      const p = await phase(name, SECONDS, work);
+      const p = await phase(name, round + 1, SECONDS, work);
       phases.push(p);
       log(
         `round ${round + 1}/${ROUNDS} ${name}: ${fmt(p.messages / p.wallSeconds)} msg/s wall, ${fmt(p.figures.perCore)} msg/s per core ` +
@@ -460,7 +475,7 @@ const names = [...new Set(phases.map((p) => p.name))];
 console.log(
   `\nOne Postgres primary, first deliveries with a one-row effect, concurrency ${CONCURRENCY}, ${ROUNDS} round(s) of ${SECONDS} s per phase; ` +
     `${CORES} cores, load ${load0.map((l) => l.toFixed(1)).join('/')} at start, Postgres ${settings.server_version ?? '?'} ` +
-    `(synchronous_commit ${settings.synchronous_commit ?? '?'}, fsync ${settings.fsync ?? '?'}, wal_sync_method ${settings.wal_sync_method ?? '?'}). Medians over rounds.\n`,
+    `(synchronous_commit ${settings.synchronous_commit ?? '?'}, fsync ${settings.fsync ?? '?'}, wal_sync_method ${settings.wal_sync_method ?? '?'}). Medians over rounds (min–max where more than one).\n`,
 );
 console.log(
   '| phase | msg/s (wall) | msg/s per core (all CPU) | per Postgres core | per Node core | Node µs/msg | backends µs/msg | server µs/msg | Node share | machine busy | limit |',
@@ -476,6 +491,8 @@ for (const name of names) {
   const row = {
     wallRate: m((p) => p.messages / p.wallSeconds),
     perCore: m((p) => p.figures.perCore),
+    perCoreRange: range(ps.map((p) => p.figures.perCore)),
+    perPostgresCoreRange: range(ps.map((p) => p.figures.perPostgresCore)),
     perPostgresCore: m((p) => p.figures.perPostgresCore),
     perNodeCore: m((p) => p.figures.perNodeCore),
     nodeUs: perMsg((p) => p.cpu.node),
@@ -530,7 +547,7 @@ for (const name of names) {
   };
   summary[name] = row;
   console.log(
-    `| ${name} | ${fmt(row.wallRate)} | **${fmt(row.perCore)}** | ${fmt(row.perPostgresCore)} | ${fmt(row.perNodeCore)} | ${fmt(row.nodeUs)} | ${fmt(row.backendsUs)} | ${fmt(row.serverUs)} | ${pct(row.nodeShare)} | ${pct(row.machineBusy)} | ${[...new Set(limits)].join(', ')} |`,
+    `| ${name} | ${fmt(row.wallRate)} | **${fmt(row.perCore)}**${row.perCoreRange} | ${fmt(row.perPostgresCore)}${row.perPostgresCoreRange} | ${fmt(row.perNodeCore)} | ${fmt(row.nodeUs)} | ${fmt(row.backendsUs)} | ${fmt(row.serverUs)} | ${pct(row.nodeShare)} | ${pct(row.machineBusy)} | ${[...new Set(limits)].join(', ')} |`,
   );
 }
 console.log('\nWhere the pool’s backends were (pg_stat_activity every 100 ms) and WAL per message:\n');
@@ -572,7 +589,7 @@ for (const name of names) {
   const own = (summary[name] as { own: unknown }).own;
   if (typeof own === 'string') console.log(`${name}: no own-WAL figures (${own}).`);
 }
-for (const p of phases) console.log(`- ${p.name}: limit ${p.limit.limit} — ${p.limit.why}`);
+for (const p of phases) console.log(`- round ${p.round}, ${p.name}: limit ${p.limit.limit} — ${p.limit.why}`);
 printResult({
   seconds: SECONDS,
   rounds: ROUNDS,
