@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,capacity,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -33,6 +33,7 @@ const SECTIONS = [
   'floor',
   'cpu',
   'pgbench',
+  'capacity',
   'claim',
   'partitions',
   'crossday',
@@ -90,6 +91,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
       ? ['--clients', '16', '--seconds', '5', '--runs', '1']
       : ['--clients', '16', '--seconds', '15', '--runs', '2'],
     timeout: quick ? 60 : 120,
+  },
+  capacity: {
+    script: 'bench/primary-capacity.ts',
+    args: quick ? ['--quick'] : [],
+    timeout: quick ? 90 : 420,
   },
   claim: {
     script: 'bench/claim-latency.ts',
@@ -507,6 +513,28 @@ if (runs.pgbench !== undefined) {
       });
     }
   }
+}
+
+// Capacity of one primary: the script prints its own Markdown tables and one `- phase: limit …` line per phase.
+if (runs.capacity !== undefined && !runs.capacity.missing) {
+  const lines = runs.capacity.output.split('\n');
+  md.push(
+    '## Capacity of one primary',
+    '',
+    `Messages per second per core of CPU actually spent (Node + the pool’s Postgres backends + the server’s own processes, from /proc), for \`handle()\` and \`handleBatch()\` on first deliveries with a one-row effect, with WAL per message (pg_stat_wal, and this run’s own records through pg_walinspect), where the pool’s backends waited (pg_stat_activity sampled) and the limit each phase hit (\`${PLAN.capacity.script}\`; what it means: docs/operations.md, “Capacity of one primary”).`,
+    '',
+    // Everything but the progress lines (`[capacity hh:mm:ss] …`), blank lines kept: they separate the tables.
+    lines
+      .filter((l) => !l.startsWith('[capacity '))
+      .join('\n')
+      .trim(),
+    '',
+  );
+  if (runs.capacity.timedOut || runs.capacity.code !== 0)
+    md.push(
+      `_The script ${runs.capacity.timedOut ? 'timed out' : `exited with ${runs.capacity.code}`}: figures may be partial._`,
+      '',
+    );
 }
 
 // Claim latency.
