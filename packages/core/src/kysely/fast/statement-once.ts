@@ -11,8 +11,7 @@ import { metrics } from '@opentelemetry/api';
 import { CompiledQuery, type DatabaseConnection } from 'kysely';
 import type { Logger } from '../../consumer-types.js';
 import { sqlState, type SqlRow, type SqlStatement, type StatementFastPath } from '../../postgres/sql-seam.js';
-import type { Hold, PipelineRunner } from './pg-fast-paths.js';
-
+import type { Hold, PipelineRunner } from './pipeline-runner.js';
 import { executeArguments, literalStatement, loadPgParameterText, type ParameterText } from './sql-literal.js';
 
 // A claim statement answering rows of `message_id` and `answer`; each statement runs only when its owner's

@@ -13,6 +13,7 @@ import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } 
 import { kyselySeam } from '../../kysely/kysely-seam.js';
 import { sqlState, type SqlSeam, type SqlStatement } from '../sql-seam.js';
 import { countPartitionSteps } from './partition-metrics.js';
+import type { PartitionStep } from './partition-step.js';
 import { partitionNames } from './partition-names.js';
 
 const DAY_MS = 86_400_000;
@@ -47,18 +48,7 @@ export interface PartitionMaintenanceOptions extends Omit<InboxTableOptions, 'la
   readonly meterProvider?: MeterProvider;
 }
 
-/**
- * One day's step. `created`/`dropped`: done, with the rows moved (in from the default partition, or — the
- * open rows of a dropped day — out to it). `kept`: old enough but a completed row in it is still inside its
- * own window. `busy`: the lock timeout passed. `would-create`/`would-drop`: a dry run's, with the open rows a
- * drop would move.
- */
-export type PartitionStep =
-  | { readonly action: 'created' | 'dropped'; readonly day: string; readonly movedRows: number }
-  | { readonly action: 'kept'; readonly day: string; readonly reason: 'unexpired' | 'within-window' }
-  | { readonly action: 'busy'; readonly day: string; readonly change: 'create' | 'drop' }
-  | { readonly action: 'would-create'; readonly day: string }
-  | { readonly action: 'would-drop'; readonly day: string; readonly openRows: number; readonly unexpired: boolean };
+export type { PartitionStep } from './partition-step.js';
 
 /** What a run did. */
 export interface PartitionMaintenanceResult {
