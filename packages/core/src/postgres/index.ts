@@ -18,7 +18,7 @@ export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type In
 export { guardedTransaction } from '../kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
 export { transactionControlIn, TransactionControlWatch } from './transaction-control.js';
-export { literalStatement } from '../kysely/fast/sql-literal.js';
+export { literalStatement } from './sql-literal.js';
 export { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 export {
   isStatementError,

@@ -15,7 +15,7 @@ import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kyse
 import type { Logger } from '../../consumer-types.js';
 import type { SqlRow, SqlStatement, StatementFastPath } from '../../postgres/sql-seam.js';
 import type { Hold, PipelineRunner } from './pipeline-runner.js';
-import { literalStatement } from './sql-literal.js';
+import { literalStatement } from '../../postgres/sql-literal.js';
 import { StatementOnce } from './statement-once.js';
 
 /** BEGIN with the first statement, and COMMIT with its tag. */
