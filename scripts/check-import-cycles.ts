@@ -38,7 +38,7 @@ function sourceFiles(dir: string): string[] {
   return out;
 }
 
-/** `./x.js` → `x.ts` (or `.tsx`, or `x/index.ts`), as TypeScript's NodeNext resolution finds it. */
+/** An import's `.js` specifier → its `.ts` (or `.tsx`) source, or the folder's index.ts, as TypeScript's NodeNext resolution finds it. */
 function resolveSource(from: string, spec: string): string | undefined {
   const base = resolve(from, spec);
   const stem = base.replace(/\.(m|c)?js$/, '');
