@@ -37,7 +37,7 @@ import pg from 'pg';
 import { fingerprintPayload } from '../src/fingerprint.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
-import { literalStatement } from '../src/kysely/fast/sql-literal.js';
+import { literalStatement } from '../src/postgres/sql-literal.js';
 import { InboxSql } from '../src/postgres/inbox-sql.js';
 import { resolveInboxTableNames } from '../src/postgres/inbox-table-names.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';

@@ -1,7 +1,7 @@
 // The SqlSeam over a data layer that opens and ends its transactions itself (Knex, postgres.js, TypeORM, Prisma,
 // Drizzle on postgres.js): the store's work runs inside the library's own transaction callback, so the handler's
 // `context.tx` is the library's transaction object, and the library sends BEGIN, COMMIT and ROLLBACK. An adapter
-// says only how to run a statement, how to open a transaction, and how to tell an aborted one (library-driver.ts).
+// says only how to run a statement, how to open a transaction, and how to tell an aborted one (`LibraryDriver`, below).
 
 import { findTransactionControl, TransactionControlError } from '@inboxkit/core';
 import {

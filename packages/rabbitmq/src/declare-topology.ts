@@ -5,7 +5,7 @@
 import { ConfigurationError, retryStart, silentLogger, startRetryDelay } from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import type { AmqpChannel, AmqpConnection } from './amqp-types.js';
-import { startFailure } from './rabbitmq-consumer.js';
+import { startFailure } from './start-failure.js';
 import { fitsShortString } from './short-string.js';
 
 /**

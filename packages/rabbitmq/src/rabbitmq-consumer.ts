@@ -9,11 +9,9 @@ import {
   DEAD_LETTER_FORMS,
   isInboxkitError,
   MessageTooLargeError,
-  isProgrammerError,
   retryStart,
   sendInFittingForm,
   startRetryDelay,
-  tlsFailure,
   toErrorInfo,
 } from '@inboxkit/core';
 import type {
@@ -32,12 +30,14 @@ import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consume
 import { declareTopology } from './declare-topology.js';
 import { toInboundMessage } from './inbound-message.js';
 import { deadLetterCopies, retryCopy } from './settlement-copies.js';
+import { startFailure } from './start-failure.js';
 
 export type {
   RabbitmqConsumerHandler,
   RabbitmqConsumerOptions,
   RabbitmqTopologySettings,
 } from './consumer-options.js';
+export { startFailure } from './start-failure.js';
 
 /** One channel's life: deliveries are settled on the channel that delivered them, or not at all. */
 interface Session {
@@ -61,67 +61,6 @@ function errorInfo(err: unknown): { err: { name: string; message: string; code?:
     return { err: { name: err.name, message: err.message, code: (err as { code?: unknown }).code } };
   }
   return { err: { name: 'Error', message: typeof err === 'string' ? err : JSON.stringify(err) } };
-}
-
-/**
- * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change),
- * or `undefined` for a failure a later attempt can get past: the broker down, restarting or still booting, a
- * refused or reset connection, a timeout, a connection closed by the broker while opening.
- */
-export function startFailure(err: unknown, queue: string): unknown {
-  const code = (err as { code?: unknown } | undefined)?.code;
-  const message = (err as Error | undefined)?.message ?? String(err);
-  if (code === 406) {
-    return new ConfigurationError(
-      `RabbitMQ refused the topology of queue "${queue}" (PRECONDITION_FAILED: ${message}). A queue's arguments cannot ` +
-        'change: make the topology options match the existing queues, apply the settings by policy and set ' +
-        '`topology.declare: false`, or delete the queues',
-      { cause: err },
-    );
-  }
-  // A queue process restarting (a node booting, a leader moving) answers NOT_FOUND for a moment: transient.
-  if (code === 404 && /stopped by supervisor|not running|home node|is down/i.test(message)) return undefined;
-  if (code === 404) {
-    return new ConfigurationError(
-      `RabbitMQ has no queue or exchange needed by "${queue}" (NOT_FOUND: ${message}): declare the topology ` +
-        '(`topology.declare: true`, or declareTopology()) or fix the names',
-      { cause: err },
-    );
-  }
-  if (code === 403) {
-    return new ConfigurationError(
-      `RabbitMQ refused access for queue "${queue}" (ACCESS_REFUSED: ${message}): grant the user configure/write/read permissions`,
-      { cause: err },
-    );
-  }
-  if (/ACCESS.REFUSED|Handshake terminated by server: 403/.test(message)) {
-    return new ConfigurationError(
-      `RabbitMQ refused the login (${message}): fix the user name and password in the connection URL (or \`connect\`), ` +
-        'and check that the user exists and may access the virtual host',
-      { cause: err },
-    );
-  }
-  if (/Expected amqp: or amqps:/.test(message)) {
-    return new ConfigurationError(`rabbitmqConsumer: the connection URL is invalid (${message})`, {
-      cause: err,
-    });
-  }
-  const tls = tlsFailure(err);
-  if (tls !== undefined) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: the TLS handshake with RabbitMQ failed (${(tls as Error).message}): check the amqps URL, ` +
-        'the port (TLS and plain AMQP listen on different ports) and the certificates',
-      { cause: err },
-    );
-  }
-  if (isInboxkitError(err) && !err.retriable) return err;
-  if (isProgrammerError(err)) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: connecting failed with ${(err as Error).name}: ${message}; retrying cannot fix that: check \`connect\` and its options`,
-      { cause: err },
-    );
-  }
-  return undefined;
 }
 
 class RabbitmqConsumer implements TransportConsumer {

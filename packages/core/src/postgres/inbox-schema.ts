@@ -1,27 +1,11 @@
 // The one source of the inbox's tables (DESIGN §3): their DDL, key and columns, a row read as json, and the
 // upgrade from version 1. The Kysely migrations run these statements with the functions of inbox-sql.ts, and
 // scripts/generate-sql.ts writes the same to migrations/0005_inbox_lean_row.sql. The table DDL and its key are
-// here and nowhere else (a partitioned layout starts from them).
+// here and nowhere else (a partitioned layout starts from them); the columns after the key are inbox-columns.ts'.
 
+import { DETAIL_COLUMNS, detailColumnDefinitions, hotColumnDefinitions } from './inbox-columns.js';
 import type { InboxTableNames } from './inbox-table-names.js';
 import { inboxRowKey } from './partitions/inbox-row-key.js';
-
-/** The details columns after the key, in table order. */
-export const DETAIL_COLUMNS = [
-  'received_at',
-  'message_timestamp',
-  'available_at',
-  'lease_token',
-  'locked_until',
-  'last_error',
-  'first_failure_at',
-  'last_failure_at',
-  'dead_letter_reason',
-  'dead_lettered_at',
-  'replay_count',
-  'last_replay_id',
-  'claimed_from',
-] as const;
 
 const ms = (t: string): string => `(extract(epoch FROM ${t}) * 1000)::float8`;
 
@@ -57,12 +41,7 @@ export function hotTable(n: InboxTableNames): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualifiedTable} (
   consumer          text COLLATE "C" NOT NULL,
   message_id        text COLLATE "C" NOT NULL,${dayColumn(n)}
-  status            text NOT NULL,
-  fingerprint       text,
-  attempts          integer NOT NULL DEFAULT 0,
-  started_attempts  integer,
-  changed_at        timestamptz DEFAULT now(),
-  expires_at        timestamptz NOT NULL,
+${hotColumnDefinitions(18)}
   CONSTRAINT ${n.derived('_pkey')} PRIMARY KEY (${inboxRowKey(n).columns}),
   CONSTRAINT ${n.derived('_status_check')} CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))
 )${partitionBy(n)}`;
@@ -82,19 +61,7 @@ export function detailsTable(n: InboxTableNames): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualifiedDetailsTable} (
   consumer            text COLLATE "C" NOT NULL,
   message_id          text COLLATE "C" NOT NULL,${dayColumn(n)}
-  received_at         timestamptz NOT NULL,
-  message_timestamp   timestamptz,
-  available_at        timestamptz,
-  lease_token         uuid,
-  locked_until        timestamptz,
-  last_error          jsonb,
-  first_failure_at    timestamptz,
-  last_failure_at     timestamptz,
-  dead_letter_reason  text,
-  dead_lettered_at    timestamptz,
-  replay_count        integer NOT NULL DEFAULT 0,
-  last_replay_id      text,
-  claimed_from        text,
+${detailColumnDefinitions(20)}
   CONSTRAINT ${n.derived('_details_pkey')} PRIMARY KEY (${inboxRowKey(n).columns})
 )${partitionBy(n)}`;
 }

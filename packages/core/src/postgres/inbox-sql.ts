@@ -14,7 +14,8 @@
 //   claimed ─fail─► failed (retry after a delay) or dead_lettered; a claim beyond max attempts ─► dead_lettered
 
 import type { ClaimRequest, ClaimSettings, FailureRecord } from '../store.js';
-import { DETAIL_COLUMNS, rowJson } from './inbox-schema.js';
+import { DETAIL_COLUMNS, HOT_COLUMNS } from './inbox-columns.js';
+import { rowJson } from './inbox-schema.js';
 import type { InboxTableNames } from './inbox-table-names.js';
 import { inboxRowKey, type InboxRowKey } from './partitions/inbox-row-key.js';
 import type { SqlStatement } from './sql-seam.js';
@@ -43,9 +44,11 @@ function newRow(k: InboxRowKey, status: string, fp: string, attempts: string): {
 function writes(n: InboxTableNames, k: InboxRowKey): { readonly hot: string; readonly details: string } {
   const value = (c: string): string =>
     c === 'received_at' ? 'coalesce(d.received_at, now())' : c === 'replay_count' ? 'coalesce(d.replay_count, 0)' : `d.${c}`;
+  // Every hot column from the record, three to a line.
+  const set = HOT_COLUMNS.map((c) => `${c} = h.${c}`);
+  const lines = [0, 3].map((at) => set.slice(at, at + 3).join(', ')).filter((line) => line !== '');
   return {
-    hot: `UPDATE ${n.qualifiedTable} SET status = h.status, fingerprint = h.fingerprint, attempts = h.attempts,
-      started_attempts = h.started_attempts, changed_at = h.changed_at, expires_at = h.expires_at
+    hot: `UPDATE ${n.qualifiedTable} SET ${lines.join(',\n      ')}
     WHERE ${k.match}`,
     details: `INSERT INTO ${n.qualifiedDetailsTable} (${k.insertColumns}, ${DETAIL_COLUMNS.join(', ')})
     VALUES (${k.insertValues}, ${DETAIL_COLUMNS.map(value).join(', ')})

@@ -1,7 +1,9 @@
 // @inboxkit/core/postgres: the inbox on Postgres through the application's SQL library (Kysely built in; any
-// other through the SqlSeam), its schema as Kysely migrations, and the same schema as SQL text.
+// other through the SqlSeam), its schema as Kysely migrations, and the same schema as SQL text. This entry point
+// is where the Kysely seam (../kysely) meets the store and partition maintenance (./), which only take a seam.
 
 export * from './postgres-inbox-store.js';
+export { PostgresInboxStore, type PostgresInboxStoreOptions } from '../kysely/postgres-inbox-store.js';
 export { databaseIdentity } from './database-identity.js';
 export * from './inbox-migrations.js';
 export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
@@ -11,14 +13,24 @@ export type {
   SchemaMigrationResult,
   SchemaMigrationResultSet,
 } from '../schema-migration-types.js';
-export * from './partitions/maintain-inbox-partitions.js';
-export * from './partitions/start-partition-maintenance.js';
+export {
+  partitionLockKey,
+  type PartitionMaintenanceOptions,
+  type PartitionMaintenanceResult,
+  type PartitionStep,
+} from './partitions/maintain-inbox-partitions.js';
+export type { PartitionMaintenanceScheduleOptions } from './partitions/start-partition-maintenance.js';
+export {
+  maintainInboxPartitions,
+  startPartitionMaintenance,
+  type PartitionMaintenanceTarget,
+} from '../kysely/partition-maintenance.js';
 export { PARTITION_METRIC_NAMES, countPartitionSteps } from './partitions/partition-metrics.js';
 export { resolveInboxTableNames, type InboxLayout, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 export { guardedTransaction } from '../kysely/guarded-transaction.js';
 export { registerTransactionQuery, transactionQuery, type TransactionQuery } from './transaction-queries.js';
 export { transactionControlIn, TransactionControlWatch } from './transaction-control.js';
-export { literalStatement } from '../kysely/fast/sql-literal.js';
+export { literalStatement } from './sql-literal.js';
 export { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 export {
   isStatementError,

@@ -1,10 +1,11 @@
-// The inbox on Postgres, through one seam (sql-seam.ts): the application's Kysely instance by default
-// (../kysely), or any SQL library's seam (packages/data). The store never creates or destroys a client; every
+// The inbox on Postgres, through one seam (sql-seam.ts) that it is given: any SQL library's (packages/data), or
+// the Kysely seam, which ../kysely/postgres-inbox-store.ts builds from `{ db }` for the public
+// `PostgresInboxStore`. This folder never imports ../kysely (an eslint rule keeps it so: docs/core.md, "Seams").
+// The store never creates or destroys a client; every
 // statement it sends is in inbox-sql.ts (the state machine), inbox-inspection.ts (the reads) or
 // inbox-operator-sql.ts (operators' acts), and it knows no driver.
 
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Transaction } from 'kysely';
 import { ConfigurationError, findTransactionControl, StoreUnavailableError } from '../errors.js';
 import { amendmentOutcome, forgetOutcome } from '../operator-audit.js';
 import type {
@@ -33,7 +34,6 @@ import { InboxOperatorSql } from './inbox-operator-sql.js';
 import { databaseIdentity } from './database-identity.js';
 import { InboxSql } from './inbox-sql.js';
 import { resolveInboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
-import { kyselySeam, type KyselySeamOptions } from '../kysely/kysely-seam.js';
 import { isStatementError, sqlState, type SeamTransaction, type SqlSeam, type SqlStatement, type StatementFastPath } from './sql-seam.js';
 
 /** Options of `PostgresInboxStore` common to every seam. */
@@ -60,13 +60,7 @@ export interface InboxStoreOptions extends InboxTableOptions {
   readonly crossDayCheck?: boolean;
 }
 
-/** Options of `PostgresInboxStore` over the application's Kysely instance. */
-export interface PostgresInboxStoreOptions<DB> extends InboxStoreOptions, KyselySeamOptions {
-  /** The application's Kysely instance (PostgresDialect over a pg Pool, or a PGlite dialect). Never destroyed here. */
-  readonly db: Kysely<DB>;
-}
-
-/** Options of `PostgresInboxStore` over any SQL library's seam. */
+/** Options of `PostgresInboxStore` (and `SeamInboxStore`) over any SQL library's seam. */
 export interface SeamInboxStoreOptions<Tx> extends InboxStoreOptions {
   /** How the store reaches Postgres, and the transaction type handlers get (see `SqlSeam`). */
   readonly seam: SqlSeam<Tx>;
@@ -76,16 +70,16 @@ type BatchWork<Tx> = (tx: Tx, claimed: ClaimedDelivery, index: number) => Promis
 type BatchFailure = (claimed: ClaimedDelivery, error: unknown, index: number) => FailureRecord;
 
 /**
- * The Postgres inbox. Tables and functions come from `migrateInbox(db)` / `inboxMigrations()` or the SQL in
- * `migrations/` (default `inboxkit.inbox`, `inboxkit.inbox_details` and `inboxkit.inbox_replays`). Over Kysely,
- * handlers get a `Transaction<DB>` that commits with the inbox row; over another seam, that seam's transaction.
+ * The Postgres inbox over the seam it is given: every behaviour of `PostgresInboxStore`, which is this class
+ * with the Kysely seam built from `{ db }`. Tables and functions come from `migrateInbox(db)` /
+ * `inboxMigrations()` or the SQL in `migrations/` (default `inboxkit.inbox`, `inboxkit.inbox_details` and
+ * `inboxkit.inbox_replays`). Handlers get the seam's transaction, which commits with the inbox row. Throws a
+ * `StoreUnavailableError` without `seam`.
  *
  * @example
- * const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString }) }) });
- * await migrateInbox(db);
- * const store = new PostgresInboxStore({ db });
+ * const store = new SeamInboxStore({ seam: pgSeam(pool) }); // @inboxkit/data/pg; or new PostgresInboxStore({ seam })
  */
-export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends InboxInspection implements InboxStore<Tx> {
+export class SeamInboxStore<Tx = unknown> extends InboxInspection implements InboxStore<Tx> {
   readonly kind = 'postgres';
   readonly #seam: SqlSeam<Tx>;
   readonly #sql: InboxSql;
@@ -94,12 +88,11 @@ export class PostgresInboxStore<DB = unknown, Tx = Transaction<DB>> extends Inbo
   readonly #batchSavepoints: 'on-failure' | 'always';
   #identity: Promise<string> | undefined;
 
-  constructor(options: PostgresInboxStoreOptions<DB> | SeamInboxStoreOptions<Tx>) {
-    const given = options as Partial<PostgresInboxStoreOptions<DB> & SeamInboxStoreOptions<Tx>> | undefined;
-    if (given?.seam === undefined && typeof given?.db?.getExecutor !== 'function') {
-      throw new StoreUnavailableError('PostgresInboxStore needs { db }: a Kysely instance over node-postgres or PGlite (or { seam })');
+  constructor(options: SeamInboxStoreOptions<Tx>) {
+    const seam = (options as Partial<SeamInboxStoreOptions<Tx>> | undefined)?.seam;
+    if (seam === undefined || seam === null) {
+      throw new StoreUnavailableError('SeamInboxStore needs { seam }: a SqlSeam (or use PostgresInboxStore with { db })');
     }
-    const seam = given.seam ?? (kyselySeam(given.db!, given) as unknown as SqlSeam<Tx>);
     super(seam, resolveInboxTableNames(options));
     this.#seam = seam;
     if (options.crossDayCheck !== undefined && typeof options.crossDayCheck !== 'boolean') {

@@ -14,7 +14,8 @@
 import { CompiledQuery, type DatabaseConnection, type QueryExecutor } from 'kysely';
 import type { Logger } from '../../consumer-types.js';
 import type { SqlRow, SqlStatement, StatementFastPath } from '../../postgres/sql-seam.js';
-import { literalStatement } from './sql-literal.js';
+import type { Hold, PipelineRunner } from './pipeline-runner.js';
+import { literalStatement } from '../../postgres/sql-literal.js';
 import { StatementOnce } from './statement-once.js';
 
 /** BEGIN with the first statement, and COMMIT with its tag. */
@@ -32,19 +33,6 @@ export interface PgFastPathsProbe {
   /** The one-round-trip path of statement handlers, unless the options turned it off. */
   readonly statements: StatementFastPath | undefined;
 }
-
-/** A connection lender of the seam: guarded while `fn` runs, never handed back inside a transaction. */
-export type Hold = <T>(fn: (connection: DatabaseConnection) => Promise<T>) => Promise<T>;
-
-/**
- * Sends `sql` (statements separated by `;`) in one round trip; resolves to each statement's command tag and
- * rows. With `extended`, sends it with the extended protocol, which refuses more than one statement.
- */
-export type PipelineRunner = (
-  connection: DatabaseConnection,
-  sql: string,
-  extended?: boolean,
-) => Promise<{ readonly command: string | undefined; readonly rows: SqlRow[] }[]>;
 
 /**
  * The fast paths over `executor`, probed on first use: node-postgres under Kysely's PostgresDialect. Other

@@ -12,7 +12,7 @@
 // day of the row the id already has in any partition, if any. The lock is held to the transaction's end (in
 // transactional mode, the handler's commit), so the second finds the first one's row.
 
-import { DETAIL_COLUMNS } from '../inbox-schema.js';
+import { columnList, DETAIL_COLUMNS, HOT_COLUMNS } from '../inbox-columns.js';
 import type { InboxTableNames } from '../inbox-table-names.js';
 import { partitionNames } from './partition-names.js';
 
@@ -144,8 +144,8 @@ export function inboxRowKey(n: InboxTableNames): InboxRowKey {
  */
 function adoptLegacy(n: InboxTableNames): string {
   const p = partitionNames(n);
-  const hot = 'status, fingerprint, attempts, started_attempts, changed_at, expires_at';
-  const details = DETAIL_COLUMNS.join(', ');
+  const hot = columnList(HOT_COLUMNS);
+  const details = columnList(DETAIL_COLUMNS);
   return `IF to_regclass('${p.qualified(p.legacy)}') IS NOT NULL THEN
     WITH moved AS (DELETE FROM ${p.qualified(p.legacy)} WHERE ${ID} RETURNING *)
     INSERT INTO ${n.qualifiedTable} (consumer, message_id, day, ${hot}) SELECT consumer, message_id, v_day, ${hot} FROM moved

@@ -6,19 +6,15 @@
 
 import { createHash } from 'node:crypto';
 import type { MeterProvider } from '@opentelemetry/api';
-import type { Kysely } from 'kysely';
 import { ConfigurationError } from '../../errors.js';
 import { storeUnavailable } from '../inbox-inspection.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from '../inbox-table-names.js';
-import { kyselySeam } from '../../kysely/kysely-seam.js';
 import { sqlState, type SqlSeam, type SqlStatement } from '../sql-seam.js';
 import { countPartitionSteps } from './partition-metrics.js';
+import type { PartitionStep } from './partition-step.js';
 import { partitionNames } from './partition-names.js';
 
 const DAY_MS = 86_400_000;
-
-/** Where the partitioned inbox is: the application's Kysely instance, or any SQL library's seam. */
-export type PartitionMaintenanceTarget<DB = unknown> = { readonly db: Kysely<DB> } | { readonly seam: SqlSeam<unknown> };
 
 /** Options of `maintainInboxPartitions`. */
 export interface PartitionMaintenanceOptions extends Omit<InboxTableOptions, 'layout'> {
@@ -47,18 +43,7 @@ export interface PartitionMaintenanceOptions extends Omit<InboxTableOptions, 'la
   readonly meterProvider?: MeterProvider;
 }
 
-/**
- * One day's step. `created`/`dropped`: done, with the rows moved (in from the default partition, or — the
- * open rows of a dropped day — out to it). `kept`: old enough but a completed row in it is still inside its
- * own window. `busy`: the lock timeout passed. `would-create`/`would-drop`: a dry run's, with the open rows a
- * drop would move.
- */
-export type PartitionStep =
-  | { readonly action: 'created' | 'dropped'; readonly day: string; readonly movedRows: number }
-  | { readonly action: 'kept'; readonly day: string; readonly reason: 'unexpired' | 'within-window' }
-  | { readonly action: 'busy'; readonly day: string; readonly change: 'create' | 'drop' }
-  | { readonly action: 'would-create'; readonly day: string }
-  | { readonly action: 'would-drop'; readonly day: string; readonly openRows: number; readonly unexpired: boolean };
+export type { PartitionStep } from './partition-step.js';
 
 /** What a run did. */
 export interface PartitionMaintenanceResult {
@@ -78,24 +63,15 @@ export interface PartitionMaintenanceResult {
 }
 
 /**
- * Makes the partitions of the days from the start of the dedupe window to `aheadDays` ahead, and drops the
- * days wholly older than the window (`dedupeWindowMs`): only when no completed row in them is still inside its
- * own window; rows still `processing`, `failed` or `dead_lettered` are moved to the default partition, where
- * their redeliveries find them. Run it at least daily (`startPartitionMaintenance`, or `inboxkit partitions`
- * from cron); `inboxkit doctor` warns when fewer than a day ahead exist. Rejects with a `ConfigurationError`
- * when the inbox is not partitioned, and a `StoreUnavailableError` when the database fails.
- *
- * @example
- * const result = await maintainInboxPartitions({ db }, { aheadDays: 3, dedupeWindowMs: 7 * 86_400_000 });
- * for (const step of result.steps) console.log(step.action, step.day);
+ * `maintainInboxPartitions` over a seam (the public function, ../../kysely/partition-maintenance.ts, resolves
+ * `{ db }` or `{ seam }` to one).
  */
-export async function maintainInboxPartitions<DB>(
-  target: PartitionMaintenanceTarget<DB>,
+export async function maintainPartitionsOverSeam(
+  seam: SqlSeam<unknown>,
   options: PartitionMaintenanceOptions = {},
 ): Promise<PartitionMaintenanceResult> {
   const settings = resolve(options);
   const names = resolveInboxTableNames({ ...options, layout: 'daily-partitions' });
-  const seam: SqlSeam<unknown> = 'seam' in target ? target.seam : kyselySeam(target.db);
   const plan = await planOf(seam, names, settings);
   const steps: PartitionStep[] = [];
   const report = (step: PartitionStep): void => {

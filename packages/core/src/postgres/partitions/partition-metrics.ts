@@ -2,7 +2,7 @@
 // passes a MeterProvider), named as the consumer's are (consumer-metrics.ts, docs/operations.md).
 
 import { metrics, type MeterProvider } from '@opentelemetry/api';
-import type { PartitionStep } from './maintain-inbox-partitions.js';
+import type { PartitionStep } from './partition-step.js';
 
 export const PARTITION_METRIC_NAMES = {
   /** Counter of days by `action`: created, dropped, kept (still inside a row's window), busy (lock timeout). */

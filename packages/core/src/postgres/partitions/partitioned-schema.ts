@@ -11,7 +11,8 @@
 // expired. A day made later for rows that came early (stamped ahead of the partitions made so far) takes them
 // out of the default partition as it is attached.
 
-import { DETAIL_COLUMNS, detailsTable, hotTable } from '../inbox-schema.js';
+import { columnList, DETAIL_COLUMNS, HOT_COLUMNS } from '../inbox-columns.js';
+import { detailsTable, hotTable } from '../inbox-schema.js';
 import type { InboxTableNames } from '../inbox-table-names.js';
 import { dayOf } from './inbox-row-key.js';
 import { partitionNames } from './partition-names.js';
@@ -163,8 +164,8 @@ function retireLegacy(n: InboxTableNames): string {
   const p = partitionNames(n);
   const legacy = p.qualified(p.legacy);
   const detailsLegacy = p.qualified(p.detailsLegacy);
-  const hot = 'status, fingerprint, attempts, started_attempts, changed_at, expires_at';
-  const details = DETAIL_COLUMNS.join(', ');
+  const hot = columnList(HOT_COLUMNS);
+  const details = columnList(DETAIL_COLUMNS);
   const unexpired = `EXISTS (SELECT 1 FROM ${legacy} WHERE status = 'completed' AND expires_at > now())`;
   return `CREATE OR REPLACE FUNCTION ${n.qualified('_retire_legacy')}()
 RETURNS text LANGUAGE plpgsql VOLATILE AS $inboxkit$
@@ -185,24 +186,16 @@ BEGIN
     SELECT h.consumer, h.message_id, ${dayOf('d.message_timestamp')} AS day FROM ${legacy} h
     LEFT JOIN ${detailsLegacy} d ON d.consumer = h.consumer AND d.message_id = h.message_id WHERE h.status <> 'completed';
   INSERT INTO ${n.qualifiedTable} (consumer, message_id, day, ${hot})
-    SELECT h.consumer, h.message_id, r.day, ${qualifiedColumns(hot)} FROM ${legacy} h JOIN inboxkit_retired r USING (consumer, message_id)
+    SELECT h.consumer, h.message_id, r.day, ${columnList(HOT_COLUMNS, 'h')} FROM ${legacy} h JOIN inboxkit_retired r USING (consumer, message_id)
     ON CONFLICT (consumer, message_id, day) DO NOTHING;
   GET DIAGNOSTICS v_moved = ROW_COUNT;
   INSERT INTO ${n.qualifiedDetailsTable} (consumer, message_id, day, ${details})
-    SELECT d.consumer, d.message_id, r.day, ${qualifiedColumns(details, 'd')} FROM ${detailsLegacy} d JOIN inboxkit_retired r USING (consumer, message_id)
+    SELECT d.consumer, d.message_id, r.day, ${columnList(DETAIL_COLUMNS, 'd')} FROM ${detailsLegacy} d JOIN inboxkit_retired r USING (consumer, message_id)
     ON CONFLICT (consumer, message_id, day) DO NOTHING;
   DROP TABLE ${legacy}, ${detailsLegacy};
   RETURN 'retired:' || v_moved;
 END
 $inboxkit$`;
-}
-
-/** `a, b` as `h.a, h.b`. */
-function qualifiedColumns(columns: string, alias = 'h'): string {
-  return columns
-    .split(', ')
-    .map((c) => `${alias}.${c}`)
-    .join(', ');
 }
 
 /** The DDL that drops the partition functions. */

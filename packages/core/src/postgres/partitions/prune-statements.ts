@@ -1,7 +1,7 @@
 // The batched pruner's statements (`prune()`), over the tables it deletes from: the plain table, or in the
 // partitioned layout only the partitions that are never dropped whole — the undated one, and the default one
-// that holds days without a partition of their own. A day's partition is dropped whole instead (partitioned-
-// schema.ts), so deleting in it would be the WAL the layout exists to avoid.
+// that holds days without a partition of their own. A day's partition is dropped whole instead
+// (partitioned-schema.ts), so deleting in it would be the WAL the layout exists to avoid.
 
 import type { InboxTableNames } from '../inbox-table-names.js';
 import { partitionNames } from './partition-names.js';

@@ -1,15 +1,11 @@
 // Partition maintenance on an in-process schedule, in every instance that calls it: the instances compete for
-// the maintenance lock and one works at a time (maintain-inbox-partitions.ts).
+// the maintenance lock and one works at a time (maintain-inbox-partitions.ts). It is given the run to repeat, so
+// it knows no seam; ../../kysely/partition-maintenance.ts gives it `maintainInboxPartitions` over the target.
 
 import type { Logger } from '../../consumer-types.js';
 import { startPruneSchedule, type Pruner } from '../../prune-inbox.js';
 import { resolveInboxTableNames } from '../inbox-table-names.js';
-import {
-  maintainInboxPartitions,
-  type PartitionMaintenanceOptions,
-  type PartitionMaintenanceResult,
-  type PartitionMaintenanceTarget,
-} from './maintain-inbox-partitions.js';
+import type { PartitionMaintenanceOptions, PartitionMaintenanceResult } from './maintain-inbox-partitions.js';
 
 /** Options of `startPartitionMaintenance`. */
 export interface PartitionMaintenanceScheduleOptions extends Omit<PartitionMaintenanceOptions, 'dryRun'> {
@@ -23,22 +19,15 @@ export interface PartitionMaintenanceScheduleOptions extends Omit<PartitionMaint
   readonly logger?: Logger;
 }
 
-/**
- * Runs `maintainInboxPartitions` now and then every `intervalMs` (default an hour, ±20% jitter) until `stop()`.
- * Failures are logged and retried on the next tick; the timer does not keep the process alive.
- *
- * @example
- * const maintenance = startPartitionMaintenance({ db }, { dedupeWindowMs: 7 * 86_400_000, logger });
- * process.on('SIGTERM', () => void maintenance.stop());
- */
-export function startPartitionMaintenance<DB>(
-  target: PartitionMaintenanceTarget<DB>,
+/** `startPartitionMaintenance` with the run it repeats (`maintain`, given each run's options). */
+export function startPartitionSchedule(
+  maintain: (options: PartitionMaintenanceOptions) => Promise<PartitionMaintenanceResult>,
   options: PartitionMaintenanceScheduleOptions = {},
 ): Pruner<PartitionMaintenanceResult> {
   const { intervalMs, jitter, onRun, logger, ...maintenance } = options;
   const table = resolveInboxTableNames(maintenance).qualifiedTable;
   const run = (): Promise<PartitionMaintenanceResult> =>
-    maintainInboxPartitions(target, {
+    maintain({
       ...maintenance,
       onStep: (step) => {
         if (step.action !== 'kept') logger?.info({ table, ...step }, `inboxkit: partition ${step.day} ${step.action}`);
