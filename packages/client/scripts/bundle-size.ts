@@ -34,6 +34,8 @@ export async function measureBundle(): Promise<{ minified: number; gzipped: numb
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { minified, gzipped } = await measureBundle();
-  console.log(`@inboxkit/client browser bundle: ${minified} B minified, ${gzipped} B min+gzip (budget ${BUDGET_BYTES} B)`);
+  console.log(
+    `@inboxkit/client browser bundle: ${minified} B minified, ${gzipped} B min+gzip (budget ${BUDGET_BYTES} B)`,
+  );
   if (gzipped > BUDGET_BYTES) process.exit(1);
 }

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Intent, IntentQueue } from '../../src/index.js';
+import type * as Client from '../../src/index.js';
 import { launchBrowser, type TestBrowser } from '../../../cli/test/support/browser.js';
 import { eventually } from '../../../../test/support/eventually.js';
 import { startIntentServer, type IntentServer } from '../support/intent-server.js';
@@ -16,7 +17,7 @@ import { startIntentServer, type IntentServer } from '../support/intent-server.j
 declare global {
   interface Window {
     queue: IntentQueue;
-    client: typeof import('../../src/index.js');
+    client: typeof Client;
     skew: number;
     ready: boolean;
     send(label: string, extra?: object): Promise<string>;
@@ -53,8 +54,11 @@ async function open(): Promise<Page> {
 const send = (page: Page, label: string) => page.evaluate((l) => window.send(l), `${run}-${label}`);
 const settled = (page: Page, key: string) => page.evaluate((k) => window.queue.handle(k).settled(), key);
 /** Polls `check` in the page until it is true (waitForFunction does not await an async predicate). */
-const until = <A>(page: Page, check: (arg: A) => Promise<boolean>, arg: A) =>
-  eventually(() => page.evaluate(check, arg), WAIT_MS);
+const until = <A extends string | null | undefined>(
+  page: Page,
+  check: (arg: A) => Promise<boolean>,
+  arg: A,
+) => eventually(() => page.evaluate(check, arg), WAIT_MS);
 const effectsOfRun = async () => (await server.effects()).filter((e) => e.label.startsWith(`${run}-`));
 
 describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () => {
@@ -109,11 +113,13 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
     const [a, b] = [await open(), await open()];
     const release = server.hold(`${run}-a1`);
     const keys = [await send(a, 'a1'), await send(b, 'b1'), await send(a, 'a2'), await send(b, 'b2')];
-    await eventually(async () => server.requests(keys[0]!) === 1, WAIT_MS);
+    await eventually(async () => server.requests(keys[0]!) >= 1, WAIT_MS);
     release();
     for (const key of keys) expect((await settled(b, key)).state).toBe('succeeded');
     expect(keys.map((k) => server.requests(k))).toEqual([1, 1, 1, 1]);
-    expect((await effectsOfRun()).map((e) => e.label)).toEqual(['a1', 'b1', 'a2', 'b2'].map((l) => `${run}-${l}`));
+    expect((await effectsOfRun()).map((e) => e.label)).toEqual(
+      ['a1', 'b1', 'a2', 'b2'].map((l) => `${run}-${l}`),
+    );
   });
 
   it('a double click with a dedupe key is one intent and one effect', async () => {

@@ -77,7 +77,9 @@ export async function startIntentServer(): Promise<IntentServer> {
     }
   }
   await sql
-    .raw(`CREATE TABLE "${test.schema}".effects (seq bigserial PRIMARY KEY, key text NOT NULL, label text NOT NULL)`)
+    .raw(
+      `CREATE TABLE "${test.schema}".effects (seq bigserial PRIMARY KEY, key text NOT NULL, label text NOT NULL)`,
+    )
     .execute(db);
   const bundle = await clientBundle();
   const keys = idempotencyKeys({ db, schema: test.schema, principal: () => 'browser', retryAfterSeconds: 1 });
@@ -88,9 +90,13 @@ export async function startIntentServer(): Promise<IntentServer> {
 
   const ops = idempotentNodeHandler(keys, async (request: IncomingMessage, body, context) => {
     const { label } = body as { label: string };
-    if (down.has(label)) return { status: 503, headers: { 'retry-after': '60' }, body: { error: 'unavailable' } };
+    if (down.has(label))
+      return { status: 503, headers: { 'retry-after': '60' }, body: { error: 'unavailable' } };
     const response = await context.transaction(async (tx) => {
-      await tx.insertInto('effects').values({ key: context.key ?? '', label }).execute();
+      await tx
+        .insertInto('effects')
+        .values({ key: context.key ?? '', label })
+        .execute();
       const wait = held.get(label);
       held.delete(label);
       await wait;
