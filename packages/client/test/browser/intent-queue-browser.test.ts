@@ -54,11 +54,8 @@ async function open(): Promise<Page> {
 const send = (page: Page, label: string) => page.evaluate((l) => window.send(l), `${run}-${label}`);
 const settled = (page: Page, key: string) => page.evaluate((k) => window.queue.handle(k).settled(), key);
 /** Polls `check` in the page until it is true (waitForFunction does not await an async predicate). */
-const until = <A extends string | null | undefined>(
-  page: Page,
-  check: (arg: A) => Promise<boolean>,
-  arg: A,
-) => eventually(() => page.evaluate(check, arg), WAIT_MS);
+const until = (page: Page, check: (arg: string) => Promise<boolean>, arg = '') =>
+  eventually(() => page.evaluate(check, arg), WAIT_MS);
 const effectsOfRun = async () => (await server.effects()).filter((e) => e.label.startsWith(`${run}-`));
 
 describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () => {
@@ -66,7 +63,7 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
     const page = await open();
     await browser.context.setOffline(true);
     const keys = [await send(page, 'one'), await send(page, 'two'), await send(page, 'three')];
-    await until(page, async (k) => (await window.stateOf(k!))?.state === 'waiting-for-network', keys[0]);
+    await until(page, async (k) => (await window.stateOf(k))?.state === 'waiting-for-network', keys[0]);
     // Offline, the page comes back from where an offline-first app keeps it (here a route, as a service worker).
     for (const [path, body] of Object.entries(server.assets)) {
       await page.route(`${server.url}${path}`, (route) =>
@@ -125,7 +122,7 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
   it('a double click with a dedupe key is one intent and one effect', async () => {
     const page = await open();
     await page.dblclick('#order');
-    await until(page, async () => (await window.queue.list()).some((i) => i.state === 'succeeded'), null);
+    await until(page, async () => (await window.queue.list()).some((i) => i.state === 'succeeded'));
     const intents = await page.evaluate(() => window.queue.list());
     expect(intents).toHaveLength(1);
     expect(server.requests(intents[0]!.key)).toBe(1);
