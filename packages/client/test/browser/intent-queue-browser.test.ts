@@ -1,7 +1,8 @@
 // The intent queue in a real browser (Debian's Chromium through playwright-core, IndexedDB and Web Locks) against
 // @inboxkit/http's middleware on real Postgres, counting the server's effects and the requests each key
 // brought: offline intents survive a reload and are applied once each, in order; an answer lost after the
-// commit is retried with the same key and replayed; a reload mid-request, two tabs and a double click each
+// commit (the connection destroyed, or the server SIGKILLed and restarted) is retried with the same key and
+// replayed; a reload mid-request, two tabs and a double click each
 // give one effect; a 422 for a reused key is surfaced and not retried; an intent past the retention horizon is
 // surfaced and not sent.
 
@@ -12,6 +13,7 @@ import type { Intent, IntentQueue } from '../../src/index.js';
 import type * as Client from '../../src/index.js';
 import { launchBrowser, type TestBrowser } from '../../../cli/test/support/browser.js';
 import { eventually } from '../../../../test/support/eventually.js';
+import { startChildServer } from '../../../http/test/support/child-server.js';
 import { startIntentServer, type IntentServer } from '../support/intent-server.js';
 
 declare global {
@@ -90,6 +92,30 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
     expect(done.attempts).toBeGreaterThanOrEqual(2);
     expect(server.requests(key)).toBe(done.attempts);
     expect(await effectsOfRun()).toEqual([{ key, label: `${run}-paid` }]);
+  });
+
+  it('the server SIGKILLed after the commit, before the answer: the retry after its restart is replayed, one effect', async () => {
+    const fixture = new URL('../fixtures/killed-server.ts', import.meta.url).pathname;
+    const input = { connectionString: server.connectionString, schema: server.schema, port: 0 };
+    const first = await startChildServer(fixture, { ...input, killAfterCommit: `${run}-killed` });
+    let second: Awaited<ReturnType<typeof startChildServer>> | undefined;
+    try {
+      const page = await browser.context.newPage();
+      await page.goto(first.url);
+      await page.waitForFunction(() => window.ready);
+      const key = await send(page, 'killed');
+      await eventually(async () => !first.alive(), WAIT_MS);
+      expect(await effectsOfRun()).toEqual([{ key, label: `${run}-killed` }]);
+      // The page retries against a dead port (connection refused, backoff) until the server is back.
+      second = await startChildServer(fixture, { ...input, port: Number(new URL(first.url).port) });
+      const done = await settled(page, key);
+      expect(done).toMatchObject({ state: 'succeeded', response: { status: 201, replayed: true } });
+      expect(done.attempts).toBeGreaterThanOrEqual(2);
+      expect(await effectsOfRun()).toEqual([{ key, label: `${run}-killed` }]);
+    } finally {
+      first.kill();
+      second?.kill();
+    }
   });
 
   it('a tab reloaded mid-request resumes with the same key: one effect', async () => {

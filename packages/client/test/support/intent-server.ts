@@ -19,6 +19,9 @@ interface EffectsDB {
 
 export interface IntentServer {
   readonly url: string;
+  /** The Postgres schema of the keys and effects, and a connection string whose search_path points at it. */
+  readonly schema: string;
+  readonly connectionString: string;
   /** The test page and the client bundle it loads, for a test that serves them itself (offline, from a route). */
   readonly assets: { readonly '/': string; readonly '/client.js': string };
   /** Requests that reached the server with this Idempotency-Key. */
@@ -34,7 +37,7 @@ export interface IntentServer {
   close(): Promise<void>;
 }
 
-const PAGE = `<!doctype html><meta charset="utf-8"><title>intent queue test</title>
+export const PAGE = `<!doctype html><meta charset="utf-8"><title>intent queue test</title>
 <button id="order">Order</button>
 <script type="module">
 import * as client from '/client.js';
@@ -122,6 +125,8 @@ export async function startIntentServer(): Promise<IntentServer> {
 
   return {
     url: `http://127.0.0.1:${port}`,
+    schema: test.schema,
+    connectionString: test.connectionString,
     assets: { '/': PAGE, '/client.js': bundle },
     requests: (key) => counts.get(key) ?? 0,
     effects: () => db.selectFrom('effects').select(['key', 'label']).orderBy('seq').execute(),
