@@ -24,7 +24,10 @@ export interface IntentQueueOptions extends Backoff {
   readonly fetch?: typeof fetch;
   /** The sender lock. Default is `navigator.locks` where it exists; `null` uses the storage's lease. */
   readonly locks?: LockManagerLike | null;
-  /** Whether the runtime is offline now. Default reads `navigator.onLine`. */
+  /**
+   * Whether the runtime is offline now. Default reads `navigator.onLine` (and the queue flushes on the window's
+   * `online`/`offline` events); with your own, call `flush()` when it changes.
+   */
   readonly isOffline?: () => boolean;
   /** Called when an intent waits for the network (e.g. `requestBackgroundSync()`). Default is none. */
   readonly onWaitingForNetwork?: () => void;
@@ -87,6 +90,11 @@ const nav = (): (Navigator & { locks?: LockManagerLike }) | undefined =>
  * order.subscribe((intent) => render(intent.state));
  */
 export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue {
+  for (const option of ['retentionMs', 'baseDelayMs', 'maxDelayMs'] as const) {
+    const value = options[option];
+    if (value !== undefined && !(value > 0))
+      throw new TypeError(`${option} must be a positive number, not ${value}`);
+  }
   const name = options.name ?? 'inboxkit';
   const storage =
     options.storage ??

@@ -202,13 +202,17 @@ describe('createIntentQueue', () => {
     expect(server.sendsOf(handle.key)).toBe(1);
   });
 
-  it('rejects bad input with a TypeError and stores nothing', async () => {
+  it('rejects bad input and bad options with a TypeError and stores nothing', async () => {
     const { q } = queue([json(201, {})]);
     await expect(q.enqueue({ url: '' })).rejects.toThrow(TypeError);
     await expect(q.enqueue({ url: '/x', body: { n: 1n } })).rejects.toThrow(TypeError);
     await expect(q.enqueue(undefined as never)).rejects.toThrow(TypeError);
     expect(await q.list()).toEqual([]);
     expect(() => createIntentQueue()).toThrow(/pass options.storage/);
+    expect(() => createIntentQueue({ storage: memoryStorage(), retentionMs: 0 })).toThrow(
+      /retentionMs must be a positive/,
+    );
+    expect(() => createIntentQueue({ storage: memoryStorage(), baseDelayMs: -1 })).toThrow(TypeError);
   });
 });
 
