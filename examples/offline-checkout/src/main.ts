@@ -7,7 +7,13 @@ import { startCheckoutServer, type CheckoutDatabase } from './checkout-server.js
 
 const schema = 'offline_checkout_example';
 const db = new Kysely<CheckoutDatabase>({
-  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: process.env.DATABASE_URL }) }),
+  // The orders table is looked up in the example's schema first.
+  dialect: new PostgresDialect({
+    pool: new pg.Pool({
+      connectionString: process.env.DATABASE_URL,
+      options: `-c search_path=${schema},public`,
+    }),
+  }),
 });
 await sql.raw(`CREATE SCHEMA IF NOT EXISTS ${schema}`).execute(db);
 const server = await startCheckoutServer({ db, schema, port: Number(process.env.PORT ?? 3000) });
