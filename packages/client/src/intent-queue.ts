@@ -130,7 +130,12 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
     return intent;
   };
   const list = async () => (await storage.list()).sort(bySeq);
-  const refresh = async () => (await list()).forEach(notify);
+  // Every context keeps a wake-up for the earliest unfinished intent, not only the one that last sent it: when
+  // that tab closes, another one still retries (its flush waits for the lock while the sender lives).
+  const refresh = async () => {
+    const open = (await list()).filter((intent) => (notify(intent), !isFinal(intent)));
+    if (open.length > 0) schedule(Math.min(...open.map((intent) => intent.notBefore)));
+  };
 
   const schedule = (at: number) => {
     clearTimeout(timer);

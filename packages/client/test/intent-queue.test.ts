@@ -14,6 +14,7 @@ import {
   type IntentStorage,
   type LockManagerLike,
 } from '../src/index.js';
+import { eventually } from '../../../test/support/eventually.js';
 import { fakeClock, fakeServer, json, type Answer } from './support/fake-server.js';
 
 const queues: IntentQueue[] = [];
@@ -257,6 +258,33 @@ describe('one sender at a time, and resuming', () => {
       },
     };
     await twoQueues(memoryStorage(), locks);
+  });
+
+  it('another tab retries an intent once the tab that sent it first is closed', async () => {
+    const server = fakeServer(json(503, {}, { 'retry-after': '0.05' }), json(201, {}));
+    const storage = memoryStorage();
+    let tail = Promise.resolve();
+    const locks: LockManagerLike = {
+      request(_name, callback) {
+        const run = tail.then(callback);
+        tail = run.catch(() => undefined);
+        return run;
+      },
+    };
+    const name = `tabs-${Math.random()}`;
+    // The other tab had nothing to send when it opened (autoStart off: it does not look at the storage itself).
+    const [first, other] = [true, false].map((autoStart) =>
+      createIntentQueue({ name, storage, fetch: server.fetch, locks, autoStart }),
+    );
+    queues.push(first!, other!);
+    const handle = await first!.enqueue({ url: '/orders' });
+    await first!.flush();
+    expect(server.sent).toHaveLength(1);
+    first!.close();
+    // The other queue heard of the intent (BroadcastChannel) and wakes for its next attempt on its own.
+    await eventually(async () => server.sent.length === 2, 60_000);
+    expect(server.sent.map((r) => r.key)).toEqual([handle.key, handle.key]);
+    expect((await other!.handle(handle.key).settled()).state).toBe('succeeded');
   });
 
   it('resumes an intent a reload interrupted mid-request with the same key', async () => {
