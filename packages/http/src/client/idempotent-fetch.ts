@@ -44,6 +44,9 @@ function retryAfterMs(response: Response): number | undefined {
  * sends one (capped at maxDelayMs), else the backoff. Resolves with the last response; rejects with the last
  * network error, or at once when `init.signal` aborts. The body must be re-sendable (a string or bytes).
  *
+ * It keeps nothing across a restart and imports `node:crypto`: for browsers and apps, and for intents that must
+ * survive a reload, a crash or a period offline, use `@inboxkit/client` (`createIntentQueue`, docs/client.md).
+ *
  * @example
  * const response = await idempotentFetch('https://api.example.com/payments', {
  *   method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ amount: 100 }),
