@@ -2,17 +2,18 @@
 // gives the suite a factory of harnesses bound to its real broker, and the suite proves the same behaviour
 // for all of them.
 
-import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
+import type {
+  DeadLetterEntry,
+  IdempotentConsumer,
+  TransportConsumer,
+  TransportFeatures,
+} from '@inboxkit/core';
 
-/** What a transport guarantees; the suite runs the ordering and delay checks only where declared. */
-export interface TransportFeatures {
-  /** `key`: order kept per partition key / message group; `none`: no ordering promise. */
-  readonly ordering: 'key' | 'none';
-  /** The broker itself holds a retried message for `delayMs` (RabbitMQ delay queue, SQS visibility). */
-  readonly nativeDelay: boolean;
-  /** The broker keeps a delivery count that the transport passes as `deliveryCount`. */
-  readonly deliveryCount: boolean;
-}
+/**
+ * What a transport guarantees; the suite runs the ordering and delay checks only where declared. Declared in
+ * core (`@inboxkit/core`'s `TransportFeatures`), where the delivery kit picks its policies from it.
+ */
+export type { TransportFeatures };
 
 /** One message the suite publishes to the harness's source. */
 export interface HarnessMessage {
@@ -38,7 +39,10 @@ export interface HarnessConsumerOptions {
  */
 export interface TransportHarness {
   /** Starts a transport consumer that feeds `consumer`. The suite calls `stop()` on it. */
-  startConsumer(consumer: IdempotentConsumer<unknown, unknown>, options?: HarnessConsumerOptions): Promise<TransportConsumer>;
+  startConsumer(
+    consumer: IdempotentConsumer<unknown, unknown>,
+    options?: HarnessConsumerOptions,
+  ): Promise<TransportConsumer>;
   /** Publishes to the source with the broker's confirmation. */
   publish(messages: readonly HarnessMessage[]): Promise<void>;
   /**
@@ -51,6 +55,17 @@ export interface TransportHarness {
    * started without settling anything in flight, so unsettled messages are redelivered.
    */
   crash(): Promise<void>;
+  /**
+   * A message the broker takes but whose full dead letter it refuses as too large, while a smaller form
+   * (`deadLetterForms`: compact, minimal) fits: its headers or body near the broker's limit (RabbitMQ: ~62 KB of
+   * headers against the 64 KiB header table; SQS: a body near 256 KiB). The suite's handler rejects it with a
+   * `PermanentError` whose message is 2,000 characters long (its stack repeats it). Needed by the
+   * `oversized-dead-letter` check; optional otherwise.
+   *
+   * @example
+   * oversizedDeadLetter: (id) => ({ id, body: '{"kind":"oversized"}', headers: { 'x-bulk': 'b'.repeat(60_000) } }),
+   */
+  oversizedDeadLetter?(id: string): HarnessMessage;
   /** Deletes what the harness created and closes its clients. */
   dispose(): Promise<void>;
 }

@@ -1,14 +1,11 @@
-// The tail of the RabbitMQ start-up failure classifier, shared by the consumer's start() (rabbitmq-consumer.ts)
-// and declareTopology() (declare-topology.ts): in a file of its own so that neither imports the other.
+// start() (and declareTopology) keep trying to reach the broker while it is down, restarting or still booting;
+// failures retrying cannot fix reject at once. The classifier is core's (`startFailureClassifier`); what is here
+// is RabbitMQ's own table: the AMQP reply codes and amqplib's messages that say what to change.
 
-import { ConfigurationError, isInboxkitError, isProgrammerError, tlsFailure } from '@inboxkit/core';
+import { ConfigurationError, startFailureClassifier, TRANSIENT } from '@inboxkit/core';
 
-/**
- * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change),
- * or `undefined` for a failure a later attempt can get past: the broker down, restarting or still booting, a
- * refused or reset connection, a timeout, a connection closed by the broker while opening.
- */
-export function startFailure(err: unknown, queue: string): unknown {
+/** RabbitMQ's reading of a failure to start consuming `queue`: an error to reject with, TRANSIENT, or unknown. */
+function rabbitmqKnownFailure(err: unknown, queue: string): unknown {
   const code = (err as { code?: unknown } | undefined)?.code;
   const message = (err as Error | undefined)?.message ?? String(err);
   if (code === 406) {
@@ -20,7 +17,7 @@ export function startFailure(err: unknown, queue: string): unknown {
     );
   }
   // A queue process restarting (a node booting, a leader moving) answers NOT_FOUND for a moment: transient.
-  if (code === 404 && /stopped by supervisor|not running|home node|is down/i.test(message)) return undefined;
+  if (code === 404 && /stopped by supervisor|not running|home node|is down/i.test(message)) return TRANSIENT;
   if (code === 404) {
     return new ConfigurationError(
       `RabbitMQ has no queue or exchange needed by "${queue}" (NOT_FOUND: ${message}): declare the topology ` +
@@ -46,20 +43,23 @@ export function startFailure(err: unknown, queue: string): unknown {
       cause: err,
     });
   }
-  const tls = tlsFailure(err);
-  if (tls !== undefined) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: the TLS handshake with RabbitMQ failed (${(tls as Error).message}): check the amqps URL, ` +
-        'the port (TLS and plain AMQP listen on different ports) and the certificates',
-      { cause: err },
-    );
-  }
-  if (isInboxkitError(err) && !err.retriable) return err;
-  if (isProgrammerError(err)) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: connecting failed with ${(err as Error).name}: ${message}; retrying cannot fix that: check \`connect\` and its options`,
-      { cause: err },
-    );
-  }
   return undefined;
+}
+
+/**
+ * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change),
+ * or `undefined` for a failure a later attempt can get past: the broker down, restarting or still booting, a
+ * refused or reset connection, a timeout, a connection closed by the broker while opening.
+ */
+export function startFailure(err: unknown, queue: string): unknown {
+  return startFailureClassifier({
+    what: 'rabbitmqConsumer',
+    known: (error) => rabbitmqKnownFailure(error, queue),
+    service: 'RabbitMQ',
+    tlsHint:
+      'check the amqps URL, the port (TLS and plain AMQP listen on different ports) and the certificates',
+    doing: 'connecting',
+    programmerHint: 'check `connect` and its options',
+    unknown: 'transient',
+  })(err);
 }
