@@ -30,7 +30,7 @@ export async function nestTransportHarness(inner: TransportHarness): Promise<Tra
       class ConformanceController {
         @EventPattern<string>(pattern)
         handle(@InboxCtx() ctx: InboxContext): Promise<void> {
-          return run(ctx.message, ctx.handlerContext as never);
+          return run(ctx.message, ctx.handlerContext);
         }
       }
 
