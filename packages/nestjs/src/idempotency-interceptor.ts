@@ -102,7 +102,9 @@ function write(response: unknown, value: HttpResponse): void {
 export class IdempotencyInterceptor implements NestInterceptor {
   readonly #inboxkit: Inboxkit;
 
+  /** Throws a `ConfigurationError` when the module has no `idempotency` options: the application fails to start. */
   constructor(@Inject(Inboxkit) inboxkit: Inboxkit) {
+    inboxkit.idempotencyKeys();
     this.#inboxkit = inboxkit;
   }
 
