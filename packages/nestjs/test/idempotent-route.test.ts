@@ -80,6 +80,27 @@ class PaymentsController {
     });
   }
 
+  /** A recovery point, then a step that fails once: the retry skips the completed phase and gets its result. */
+  @Post('orders')
+  @Idempotent()
+  async order(@Body() body: PaymentBody, @IdempotencyCtx() ctx: Ctx): Promise<unknown> {
+    const label = `order:${ctx.key ?? 'none'}`;
+    const reserved = await ctx.phase('reserve', async (tx) => {
+      runs.set(label, (runs.get(label) ?? 0) + 1);
+      const row = await tx
+        .insertInto('effects')
+        .values({ consumer: 'http', message_id: label })
+        .returning('seq')
+        .executeTakeFirstOrThrow();
+      return { reservation: row.seq };
+    });
+    if (body.fail === 'once-throw' && !failedOnce.has(label)) {
+      failedOnce.add(label);
+      throw new Error('the provider call failed');
+    }
+    return { ...reserved, attempt: ctx.attempt };
+  }
+
   /** The key from `x-request-id`, and `sentAt` left out of the fingerprint; the body as result, status by @HttpCode. */
   @Post('transfers')
   @HttpCode(202)
@@ -223,6 +244,18 @@ for (const platform of ['express', 'fastify'] as const) {
       const response = await post('/payments', { amount: 1 }, {});
       expect(response.status).toBe(400);
       expect(runs.get('pay:none')).toBeUndefined();
+    });
+
+    it('keeps a completed phase (recovery point) across a failed attempt: the retry gets its recorded result', async () => {
+      const key = randomUUID();
+      const failed = await post('/orders', { amount: 1, fail: 'once-throw' }, { 'idempotency-key': key });
+      expect(failed.status).toBe(500);
+      const retried = await post('/orders', { amount: 1, fail: 'once-throw' }, { 'idempotency-key': key });
+      expect(retried.status).toBe(201);
+      const body = (await retried.json()) as { reservation: string; attempt: number };
+      expect(body.attempt).toBe(2);
+      expect(runs.get(`order:${key}`)).toBe(1);
+      expect(await database.effects(`order:${key}`)).toBe(1);
     });
 
     it("takes a route's own key and fingerprint resolvers, and the route's @HttpCode for a returned body", async () => {
