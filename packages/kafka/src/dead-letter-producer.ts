@@ -108,14 +108,9 @@ export class DeadLetterProducer {
     await this.#producer.close();
   }
 
-  /** The dead-letter topic of a source topic. */
-  topicFor(topic: string): string {
-    return this.#topicFor(topic);
-  }
-
   /**
-   * Produces `deadLetter`'s dead letter for `outcome` in `form` (core's `deadLetterForms`) with `acks: -1` and reports how it went, for the
-   * delivery kit's `settle()`: `too-large` when the broker refused the record as over the DLQ topic's
+   * Produces `deadLetter`'s dead letter for `outcome` in `form` (core's `deadLetterForms`) with `acks: -1`, for
+   * the delivery kit's `settle()`: `too-large` when the broker refused the record as over the DLQ topic's
    * `max.message.bytes` (the next smaller form is tried), `failed` for anything else (the source offset is not
    * committed and the record comes back). Never rejects.
    */
