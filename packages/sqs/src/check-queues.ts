@@ -2,12 +2,13 @@
 // crash-loop backstop) lets inboxkit reach maxAttempts before SQS moves a message on its own.
 
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { ConfigurationError, tlsFailure } from '@inboxkit/core';
+import { ConfigurationError, isBackstop, retryStart, tlsFailure } from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import { maxReceiveCountOf } from './redrive-policy.js';
 import { isQueueDoesNotExist } from './sqs-client.js';
-import { isSqsTransient, sqsAuthFailure } from './start-retry.js';
+import { isSqsTransient, sqsAuthFailure, sqsStartFailure } from './start-retry.js';
 import type { SqsClient } from './sqs-client.js';
+import type { SqsConsumerConfig } from './sqs-consumer-options.js';
 
 async function attributes(
   client: SqsClient,
@@ -74,7 +75,7 @@ export async function checkQueues(
       'sqsConsumer: the queue has no redrive policy; a message that crashes the process on every receive is retried ' +
         'until the retention period ends. Set one with redrivePolicyFor()',
     );
-  } else if (maxReceiveCount <= maxAttempts) {
+  } else if (!isBackstop(maxReceiveCount, maxAttempts)) {
     throw new ConfigurationError(
       `sqsConsumer: the queue's redrive policy moves messages after ${maxReceiveCount} receives, which is not above ` +
         `maxAttempts (${maxAttempts}): SQS would dead-letter them without inboxkit's record. Raise maxReceiveCount to at ` +
@@ -82,4 +83,30 @@ export async function checkQueues(
     );
   }
   return checked;
+}
+
+/**
+ * The queue check of `start()`: SQS down or unreachable (ElasticMQ not up yet, a network blip) is tried again
+ * with the receive loop's backoff, as a running consumer does; credentials, access and missing queues reject at
+ * once (`sqsStartFailure`). `undefined` when `signal` aborted first (stop() was called).
+ */
+export async function checkQueuesAtStart(
+  client: SqsClient,
+  config: SqsConsumerConfig,
+  maxAttempts: number,
+  signal: AbortSignal,
+): Promise<CheckedQueues | undefined> {
+  const checked = await retryStart({
+    attempt: () =>
+      checkQueues(client, config.queueUrl, config.deadLetterQueueUrl, maxAttempts, config.logger),
+    permanent: sqsStartFailure,
+    delayMs: (attempt) => Math.min(5_000, 100 * 2 ** Math.min(attempt, 30)),
+    timeoutMs: config.startTimeoutMs,
+    signal,
+    abandon: () => undefined, // a read of attributes leaves nothing behind
+    logger: config.logger,
+    what: 'sqsConsumer',
+    context: { queueUrl: config.queueUrl },
+  });
+  return checked?.value;
 }

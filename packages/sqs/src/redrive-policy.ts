@@ -3,6 +3,8 @@
 // above it and only catches what inboxkit could not (a process that dies on the message every time before the
 // DLQ publish, a DLQ that refuses writes).
 
+import { backstopLimit } from '@inboxkit/core';
+
 /** Options of `redrivePolicyFor`. */
 export interface RedrivePolicyOptions {
   /** ARN of the dead-letter queue (`GetQueueAttributes` → `QueueArn`). */
@@ -27,10 +29,12 @@ export interface RedrivePolicyOptions {
  * }));
  */
 export function redrivePolicyFor(options: RedrivePolicyOptions): string {
-  const headroom = options.headroom ?? Math.max(5, options.maxAttempts);
+  const maxReceiveCount = backstopLimit(options.maxAttempts, {
+    headroom: options.headroom ?? ((maxAttempts) => Math.max(5, maxAttempts)),
+  });
   return JSON.stringify({
     deadLetterTargetArn: options.deadLetterQueueArn,
-    maxReceiveCount: String(options.maxAttempts + headroom),
+    maxReceiveCount: String(maxReceiveCount),
   });
 }
 

@@ -1,16 +1,14 @@
 // start() keeps trying to reach the broker, as a consumer that lost its connection after start does: a process
 // started while the broker restarts (or before it is up) waits for it instead of exiting. Failures retrying
 // cannot fix (credentials, permissions, a conflicting topology) reject at once; `startTimeoutMs` bounds the rest.
-// The retry loop and the error helpers are core's (shared by the three transports, imported from
-// @inboxkit/core where they are used); what is here is this transport's own reading of its client's errors.
+// The retry loop and the classifier are core's (`retryStart`, `startFailureClassifier`); what is here is this
+// transport's own reading of its client's errors, the tables the classifier is fed with.
 
 import {
   ConfigurationError,
   errorChain,
-  isInboxkitError,
-  isProgrammerError,
   isTransientSocketError,
-  tlsFailure,
+  startFailureClassifier,
 } from '@inboxkit/core';
 
 /** Error names of a request SQS refused for its credentials or permissions: no retry fixes them. */
@@ -66,42 +64,34 @@ function field(error: unknown, name: string): unknown {
   return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
 }
 
+/** SQS's own table for the start-up classifier: a credentials or permission failure says what to grant. */
+function sqsKnownFailure(error: unknown): unknown {
+  const auth = sqsAuthFailure(error);
+  if (auth === undefined) return undefined;
+  const name = String(field(auth, 'name'));
+  const denied = name.startsWith('AccessDenied') || name.includes('.AccessDenied');
+  return new ConfigurationError(
+    denied
+      ? `sqsConsumer: SQS denied access (${name}: ${String(field(auth, 'message'))}): allow the client's role ` +
+          'sqs:GetQueueAttributes, sqs:ReceiveMessage, sqs:DeleteMessage, sqs:ChangeMessageVisibility on the queue and ' +
+          'sqs:SendMessage on the dead-letter queue (or set checkQueues: false to skip the start-up check)'
+      : `sqsConsumer: SQS refused the client's credentials (${name}: ${String(field(auth, 'message'))}): check the ` +
+          'credentials and the region of the SQSClient',
+    { cause: error },
+  );
+}
+
 /**
  * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change,
  * or the error as it is), or `undefined` for a transient failure (SQS or ElasticMQ down, unreachable,
- * throttling, a 5xx).
+ * throttling, a 5xx): core's classifier fed with SQS's tables.
  */
-export function sqsStartFailure(error: unknown): unknown {
-  const auth = sqsAuthFailure(error);
-  if (auth !== undefined) {
-    const name = String(field(auth, 'name'));
-    const denied = name.startsWith('AccessDenied') || name.includes('.AccessDenied');
-    return new ConfigurationError(
-      denied
-        ? `sqsConsumer: SQS denied access (${name}: ${String(field(auth, 'message'))}): allow the client's role ` +
-            'sqs:GetQueueAttributes, sqs:ReceiveMessage, sqs:DeleteMessage, sqs:ChangeMessageVisibility on the queue and ' +
-            'sqs:SendMessage on the dead-letter queue (or set checkQueues: false to skip the start-up check)'
-        : `sqsConsumer: SQS refused the client's credentials (${name}: ${String(field(auth, 'message'))}): check the ` +
-            'credentials and the region of the SQSClient',
-      { cause: error },
-    );
-  }
-  const tls = tlsFailure(error);
-  if (tls !== undefined) {
-    return new ConfigurationError(
-      `sqsConsumer: the TLS handshake with the SQS endpoint failed (${String(field(tls, 'message'))}): check the ` +
-        'endpoint URL and its certificate',
-      { cause: error },
-    );
-  }
-  if (isInboxkitError(error) && !error.retriable) return error;
-  if (isSqsTransient(error)) return undefined;
-  if (isProgrammerError(error)) {
-    return new ConfigurationError(
-      `sqsConsumer: starting failed with ${String(field(error, 'name'))}: ${String(field(error, 'message'))}; ` +
-        'retrying cannot fix that: check the SQSClient and the queue URLs',
-      { cause: error },
-    );
-  }
-  return error;
-}
+export const sqsStartFailure: (error: unknown) => unknown = startFailureClassifier({
+  what: 'sqsConsumer',
+  known: sqsKnownFailure,
+  service: 'the SQS endpoint',
+  tlsHint: 'check the endpoint URL and its certificate',
+  isTransient: isSqsTransient,
+  programmerHint: 'check the SQSClient and the queue URLs',
+  unknown: 'permanent',
+});

@@ -133,9 +133,28 @@ export class AttemptCharger<D> {
     try {
       await this.#o.consumer.recordAttemptsStarted(starting);
     } catch (error) {
-      this.#o.logger.warn({ err: error, count: starting.length }, `${this.#o.what}: could not record started attempts`);
+      this.#o.logger.warn(
+        { err: error, count: starting.length },
+        `${this.#o.what}: could not record started attempts`,
+      );
     }
     return release;
+  }
+
+  /**
+   * `start(deliveries)`, then `run()`, then the release: the usual way to charge a run. Rejects only when
+   * `run` does.
+   *
+   * @example
+   * const outcome = await charger.charged([held], () => guard.handle(held.inbound));
+   */
+  async charged<T>(deliveries: readonly D[], run: () => Promise<T>): Promise<T> {
+    const release = await this.start(deliveries);
+    try {
+      return await run();
+    } finally {
+      release();
+    }
   }
 
   /** These deliveries go back to the broker without having run here: their next delivery is charged nothing. */
@@ -145,12 +164,14 @@ export class AttemptCharger<D> {
 
   /** Records how `delivery` ended: a retry whose handler did not run (a lock wait, an outage) went back unrun. */
   settled(delivery: D, outcome: Outcome | { readonly status: 'rejected' }): void {
-    if (outcome.status === 'retry' && outcome.reason !== 'handler-error') this.#rememberUnrun(this.#o.message(delivery).id);
+    if (outcome.status === 'retry' && outcome.reason !== 'handler-error')
+      this.#rememberUnrun(this.#o.message(delivery).id);
   }
 
   #rememberUnrun(id: string | undefined): void {
     if (id === undefined) return;
-    if (this.#returnedUnrun.size >= RETURNED_UNRUN_KEPT) this.#returnedUnrun.delete(this.#returnedUnrun.values().next().value!);
+    if (this.#returnedUnrun.size >= RETURNED_UNRUN_KEPT)
+      this.#returnedUnrun.delete(this.#returnedUnrun.values().next().value!);
     this.#returnedUnrun.add(id);
   }
 }

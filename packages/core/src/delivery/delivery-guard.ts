@@ -94,7 +94,9 @@ export class DeliveryGuard {
       while (this.#hold && this.#o.running()) {
         const waiting = messages.flatMap((_, i) => (storeUnavailable(outcomes[i]!) ? [i] : []));
         if (waiting.length === 0) break;
-        await this.#o.sleep(Math.max(pauseMs, ...waiting.map((i) => (outcomes[i] as { delayMs: number }).delayMs)));
+        await this.#o.sleep(
+          Math.max(pauseMs, ...waiting.map((i) => (outcomes[i] as { delayMs: number }).delayMs)),
+        );
         pauseMs = Math.min(MAX_OUTAGE_PAUSE_MS, pauseMs * 2);
         if (!this.#o.running()) break;
         const again = await this.#o.consumer.handleBatch(waiting.map((i) => messages[i]!));

@@ -76,11 +76,20 @@ export async function settle<D>(
         { ...options.context, err: outcome.error },
         `${options.what}: handle() rejected; the message will be redelivered`,
       );
-      return leave(port, delivery, { cause: 'handle-rejected', error: outcome.error, holdMs: DEAD_LETTER_HOLD_MS });
+      return leave(port, delivery, {
+        cause: 'handle-rejected',
+        error: outcome.error,
+        holdMs: DEAD_LETTER_HOLD_MS,
+      });
   }
 }
 
-async function retry<D>(port: BrokerSettlement<D>, delivery: D, outcome: RetryOutcome, options: SettleOptions): Promise<Settlement> {
+async function retry<D>(
+  port: BrokerSettlement<D>,
+  delivery: D,
+  outcome: RetryOutcome,
+  options: SettleOptions,
+): Promise<Settlement> {
   let attempt;
   try {
     attempt = await port.redeliver(delivery, Math.max(0, outcome.delayMs), outcome);
@@ -96,11 +105,22 @@ async function retry<D>(port: BrokerSettlement<D>, delivery: D, outcome: RetryOu
     { ...options.context, err: attempt.error, messageId: outcome.messageId, delayMs: outcome.delayMs },
     `${options.what}: the retry was not taken by the broker; the message stays and is redelivered`,
   );
-  return leave(port, delivery, { cause: 'redeliver-failed', error: attempt.error, holdMs: Math.min(outcome.delayMs, MAX_LEAVE_HOLD_MS) });
+  return leave(port, delivery, {
+    cause: 'redeliver-failed',
+    error: attempt.error,
+    holdMs: Math.min(outcome.delayMs, MAX_LEAVE_HOLD_MS),
+  });
 }
 
-async function deadLetter<D>(port: BrokerSettlement<D>, delivery: D, outcome: DeadLetterOutcome, options: SettleOptions): Promise<Settlement> {
-  const result = await sendInFittingForm(DEAD_LETTER_FORMS, (form) => port.deadLetter(delivery, form, outcome));
+async function deadLetter<D>(
+  port: BrokerSettlement<D>,
+  delivery: D,
+  outcome: DeadLetterOutcome,
+  options: SettleOptions,
+): Promise<Settlement> {
+  const result = await sendInFittingForm(DEAD_LETTER_FORMS, (form) =>
+    port.deadLetter(delivery, form, outcome),
+  );
   if (result.status === 'sent') {
     if (result.form !== 'full') {
       options.logger.warn(
@@ -141,6 +161,10 @@ export function retryCopyTooLarge(outcome: RetryOutcome, error?: unknown): DeadL
     attempts: outcome.attempt,
     error:
       outcome.error ??
-      toErrorInfo(error instanceof MessageTooLargeError ? error : new MessageTooLargeError('the retry copy is too large for the broker')),
+      toErrorInfo(
+        error instanceof MessageTooLargeError
+          ? error
+          : new MessageTooLargeError('the retry copy is too large for the broker'),
+      ),
   };
 }

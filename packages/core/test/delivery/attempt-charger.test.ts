@@ -24,7 +24,9 @@ function charger(options: { retriesLookRedelivered?: boolean; suspects?: Record<
     consumer,
     message: (x) => x.inbound,
     mayHaveCrashed: (x) => x.redelivered,
-    ...(options.retriesLookRedelivered !== undefined ? { retriesLookRedelivered: options.retriesLookRedelivered } : {}),
+    ...(options.retriesLookRedelivered !== undefined
+      ? { retriesLookRedelivered: options.retriesLookRedelivered }
+      : {}),
     logger: silentLogger,
     what: 'test',
   });
@@ -53,7 +55,13 @@ describe('AttemptCharger', () => {
     c.returned([d('back', true)]);
     expect(c.maySuspect(d('back', true))).toBe(false);
     (await c.start([d('back', true)]))();
-    c.settled(d('waited', true), { status: 'retry', messageId: 'waited', delayMs: 1, attempt: 0, reason: 'lock-timeout' });
+    c.settled(d('waited', true), {
+      status: 'retry',
+      messageId: 'waited',
+      delayMs: 1,
+      attempt: 0,
+      reason: 'lock-timeout',
+    });
     (await c.start([d('waited', true)]))();
     expect(recorded).toEqual([]);
     // Remembered once: the next redelivery of the same id may have crashed again.
@@ -67,12 +75,17 @@ describe('AttemptCharger', () => {
     expect([...(await plain.c.suspects([a, d('b', false)]))]).toEqual([[a, 0]]);
     const read = charger({ retriesLookRedelivered: true, suspects: { crashed: 3 } });
     const crashed = d('crashed', true);
-    expect([...(await read.c.suspects([crashed, d('retried', true), d('fresh', false)]))]).toEqual([[crashed, 3]]);
+    expect([...(await read.c.suspects([crashed, d('retried', true), d('fresh', false)]))]).toEqual([
+      [crashed, 3],
+    ]);
   });
 
   it('suspects every redelivery when the inbox cannot be read', async () => {
     const c = new AttemptCharger<D>({
-      consumer: { recordAttemptsStarted: async () => undefined, crashSuspects: () => Promise.reject(new Error('down')) },
+      consumer: {
+        recordAttemptsStarted: async () => undefined,
+        crashSuspects: () => Promise.reject(new Error('down')),
+      },
       message: (x) => x.inbound,
       mayHaveCrashed: (x) => x.redelivered,
       retriesLookRedelivered: true,
@@ -81,5 +94,22 @@ describe('AttemptCharger', () => {
     });
     const a = d('a', true);
     expect([...(await c.suspects([a]))]).toEqual([[a, 0]]);
+  });
+});
+
+describe('AttemptCharger.charged', () => {
+  it('charges before the run and releases the ids after it, also when the run rejects', async () => {
+    const { c, recorded } = charger();
+    const order: string[] = [];
+    const result = await c.charged([d('a', true)], async () => {
+      order.push(`run after ${recorded.length} record(s)`);
+      return 'outcome';
+    });
+    expect(result).toBe('outcome');
+    expect(order).toEqual(['run after 1 record(s)']);
+    await expect(c.charged([d('b', true)], () => Promise.reject(new Error('bug')))).rejects.toThrow('bug');
+    // Released: the next copy of 'b' is charged again (it is no longer in hand).
+    (await c.start([d('b', true)]))();
+    expect(recorded).toEqual([['a'], ['b'], ['b']]);
   });
 });

@@ -5,8 +5,19 @@ import { describe, expect, it } from 'vitest';
 import { DeliveryGuard } from '../../src/index.js';
 import type { InboundMessage, Outcome } from '../../src/index.js';
 
-const message = (id: string): InboundMessage => ({ id, body: '{}', headers: {}, source: { transport: 'test', destination: 'q' } });
-const outage = (id: string): Outcome => ({ status: 'retry', messageId: id, delayMs: 1, attempt: 0, reason: 'store-unavailable' });
+const message = (id: string): InboundMessage => ({
+  id,
+  body: '{}',
+  headers: {},
+  source: { transport: 'test', destination: 'q' },
+});
+const outage = (id: string): Outcome => ({
+  status: 'retry',
+  messageId: id,
+  delayMs: 1,
+  attempt: 0,
+  reason: 'store-unavailable',
+});
 const done = (id: string): Outcome => ({ status: 'processed', messageId: id, attempt: 1, durationMs: 1 });
 
 /** A consumer whose store is out for the first `outageCalls` calls of each id. */
@@ -29,10 +40,18 @@ const sleep = async () => undefined;
 describe('DeliveryGuard', () => {
   it('holds a delivery through a store outage when the broker counts redeliveries', async () => {
     const c = consumer(3);
-    const guard = new DeliveryGuard({ consumer: c, features: { redeliverSpendsCount: true }, running: () => true, sleep });
+    const guard = new DeliveryGuard({
+      consumer: c,
+      features: { redeliverSpendsCount: true },
+      running: () => true,
+      sleep,
+    });
     expect(await guard.handle(message('a'))).toMatchObject({ status: 'processed' });
     expect(c.calls.get('a')).toBe(4);
-    expect(await guard.handleBatch([message('b'), message('c')])).toMatchObject([{ status: 'processed' }, { status: 'processed' }]);
+    expect(await guard.handleBatch([message('b'), message('c')])).toMatchObject([
+      { status: 'processed' },
+      { status: 'processed' },
+    ]);
   });
 
   it('hands the outage back as a retry when redelivering costs the broker nothing', async () => {
@@ -61,7 +80,10 @@ describe('DeliveryGuard', () => {
     const broken = { handle: () => Promise.reject(error), handleBatch: () => Promise.reject(error) };
     const guard = new DeliveryGuard({ consumer: broken, features: {}, running: () => true, sleep });
     expect(await guard.handle(message('a'))).toEqual({ status: 'rejected', error });
-    expect(await guard.handleBatch([message('a'), message('b')])).toEqual([{ status: 'rejected', error }, { status: 'rejected', error }]);
+    expect(await guard.handleBatch([message('a'), message('b')])).toEqual([
+      { status: 'rejected', error },
+      { status: 'rejected', error },
+    ]);
   });
 
   it('turns a handleBatch() that answers the wrong number of outcomes into `rejected` for each message', async () => {

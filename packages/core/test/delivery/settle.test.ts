@@ -30,7 +30,12 @@ interface Script {
 function recordingPort(script: Script = {}): { port: BrokerSettlement<string>; calls: Call[] } {
   const calls: Call[] = [];
   const answer = (status: FormAttempt['status']): FormAttempt =>
-    status === 'sent' ? { status } : { status, error: status === 'too-large' ? new MessageTooLargeError('too large') : new Error('broker down') };
+    status === 'sent'
+      ? { status }
+      : {
+          status,
+          error: status === 'too-large' ? new MessageTooLargeError('too large') : new Error('broker down'),
+        };
   return {
     calls,
     port: {
@@ -66,8 +71,19 @@ const options = { logger, what: 'test' };
 
 const processed: Outcome = { status: 'processed', messageId: 'm', attempt: 1, durationMs: 1 };
 const duplicate: Outcome = { status: 'duplicate', messageId: 'm', reason: 'completed' };
-const retry = (delayMs: number): RetryOutcome => ({ status: 'retry', messageId: 'm', delayMs, attempt: 2, reason: 'handler-error' });
-const deadLetter: DeadLetterOutcome = { status: 'dead-letter', messageId: 'm', reason: 'permanent-error', attempts: 1 };
+const retry = (delayMs: number): RetryOutcome => ({
+  status: 'retry',
+  messageId: 'm',
+  delayMs,
+  attempt: 2,
+  reason: 'handler-error',
+});
+const deadLetter: DeadLetterOutcome = {
+  status: 'dead-letter',
+  messageId: 'm',
+  reason: 'permanent-error',
+  attempts: 1,
+};
 
 async function run(outcome: GuardedOutcome, script?: Script) {
   const { port, calls } = recordingPort(script);
@@ -83,15 +99,25 @@ describe('settle()', () => {
   });
 
   it('redelivers a retry after its delay and never acks it', async () => {
-    expect(await run(retry(1_500))).toEqual({ settlement: { action: 'redelivered' }, calls: [['redeliver', 1_500]] });
+    expect(await run(retry(1_500))).toEqual({
+      settlement: { action: 'redelivered' },
+      calls: [['redeliver', 1_500]],
+    });
     expect((await run(retry(0))).calls).toEqual([['redeliver', 0]]);
   });
 
   it('leaves a retry the broker did not take, held at most 5 s, and acks nothing', async () => {
     const { settlement, calls } = await run(retry(60_000), { redeliver: 'failed' });
-    expect(calls).toEqual([['redeliver', 60_000], ['leave', 'redeliver-failed', 5_000]]);
+    expect(calls).toEqual([
+      ['redeliver', 60_000],
+      ['leave', 'redeliver-failed', 5_000],
+    ]);
     expect(settlement).toMatchObject({ action: 'left', why: { cause: 'redeliver-failed' } });
-    expect((await run(retry(300), { redeliver: 'failed' })).calls.at(-1)).toEqual(['leave', 'redeliver-failed', 300]);
+    expect((await run(retry(300), { redeliver: 'failed' })).calls.at(-1)).toEqual([
+      'leave',
+      'redeliver-failed',
+      300,
+    ]);
   });
 
   it('dead-letters a retry whose copy the broker can never take (retry-copy-too-large), then acks', async () => {
@@ -110,7 +136,11 @@ describe('settle()', () => {
   it('falls back full → compact → minimal while the broker says too large, then acks once; never loops', async () => {
     logs.length = 0;
     const compact = await run(deadLetter, { deadLetter: { full: 'too-large' } });
-    expect(compact.calls).toEqual([['dead-letter', 'full', 'permanent-error'], ['dead-letter', 'compact', 'permanent-error'], ['ack']]);
+    expect(compact.calls).toEqual([
+      ['dead-letter', 'full', 'permanent-error'],
+      ['dead-letter', 'compact', 'permanent-error'],
+      ['ack'],
+    ]);
     expect(compact.settlement).toEqual({ action: 'dead-lettered', form: 'compact' });
     const minimal = await run(deadLetter, { deadLetter: { full: 'too-large', compact: 'too-large' } });
     expect(minimal.calls.map((c) => c[1])).toEqual(['full', 'compact', 'minimal', undefined]);
@@ -120,7 +150,10 @@ describe('settle()', () => {
 
   it('treats a dead-letter failure that may pass as an outage: no smaller form, no ack, the delivery is left', async () => {
     const { settlement, calls } = await run(deadLetter, { deadLetter: { full: 'failed' } });
-    expect(calls).toEqual([['dead-letter', 'full', 'permanent-error'], ['leave', 'dead-letter-failed', 1_000]]);
+    expect(calls).toEqual([
+      ['dead-letter', 'full', 'permanent-error'],
+      ['leave', 'dead-letter-failed', 1_000],
+    ]);
     expect(settlement).toMatchObject({ action: 'left', why: { cause: 'dead-letter-failed' } });
     const late = await run(deadLetter, { deadLetter: { full: 'too-large', compact: 'failed' } });
     expect(late.calls.map((c) => c[0])).toEqual(['dead-letter', 'dead-letter', 'leave']);
@@ -128,11 +161,16 @@ describe('settle()', () => {
 
   it('counts a dead-letter verb that throws as a failure: left, not acked', async () => {
     const { calls } = await run(deadLetter, { deadLetter: { full: 'throw' } });
-    expect(calls).toEqual([['dead-letter', 'full', 'permanent-error'], ['leave', 'dead-letter-failed', 1_000]]);
+    expect(calls).toEqual([
+      ['dead-letter', 'full', 'permanent-error'],
+      ['leave', 'dead-letter-failed', 1_000],
+    ]);
   });
 
   it('leaves the delivery when every form is too large, rather than ack it without a dead letter', async () => {
-    const { settlement, calls } = await run(deadLetter, { deadLetter: { full: 'too-large', compact: 'too-large', minimal: 'too-large' } });
+    const { settlement, calls } = await run(deadLetter, {
+      deadLetter: { full: 'too-large', compact: 'too-large', minimal: 'too-large' },
+    });
     expect(calls.map((c) => c[0])).toEqual(['dead-letter', 'dead-letter', 'dead-letter', 'leave']);
     expect(settlement).toMatchObject({ action: 'left', why: { cause: 'dead-letter-too-large' } });
   });
@@ -153,6 +191,8 @@ describe('settle()', () => {
         throw new Error('boom');
       },
     };
-    await expect(settle(throwing, 'delivery-1', retry(10), options)).resolves.toMatchObject({ action: 'left' });
+    await expect(settle(throwing, 'delivery-1', retry(10), options)).resolves.toMatchObject({
+      action: 'left',
+    });
   });
 });
