@@ -201,13 +201,7 @@ export class BatchProcessor {
    * attempt first (see AttemptLedger); one that had not finished before is one suspect fewer.
    */
   async #runCareful(p: Progress, d: KafkaDelivery): Promise<boolean> {
-    const release = await this.#charger.start([d]);
-    let outcome: GuardedOutcome;
-    try {
-      outcome = await this.#guard.handle(d.message);
-    } finally {
-      release();
-    }
+    const outcome = await this.#charger.charged([d], () => this.#guard.handle(d.message));
     this.#deps.ledger.charged(p.topic, p.partition, d.record.offset);
     this.#charger.settled(d, outcome);
     if (outcome.status !== 'rejected' && ranHandler(outcome))
