@@ -2,10 +2,17 @@
 // broker delivery limit as the crash-loop backstop), one delay queue per delay bucket that dead-letters back
 // to the work queue, and a dead-letter exchange with its DLQ. Idempotent: declaring twice changes nothing.
 
-import { ConfigurationError, retryStart, silentLogger, startRetryDelay } from '@inboxkit/core';
+import {
+  backstopLimit,
+  ConfigurationError,
+  isBackstop,
+  retryStart,
+  silentLogger,
+  startRetryDelay,
+} from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import type { AmqpChannel, AmqpConnection } from './amqp-types.js';
-import { startFailure } from './rabbitmq-consumer.js';
+import { startFailure } from './start-retry.js';
 import { fitsShortString } from './short-string.js';
 
 /**
@@ -111,8 +118,9 @@ export function resolveTopology(options: TopologyOptions): DeclaredTopology {
   }
   let deliveryLimit: number | undefined;
   if (queueType === 'quorum') {
-    deliveryLimit = options.deliveryLimit ?? Math.max(DEFAULT_DELIVERY_LIMIT, maxAttempts + 5);
-    if (!Number.isInteger(deliveryLimit) || deliveryLimit <= maxAttempts) {
+    deliveryLimit =
+      options.deliveryLimit ?? backstopLimit(maxAttempts, { headroom: 5, floor: DEFAULT_DELIVERY_LIMIT });
+    if (!isBackstop(deliveryLimit, maxAttempts)) {
       throw new ConfigurationError(
         `topology: \`deliveryLimit\` (${deliveryLimit}) must be an integer above maxAttempts (${maxAttempts}), ` +
           'or the broker dead-letters messages the inbox would still retry; raise deliveryLimit',

@@ -5,33 +5,23 @@
 
 import {
   abortableSleep,
+  AttemptCharger,
   ConfigurationError,
-  DEAD_LETTER_FORMS,
-  isInboxkitError,
-  MessageTooLargeError,
-  isProgrammerError,
+  DeliveryGuard,
   retryStart,
-  sendInFittingForm,
+  settle,
   startRetryDelay,
-  tlsFailure,
-  toErrorInfo,
 } from '@inboxkit/core';
-import type {
-  DeadLetterOutcome,
-  InboundMessage,
-  Outcome,
-  RetryOutcome,
-  TransportConsumer,
-} from '@inboxkit/core';
-import type { AmqpConfirmChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
+import type { GuardedOutcome, Outcome, SettleOptions, TransportConsumer } from '@inboxkit/core';
+import type { AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { AckCoalescer } from './ack-coalescer.js';
-import { confirmPublish } from './confirm-publish.js';
-import type { RawPublish } from './confirm-publish.js';
 import { resolveConsumerOptions } from './consumer-options.js';
 import type { RabbitmqConsumerOptions, ResolvedConsumerOptions } from './consumer-options.js';
 import { declareTopology } from './declare-topology.js';
 import { toInboundMessage } from './inbound-message.js';
-import { deadLetterCopies, retryCopy } from './settlement-copies.js';
+import { RabbitmqSettlement } from './rabbitmq-settlement.js';
+import type { Delivery, Item, Session } from './rabbitmq-settlement.js';
+import { startFailure } from './start-retry.js';
 
 export type {
   RabbitmqConsumerHandler,
@@ -39,89 +29,11 @@ export type {
   RabbitmqTopologySettings,
 } from './consumer-options.js';
 
-/** One channel's life: deliveries are settled on the channel that delivered them, or not at all. */
-interface Session {
-  readonly connection: AmqpConnection;
-  readonly channel: AmqpConfirmChannel;
-  /** The channel's acks, coalesced per turn of the event loop. */
-  readonly acks: AckCoalescer;
-  consumerTag: string | undefined;
-  alive: boolean;
-  /** Set once consuming: from then on a close triggers a reconnect. */
-  ready: boolean;
-}
-
-interface Delivery {
-  readonly session: Session;
-  readonly message: AmqpMessage;
-}
-
 function errorInfo(err: unknown): { err: { name: string; message: string; code?: unknown } } {
   if (err instanceof Error) {
     return { err: { name: err.name, message: err.message, code: (err as { code?: unknown }).code } };
   }
   return { err: { name: 'Error', message: typeof err === 'string' ? err : JSON.stringify(err) } };
-}
-
-/**
- * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change),
- * or `undefined` for a failure a later attempt can get past: the broker down, restarting or still booting, a
- * refused or reset connection, a timeout, a connection closed by the broker while opening.
- */
-export function startFailure(err: unknown, queue: string): unknown {
-  const code = (err as { code?: unknown } | undefined)?.code;
-  const message = (err as Error | undefined)?.message ?? String(err);
-  if (code === 406) {
-    return new ConfigurationError(
-      `RabbitMQ refused the topology of queue "${queue}" (PRECONDITION_FAILED: ${message}). A queue's arguments cannot ` +
-        'change: make the topology options match the existing queues, apply the settings by policy and set ' +
-        '`topology.declare: false`, or delete the queues',
-      { cause: err },
-    );
-  }
-  // A queue process restarting (a node booting, a leader moving) answers NOT_FOUND for a moment: transient.
-  if (code === 404 && /stopped by supervisor|not running|home node|is down/i.test(message)) return undefined;
-  if (code === 404) {
-    return new ConfigurationError(
-      `RabbitMQ has no queue or exchange needed by "${queue}" (NOT_FOUND: ${message}): declare the topology ` +
-        '(`topology.declare: true`, or declareTopology()) or fix the names',
-      { cause: err },
-    );
-  }
-  if (code === 403) {
-    return new ConfigurationError(
-      `RabbitMQ refused access for queue "${queue}" (ACCESS_REFUSED: ${message}): grant the user configure/write/read permissions`,
-      { cause: err },
-    );
-  }
-  if (/ACCESS.REFUSED|Handshake terminated by server: 403/.test(message)) {
-    return new ConfigurationError(
-      `RabbitMQ refused the login (${message}): fix the user name and password in the connection URL (or \`connect\`), ` +
-        'and check that the user exists and may access the virtual host',
-      { cause: err },
-    );
-  }
-  if (/Expected amqp: or amqps:/.test(message)) {
-    return new ConfigurationError(`rabbitmqConsumer: the connection URL is invalid (${message})`, {
-      cause: err,
-    });
-  }
-  const tls = tlsFailure(err);
-  if (tls !== undefined) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: the TLS handshake with RabbitMQ failed (${(tls as Error).message}): check the amqps URL, ` +
-        'the port (TLS and plain AMQP listen on different ports) and the certificates',
-      { cause: err },
-    );
-  }
-  if (isInboxkitError(err) && !err.retriable) return err;
-  if (isProgrammerError(err)) {
-    return new ConfigurationError(
-      `rabbitmqConsumer: connecting failed with ${(err as Error).name}: ${message}; retrying cannot fix that: check \`connect\` and its options`,
-      { cause: err },
-    );
-  }
-  return undefined;
 }
 
 class RabbitmqConsumer implements TransportConsumer {
@@ -139,11 +51,37 @@ class RabbitmqConsumer implements TransportConsumer {
   readonly #running = new Set<Promise<void>>();
   /** The redelivery running alone, if one is (see `#pump`). */
   #alone: Promise<void> | undefined;
-  /** Copies of each message id being handled in this process right now (see `#recordAttemptStarted`). */
-  readonly #inFlight = new Map<string, number>();
+  /** RabbitMQ's settlement verbs, driven by core's `settle()`. */
+  readonly #port: RabbitmqSettlement;
+  readonly #guard: DeliveryGuard;
+  readonly #charger: AttemptCharger<Item>;
+  readonly #settleOptions: SettleOptions;
 
   constructor(options: ResolvedConsumerOptions) {
     this.#o = options;
+    this.#port = new RabbitmqSettlement(options, this.#stopSignal.signal);
+    // A retry goes through the delay queue as a fresh copy carrying its attempt count: redelivering costs the
+    // broker's delivery limit nothing, so a store outage's retry is settled like any other.
+    this.#guard = new DeliveryGuard({
+      consumer: options.handler,
+      features: { redeliverSpendsCount: false },
+      running: () => this.#state === 'running',
+      sleep: (ms) => abortableSleep(ms, this.#stopSignal.signal),
+    });
+    // The redelivered flag is set only after a channel closed holding the message (a crash, a lost connection,
+    // a broker restart): a retry comes back unflagged from the delay queue, so every flagged one is a suspect.
+    this.#charger = new AttemptCharger<Item>({
+      consumer: options.handler,
+      message: (item) => item.inbound,
+      mayHaveCrashed: redelivered,
+      logger: options.logger,
+      what: 'rabbitmq consumer',
+    });
+    this.#settleOptions = {
+      logger: options.logger,
+      what: 'rabbitmq consumer',
+      context: { queue: options.topology.queue },
+    };
   }
 
   /**
@@ -364,14 +302,10 @@ class RabbitmqConsumer implements TransportConsumer {
   }
 
   /**
-   * Starts deliveries while handlers are free. A redelivery runs alone: it waits until every running handler
-   * has finished, and nothing starts beside it until it settles. A redelivered message may have been running
-   * when its process died, so it is charged a started attempt before it runs (`#recordAttemptStarted`); run
-   * together, every redelivery running at the next crash would be charged again, and a process that dies
-   * soon after each start (a crash loop elsewhere, a deploy gone wrong) would dead-letter healthy messages at
-   * the head of the queue. Alone, a crash costs an attempt to one redelivery at most, and each of them runs to
-   * its end before the next is charged. Redeliveries follow crashes, broker restarts and lost connections
-   * only: the steady state is not slowed.
+   * Starts deliveries while handlers are free. A redelivery may have crashed a process: it runs alone (once
+   * every running handler has finished, nothing starting beside it until it settles) and is charged a started
+   * attempt first (`AttemptCharger`), so a crash charges at most the one running. Redeliveries follow crashes,
+   * broker restarts and lost connections only: the steady state is not slowed.
    */
   #pump(): void {
     while (
@@ -386,7 +320,7 @@ class RabbitmqConsumer implements TransportConsumer {
         this.#pending.shift();
         continue;
       }
-      if (first.message.fields.redelivered) {
+      if (redelivered(first)) {
         // Alone: once what runs now has finished (its end pumps again).
         if (this.#running.size > 0) return;
         this.#pending.shift();
@@ -404,7 +338,7 @@ class RabbitmqConsumer implements TransportConsumer {
       // Fresh deliveries already waiting join a batch (a redelivery never does: it runs alone).
       while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
         const next = this.#pending[0]!;
-        if (next.session !== first.session || next.message.fields.redelivered) break;
+        if (next.session !== first.session || redelivered(next)) break;
         batch.push(this.#pending.shift()!);
       }
       const run: Promise<void> = (
@@ -417,7 +351,51 @@ class RabbitmqConsumer implements TransportConsumer {
     }
   }
 
-  #oversize(message: AmqpMessage, inbound: InboundMessage): Outcome | undefined {
+  /** One delivery: charged when redelivered (see `#pump`), handled, settled through core's `settle()`. */
+  async #process(delivery: Delivery): Promise<void> {
+    let item: Item;
+    try {
+      item = { ...delivery, inbound: toInboundMessage(delivery.message, this.#o.topology.queue, this.#o) };
+    } catch (err) {
+      // Not a message's fault (only a user's messageId function throws here): leave it; it is redelivered.
+      this.#o.logger.error(errorInfo(err), 'rabbitmq consumer: unexpected failure; requeueing');
+      this.#port.requeue(delivery);
+      return;
+    }
+    const outcome =
+      this.#oversize(item) ?? (await this.#charger.charged([item], () => this.#guard.handle(item.inbound)));
+    await this.#settle(item, outcome);
+  }
+
+  /** Fresh deliveries of one channel, claimed and applied in one inbox transaction, then settled one by one. */
+  async #processBatch(batch: readonly Delivery[]): Promise<void> {
+    let items: Item[];
+    try {
+      items = batch.map((d) => ({
+        ...d,
+        inbound: toInboundMessage(d.message, this.#o.topology.queue, this.#o),
+      }));
+    } catch (err) {
+      this.#o.logger.error(
+        { ...errorInfo(err), size: batch.length },
+        'rabbitmq consumer: unexpected batch failure; requeueing',
+      );
+      for (const d of batch) this.#port.requeue(d);
+      return;
+    }
+    const outcomes = new Map<Item, GuardedOutcome>();
+    const toHandle = items.filter((item) => {
+      const oversize = this.#oversize(item);
+      if (oversize) outcomes.set(item, oversize);
+      return oversize === undefined;
+    });
+    const inbound = toHandle.map((item) => item.inbound);
+    const handled = await this.#charger.charged(toHandle, () => this.#guard.handleBatch(inbound));
+    toHandle.forEach((item, k) => outcomes.set(item, handled[k]!));
+    await Promise.all([...outcomes].map(([item, outcome]) => this.#settle(item, outcome)));
+  }
+
+  #oversize({ message, inbound }: Item): Outcome | undefined {
     if (message.content.length <= this.#o.maxMessageBytes) return undefined;
     return {
       status: 'dead-letter',
@@ -431,266 +409,18 @@ class RabbitmqConsumer implements TransportConsumer {
     };
   }
 
-  async #process({ session, message }: Delivery): Promise<void> {
-    const o = this.#o;
-    let inbound: InboundMessage | undefined;
-    let release: (() => void) | undefined;
-    try {
-      inbound = toInboundMessage(message, o.topology.queue, o);
-      let outcome = this.#oversize(message, inbound);
-      if (outcome === undefined) {
-        const copiesBefore = inbound.id === undefined ? 0 : (this.#inFlight.get(inbound.id) ?? 0);
-        release = this.#hold([inbound.id]);
-        // Another copy of the id already in hand here covers the attempt: one charge per id, not per copy.
-        if (message.fields.redelivered && copiesBefore === 0) await this.#recordAttemptStarted(inbound);
-        outcome = await o.handler.handle(inbound);
-      }
-      await this.#settle(session, message, inbound, outcome);
-    } catch (err) {
-      // Not a message's fault (handle() never rejects for that): leave it unacked; it is redelivered.
-      o.logger.error(
-        { ...errorInfo(err), messageId: inbound?.id },
-        'rabbitmq consumer: unexpected failure; requeueing',
-      );
-      this.#nack(session, message);
-    } finally {
-      release?.();
-    }
-  }
-
-  /** Marks `ids` in hand until the returned function is called. */
-  #hold(ids: readonly (string | undefined)[]): () => void {
-    const held = ids.filter((id): id is string => id !== undefined);
-    for (const id of held) this.#inFlight.set(id, (this.#inFlight.get(id) ?? 0) + 1);
-    return () => {
-      for (const id of held) {
-        const n = (this.#inFlight.get(id) ?? 1) - 1;
-        if (n <= 0) this.#inFlight.delete(id);
-        else this.#inFlight.set(id, n);
-      }
-    };
-  }
-
-  /** Fresh deliveries of one channel, claimed and applied in one inbox transaction, then settled one by one. */
-  async #processBatch(batch: readonly Delivery[]): Promise<void> {
-    const o = this.#o;
-    let items: (Delivery & { readonly inbound: InboundMessage })[];
-    try {
-      items = batch.map((d) => ({ ...d, inbound: toInboundMessage(d.message, o.topology.queue, o) }));
-    } catch (err) {
-      o.logger.error(
-        { ...errorInfo(err), size: batch.length },
-        'rabbitmq consumer: unexpected batch failure; requeueing',
-      );
-      for (const d of batch) this.#nack(d.session, d.message);
-      return;
-    }
-    const outcomes = new Map<(typeof items)[number], Outcome>();
-    const toHandle = items.filter((item) => {
-      const oversize = this.#oversize(item.message, item.inbound);
-      if (oversize) outcomes.set(item, oversize);
-      return oversize === undefined;
+  async #settle(item: Item, outcome: GuardedOutcome): Promise<void> {
+    this.#charger.settled(item, outcome);
+    await settle(this.#port, item, outcome, {
+      ...this.#settleOptions,
+      context: { ...this.#settleOptions.context, messageId: item.inbound.id },
     });
-    const release = this.#hold(toHandle.map((item) => item.inbound.id));
-    try {
-      const handled = await o.handler.handleBatch(toHandle.map((item) => item.inbound));
-      toHandle.forEach((item, k) => outcomes.set(item, handled[k]!));
-    } catch (err) {
-      o.logger.error(
-        { ...errorInfo(err), size: batch.length },
-        'rabbitmq consumer: unexpected batch failure; requeueing',
-      );
-      for (const item of toHandle) this.#nack(item.session, item.message);
-    } finally {
-      release();
-    }
-    await Promise.all(
-      [...outcomes].map(async ([item, outcome]) => {
-        try {
-          await this.#settle(item.session, item.message, item.inbound, outcome);
-        } catch (err) {
-          o.logger.error(
-            { ...errorInfo(err), messageId: item.inbound.id },
-            'rabbitmq consumer: settle failed; requeueing',
-          );
-          this.#nack(item.session, item.message);
-        }
-      }),
-    );
-  }
-
-  /**
-   * A redelivered message may have killed the process that held it. Counting the attempt durably first lets
-   * crash loops reach the DLQ (after maxAttempts + 1 deaths: the first left no trace). The broker's own count
-   * (a quorum queue's x-delivery-count) is no attempt count: it also rises for messages a closed channel
-   * returns unstarted. The record is the attempt about to run (the claim counts max(attempts + 1, started)),
-   * so a redelivery that then runs loses nothing. Recorded once per id in hand, not per copy: a closed channel
-   * returns every copy of an id it held (producer duplicates), and each copy's record would count one more
-   * attempt before any claim consumed the first. Redeliveries are rare: no cost in the steady state.
-   */
-  async #recordAttemptStarted(inbound: InboundMessage): Promise<void> {
-    if (inbound.id === undefined) return;
-    try {
-      await this.#o.handler.recordAttemptsStarted([inbound]);
-    } catch (err) {
-      this.#o.logger.warn(
-        { ...errorInfo(err), messageId: inbound.id },
-        'rabbitmq consumer: could not record the attempt',
-      );
-    }
-  }
-
-  async #settle(
-    session: Session,
-    message: AmqpMessage,
-    inbound: InboundMessage,
-    outcome: Outcome,
-  ): Promise<void> {
-    switch (outcome.status) {
-      case 'processed':
-      case 'duplicate':
-        this.#ack(session, message);
-        return;
-      case 'retry':
-        if (outcome.delayMs <= 0) {
-          this.#nack(session, message);
-          return;
-        }
-        if (
-          (await this.#publishThenAck(
-            session,
-            message,
-            [retryCopy(message, inbound, outcome, this.#o.topology)],
-            outcome.delayMs,
-          )) === 'too-large'
-        ) {
-          // The delay queue cannot take this message's headers on any attempt: requeueing it would loop, so it
-          // goes to the DLQ now, with its reason.
-          await this.#deadLetter(session, message, inbound, retryCopyTooLarge(outcome));
-        }
-        return;
-      case 'dead-letter':
-        await this.#deadLetter(session, message, inbound, outcome);
-        return;
-    }
-  }
-
-  /** Publishes the dead letter in the largest of core's forms amqplib can encode, then acks. */
-  async #deadLetter(
-    session: Session,
-    message: AmqpMessage,
-    inbound: InboundMessage,
-    outcome: DeadLetterOutcome,
-  ): Promise<void> {
-    const copies = deadLetterCopies(this.#o.handler.name, message, inbound, outcome, this.#o.topology);
-    // Every form refused as too large cannot happen (the minimal form carries only inboxkit's short headers
-    // and a clipped id); were it to, the original stays, as on an outage, rather than be lost.
-    if ((await this.#publishThenAck(session, message, copies, 1_000)) === 'too-large')
-      await this.#leave(
-        session,
-        message,
-        copies.at(-1)!,
-        new Error('no dead-letter form could be encoded'),
-        1_000,
-      );
-  }
-
-  /**
-   * Publishes the first of `copies` (forms of one copy, largest first) that amqplib can encode on the
-   * delivering channel (a confirm channel), waits for the broker's confirm, and only then acks the original.
-   * A form refused as too large (`MessageTooLargeError`: refused on every attempt) gives way to the next; when
-   * every form is, nothing is settled and `too-large` is returned. Any other failure is an outage: the original
-   * is held back for a while (so a broken path does not spin) and requeued; a redelivery yields the same
-   * outcome again, so nothing is lost.
-   */
-  async #publishThenAck(
-    session: Session,
-    message: AmqpMessage,
-    copies: readonly RawPublish[],
-    holdMs: number,
-  ): Promise<'settled' | 'too-large'> {
-    if (!session.alive) return 'settled';
-    const result = await sendInFittingForm(copies, async (copy) => {
-      try {
-        await confirmPublish(session.channel, [copy], this.#o.confirmTimeoutMs);
-        return { status: 'sent' };
-      } catch (error) {
-        return { status: isTooLarge(error) ? 'too-large' : 'failed', error };
-      }
-    });
-    if (result.status === 'too-large') return 'too-large';
-    if (result.status === 'failed') {
-      await this.#leave(session, message, result.form, result.error, holdMs);
-      return 'settled';
-    }
-    const index = copies.indexOf(result.form);
-    if (index > 0) {
-      this.#o.logger.warn(
-        { messageId: idOf(result.form), form: DEAD_LETTER_FORMS[index], exchange: result.form.exchange },
-        'rabbitmq consumer: the copy was too large for AMQP headers; sent in a smaller form',
-      );
-    }
-    this.#ack(session, message);
-    return 'settled';
-  }
-
-  /** Leaves the original unacked after a failed publish of `copy`: held back, then requeued. */
-  async #leave(
-    session: Session,
-    message: AmqpMessage,
-    copy: RawPublish,
-    err: unknown,
-    holdMs: number,
-  ): Promise<void> {
-    this.#o.logger.error(
-      { ...errorInfo(err), messageId: idOf(copy), exchange: copy.exchange, routingKey: copy.routingKey },
-      'rabbitmq consumer: copy not confirmed; the original stays in the queue',
-    );
-    // A dead channel already returned the original; otherwise hold it so a broken path does not spin.
-    if (session.alive) await abortableSleep(Math.min(holdMs, 5_000), this.#stopSignal.signal);
-    this.#nack(session, message);
-  }
-
-  #ack(session: Session, message: AmqpMessage): void {
-    if (!session.alive) return; // The broker already took it back; the inbox absorbs the redelivery.
-    session.acks.ack(message);
-  }
-
-  #nack(session: Session, message: AmqpMessage): void {
-    if (!session.alive) return;
-    try {
-      session.channel.nack(message, false, true);
-      session.acks.settledAlone(message);
-    } catch (err) {
-      this.#o.logger.debug(errorInfo(err), 'rabbitmq consumer: nack on a closing channel dropped');
-    }
   }
 }
 
-/** A copy amqplib refuses on every attempt (`MessageTooLargeError`, matched by code across duplicate installs). */
-function isTooLarge(error: unknown): boolean {
-  return isInboxkitError(error) && error.code === 'MESSAGE_TOO_LARGE';
-}
-
-/** The id a copy carries, for logs. */
-function idOf(copy: RawPublish): unknown {
-  return copy.options.messageId ?? copy.options.headers?.['message-id'];
-}
-
-/**
- * The dead-letter outcome of a retry whose delay-queue copy cannot be encoded (headers over 64 KiB with the
- * retry headers): reason `retry-copy-too-large`, the handler's error kept when there was one.
- */
-function retryCopyTooLarge(outcome: RetryOutcome): DeadLetterOutcome {
-  return {
-    status: 'dead-letter',
-    messageId: outcome.messageId,
-    reason: 'retry-copy-too-large',
-    attempts: outcome.attempt,
-    error:
-      outcome.error ??
-      toErrorInfo(new MessageTooLargeError('the delay-queue copy exceeds the 64 KiB AMQP header table')),
-  };
+/** May this delivery have crashed a process: the broker redelivers what a closed channel held. */
+function redelivered(delivery: Delivery): boolean {
+  return delivery.message.fields.redelivered;
 }
 
 /**

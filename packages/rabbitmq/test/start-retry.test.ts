@@ -9,7 +9,7 @@ import type { Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareTopology, rabbitmqConsumer, StartTimeoutError } from '../src/index.js';
 import type { DeclaredTopology } from '../src/index.js';
-import { startFailure } from '../src/rabbitmq-consumer.js';
+import { startFailure } from '../src/start-retry.js';
 import { amqpUrl } from './amqp-service.js';
 import { useSharedBroker } from './broker-lock.js';
 import { insertEffect, postgresFixture } from './postgres-fixture.js';
