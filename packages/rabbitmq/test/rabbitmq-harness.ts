@@ -122,6 +122,15 @@ export async function rabbitmqHarness(options: RabbitmqHarnessOptions = {}): Pro
       );
     },
     publishRaw,
+    oversizedDeadLetter(id: string): HarnessMessage {
+      // 62,000 bytes of headers (as oversized-copies.test.ts): with the 2,000-character error and its stack the
+      // full dead letter is over amqplib's 64 KiB header table, the compact one (no stack, 500 characters) under.
+      const headers: Record<string, string> = {};
+      for (let i = 0; tableBytes(headers) + 10_000 < 62_000; i++) headers[`x-blob-${i}`] = 'b'.repeat(9_000);
+      headers['x-blob-last'] = '';
+      headers['x-blob-last'] = 'b'.repeat(62_000 - tableBytes(headers));
+      return { id, body: JSON.stringify({ kind: 'oversized' }), headers };
+    },
     async readDeadLetters(count: number, timeoutMs: number): Promise<DeadLetterEntry[]> {
       const deadline = Date.now() + timeoutMs;
       const letters: DeadLetterEntry[] = [];
@@ -175,4 +184,11 @@ export async function rabbitmqHarness(options: RabbitmqHarnessOptions = {}): Pro
       await admin.close().catch(() => undefined);
     },
   };
+}
+
+/** AMQP field-table bytes of string headers: 4 for the length, then per entry name length, name, 'S', length, value. */
+function tableBytes(headers: Record<string, string>): number {
+  let n = 4;
+  for (const [k, v] of Object.entries(headers)) n += 1 + Buffer.byteLength(k) + 1 + 4 + Buffer.byteLength(v);
+  return n;
 }

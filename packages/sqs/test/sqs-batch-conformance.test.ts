@@ -7,7 +7,7 @@ import { sqsHarness } from './sqs-harness.js';
 
 describeTransportConformance(
   'sqs batch mode',
-  { ordering: 'none', nativeDelay: true, deliveryCount: false },
+  { ordering: 'none', nativeDelay: true, deliveryCount: false, redeliverSpendsCount: true },
   () => sqsHarness({ consumer: { mode: 'batch' } }),
   {
     // Above the harness's 2 s visibility timeout, so an unsettled message has time to come back.

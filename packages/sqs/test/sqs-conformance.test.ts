@@ -8,7 +8,7 @@ import { sqsHarness } from './sqs-harness.js';
 
 describeTransportConformance(
   'sqs',
-  { ordering: 'none', nativeDelay: true, deliveryCount: false },
+  { ordering: 'none', nativeDelay: true, deliveryCount: false, redeliverSpendsCount: true },
   () => sqsHarness(),
   {
     // Above the harness's 2 s visibility timeout, so an unsettled message has time to come back.

@@ -7,7 +7,7 @@ import { sqsHarness } from './sqs-harness.js';
 
 describeTransportConformance(
   'sqs fifo',
-  { ordering: 'key', nativeDelay: true, deliveryCount: false },
+  { ordering: 'key', nativeDelay: true, deliveryCount: false, redeliverSpendsCount: true },
   () => sqsHarness({ fifo: true }),
   {
     // Above the harness's 2 s visibility timeout, so an unsettled message has time to come back.

@@ -10,6 +10,7 @@ import type { HarnessConsumerOptions, HarnessMessage, TransportHarness } from '@
 import { encodeMessageAttributes, sqsConsumer, sqsDeadLetterQueue, sqsPublisher } from '../src/index.js';
 import type { CreatedQueues, SqsClient, SqsConsumerOptions } from '../src/index.js';
 import { deleteQueues, freshQueues, testSqsClient } from './support/sqs-test-client.js';
+import { DEFAULT_MAX_SQS_MESSAGE_BYTES } from '../src/dead-letter-message.js';
 
 /**
  * An SqsClient that can "die": after `kill()` every call rejects, and so does every call that was in flight
@@ -29,7 +30,10 @@ export class KillableSqsClient {
 
   readonly send = (async (command: Parameters<SqsClient['send']>[0], options?: unknown) => {
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
-    const result = await (this.#inner.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options);
+    const result = await (this.#inner.send as (c: unknown, o?: unknown) => Promise<unknown>)(
+      command,
+      options,
+    );
     if (this.#dead) throw new Error('SQS connection lost: the process crashed');
     return result;
   }) as SqsClient['send'];
@@ -156,6 +160,16 @@ export async function sqsHarness(options: SqsHarnessOptions = {}): Promise<SqsHa
           ...(m.key !== undefined ? { key: m.key } : {}),
         })),
       );
+    },
+
+    oversizedDeadLetter(id: string): HarnessMessage {
+      // A body 6,000 bytes under SQS's 256 KiB and a 2,000-byte header: with the 2,000-character error and its
+      // stack the full dead letter is over the limit, the compact one (no stack, 500 characters) under it.
+      const body = JSON.stringify({
+        kind: 'oversized',
+        pad: 'p'.repeat(DEFAULT_MAX_SQS_MESSAGE_BYTES - 6_000),
+      });
+      return { id, body, headers: { 'x-trace': 't'.repeat(2_000) }, ...(fifo ? { key: id } : {}) };
     },
 
     async readDeadLetters(count: number, timeoutMs: number): Promise<DeadLetterEntry[]> {

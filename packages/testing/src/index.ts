@@ -7,6 +7,7 @@ export * from './transport-conformance-checks.js';
 export * from './transport-conformance-fixture.js';
 export * from './learning-broker.js';
 export * from './learning-transport.js';
+export { LearningSettlement } from './learning-settlement.js';
 export * from './learning-transport-harness.js';
 export * from './learning-dead-letter-reader.js';
 export * from './crash-signal.js';

@@ -3,7 +3,7 @@
 // duplicates and reorders on demand, and holds armed crashes for the transport to inject. It is meant for
 // demos and unit tests, like NServiceBus's learning transport: nothing survives the process.
 
-import { HEADERS, parseReplayMarker, replayHeaders } from '@inboxkit/core';
+import { HEADERS, MessageTooLargeError, parseReplayMarker, replayHeaders } from '@inboxkit/core';
 import type { DeadLetterEntry, InboundMessage, OutcomeStatus } from '@inboxkit/core';
 
 import type { CrashSeam } from './crash-signal.js';
@@ -30,6 +30,21 @@ export interface LearningBrokerOptions {
    * invisible before it is delivered again, like SQS's visibility timeout. Default is 1,000 ms.
    */
   readonly visibilityTimeoutMs?: number;
+  /**
+   * The largest dead letter the DLQ takes, in bytes (the body plus every header's name and value): a larger one
+   * is refused with a `MessageTooLargeError`, as a real broker refuses a copy over its limit, and the delivery
+   * stays unsettled. Default is no limit.
+   *
+   * @example
+   * new LearningBroker({ maxDeadLetterBytes: 13_000 });
+   */
+  readonly maxDeadLetterBytes?: number;
+}
+
+/** Options of `LearningDelivery.deadLetter`. */
+export interface LearningDeadLetterOptions {
+  /** Whether the message's own headers travel with the dead letter. Default is true. */
+  readonly originalHeaders?: boolean;
 }
 
 /** Options of `injectCrash`. */
@@ -95,8 +110,12 @@ export interface LearningDelivery {
   readonly active: boolean;
   ack(): void;
   retry(delayMs: number): void;
-  /** Moves the message to the DLQ with these headers (added to the message's own). */
-  deadLetter(headers: Readonly<Record<string, string>>): void;
+  /**
+   * Moves the message to the DLQ with these headers (added to the message's own, unless
+   * `originalHeaders: false`). Throws a `MessageTooLargeError`, settling nothing, when the copy is over the
+   * broker's `maxDeadLetterBytes`.
+   */
+  deadLetter(headers: Readonly<Record<string, string>>, options?: LearningDeadLetterOptions): void;
   /** Loses the delivery: the message becomes visible again after the visibility timeout. */
   abandon(cause: CrashSeam | 'stop-timeout' | 'error'): void;
   recordOutcome(status: OutcomeStatus): void;
@@ -164,6 +183,7 @@ const INBOXKIT_HEADER = /^x-inboxkit-/;
 export class LearningBroker {
   readonly name: string;
   readonly visibilityTimeoutMs: number;
+  readonly maxDeadLetterBytes: number;
   readonly #queue: Queued[] = [];
   readonly #dlq: DeadLetter[] = [];
   readonly #sentIds = new Map<string, LearningMessage>();
@@ -196,6 +216,8 @@ export class LearningBroker {
     this.name = options.name ?? uniqueName('learning');
     this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? DEFAULT_VISIBILITY_TIMEOUT_MS;
     if (!(this.visibilityTimeoutMs >= 0)) throw new RangeError('visibilityTimeoutMs must be ≥ 0');
+    this.maxDeadLetterBytes = options.maxDeadLetterBytes ?? Infinity;
+    if (!(this.maxDeadLetterBytes > 0)) throw new RangeError('maxDeadLetterBytes must be > 0');
   }
 
   /** Counters of deliveries, outcomes, crashes and settlements. */
@@ -542,10 +564,18 @@ export class LearningBroker {
         this.#stats.retried += 1;
         release(Date.now() + Math.max(0, delayMs));
       },
-      deadLetter: (headers) => {
+      deadLetter: (headers, options = {}) => {
         if (!current()) throw stale('deadLetter');
+        const own = options.originalHeaders === false ? {} : withoutInboxkitHeaders(m.headers);
+        const entryHeaders = { ...own, ...headers };
+        const bytes = copyBytes(m.body, entryHeaders);
+        if (bytes > this.maxDeadLetterBytes) {
+          throw new MessageTooLargeError(
+            `the dead letter of ${JSON.stringify(m.id)} is ${bytes} bytes, over the DLQ's ${this.maxDeadLetterBytes}`,
+            m.id === undefined ? {} : { messageId: m.id },
+          );
+        }
         this.#dlqSeq += 1;
-        const entryHeaders = { ...withoutInboxkitHeaders(m.headers), ...headers };
         this.#dlq.push({
           entry: {
             id: entryHeaders[HEADERS.originalId] ?? m.id,
@@ -619,4 +649,13 @@ function withoutInboxkitHeaders(headers: Readonly<Record<string, string>>): Reco
   const kept: Record<string, string> = {};
   for (const [k, v] of Object.entries(headers)) if (!INBOXKIT_HEADER.test(k)) kept[k] = v;
   return kept;
+}
+
+/** The size of a copy as the learning DLQ counts it: the body plus every header's name and value, in bytes. */
+function copyBytes(body: string | Uint8Array | null, headers: Readonly<Record<string, string>>): number {
+  let bytes =
+    body === null ? 0 : typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
+  for (const [name, value] of Object.entries(headers))
+    bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+  return bytes;
 }

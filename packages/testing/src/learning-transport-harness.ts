@@ -5,25 +5,19 @@ import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@in
 
 import { LearningBroker } from './learning-broker.js';
 import { LearningTransport } from './learning-transport.js';
-import type {
-  HarnessConsumerOptions,
-  HarnessMessage,
-  TransportFeatures,
-  TransportHarness,
-} from './transport-harness.js';
+export { LEARNING_TRANSPORT_FEATURES } from './learning-settlement.js';
+import type { HarnessConsumerOptions, HarnessMessage, TransportHarness } from './transport-harness.js';
 import { uniqueName } from './unique-name.js';
-
-/** What the learning transport guarantees: per-key order, a native delay and a delivery count. */
-export const LEARNING_TRANSPORT_FEATURES: TransportFeatures = Object.freeze({
-  ordering: 'key',
-  nativeDelay: true,
-  deliveryCount: true,
-});
 
 /** Options of `learningTransportHarness`. */
 export interface LearningTransportHarnessOptions {
   /** Visibility timeout of the harness's broker: how soon a crashed delivery comes back. Default is 200 ms. */
   readonly visibilityTimeoutMs?: number;
+  /**
+   * The DLQ's size limit (`LearningBrokerOptions.maxDeadLetterBytes`). Default is 13,000 bytes: the
+   * `oversizedDeadLetter` message's full dead letter is over it, its compact form under it.
+   */
+  readonly maxDeadLetterBytes?: number;
 }
 
 /** A TransportHarness over a fresh `LearningBroker`. `crash()` is the broker's `crash()`. */
@@ -43,6 +37,7 @@ export function learningTransportHarness(
   const broker = new LearningBroker({
     name: uniqueName('conformance'),
     visibilityTimeoutMs: options.visibilityTimeoutMs ?? 200,
+    maxDeadLetterBytes: options.maxDeadLetterBytes ?? 13_000,
   });
   const consumers = new Set<TransportConsumer>();
   return {
@@ -69,6 +64,12 @@ export function learningTransportHarness(
     async readDeadLetters(count: number, timeoutMs: number): Promise<DeadLetterEntry[]> {
       // The contract returns what the DLQ holds after the timeout rather than rejecting.
       return broker.waitForDeadLetters(count, { timeoutMs }).catch(() => broker.deadLetters());
+    },
+    oversizedDeadLetter(id: string): HarnessMessage {
+      // 10,000 bytes of headers: with a 2,000-character error and its stack the full dead letter is over
+      // 13,000 bytes; without the stack and with 500 characters of the message (compact) it is under.
+      const headers = { 'x-bulk-0': 'b'.repeat(5_000), 'x-bulk-1': 'b'.repeat(5_000) };
+      return { id, body: JSON.stringify({ kind: 'oversized' }), headers };
     },
     async crash() {
       broker.crash();

@@ -3,13 +3,14 @@
 // and injects crashes at each seam. Single-process only: for demos and for users' unit tests, never for
 // production (nothing is persisted).
 
-import { deadLetterHeaders, deadLetterRecord } from '@inboxkit/core';
-import type { DeadLetterEntry, IdempotentConsumer, Outcome, TransportConsumer } from '@inboxkit/core';
+import { abortableSleep, DeliveryGuard, settle, silentLogger } from '@inboxkit/core';
+import type { DeadLetterEntry, GuardedOutcome, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
 
 import { crashableConsumer } from './crashable-consumer.js';
 import type { CrashableConsumer } from './crashable-consumer.js';
 import type { CrashSeam } from './crash-signal.js';
 import { LearningBroker } from './learning-broker.js';
+import { LEARNING_TRANSPORT_FEATURES, LearningSettlement } from './learning-settlement.js';
 import type {
   InjectCrashOptions,
   LearningBrokerStats,
@@ -70,6 +71,11 @@ export class LearningTransport<P = unknown, Tx = unknown> implements TransportCo
   readonly #deliveries = new Set<LearningDelivery>();
   #unsubscribe: (() => void) | undefined;
   #state: 'new' | 'running' | 'stopped' | 'crashed' = 'new';
+  /** Aborted by `stop()` or a crash: ends a pause of the outage policy. */
+  readonly #stopped = new AbortController();
+  /** The learning broker's verbs, driven by core's `settle()`. */
+  readonly #port: LearningSettlement;
+  readonly #guard: DeliveryGuard;
 
   constructor(options: LearningTransportOptions<P, Tx>) {
     this.consumer = options.consumer;
@@ -82,6 +88,17 @@ export class LearningTransport<P = unknown, Tx = unknown> implements TransportCo
           : {}),
       });
     this.#crashable = crashableConsumer(options.consumer);
+    this.#port = new LearningSettlement(options.consumer.name);
+    // The broker's delivery count reaches core and rises on each redelivery: a store outage is held here.
+    this.#guard = new DeliveryGuard({
+      consumer: {
+        handle: (m) => this.#crashable.handle(m),
+        handleBatch: (ms) => options.consumer.handleBatch(ms),
+      },
+      features: LEARNING_TRANSPORT_FEATURES,
+      running: () => this.#state === 'running',
+      sleep: (ms) => abortableSleep(ms, this.#stopped.signal),
+    });
     this.#concurrency = options.concurrency ?? 1;
     this.#closeTimeoutMs = options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
     if (!(Number.isInteger(this.#concurrency) && this.#concurrency >= 1))
@@ -100,6 +117,7 @@ export class LearningTransport<P = unknown, Tx = unknown> implements TransportCo
       crashed: () => {
         this.#state = 'crashed';
         this.#unsubscribe = undefined;
+        this.#stopped.abort();
       },
     });
   }
@@ -112,6 +130,7 @@ export class LearningTransport<P = unknown, Tx = unknown> implements TransportCo
   async stop(): Promise<void> {
     if (this.#state === 'crashed') return;
     this.#state = 'stopped';
+    this.#stopped.abort();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     if (this.#running.size === 0) return;
@@ -180,52 +199,36 @@ export class LearningTransport<P = unknown, Tx = unknown> implements TransportCo
   }
 
   async #process(delivery: LearningDelivery): Promise<void> {
-    try {
-      if (delivery.takeCrash('before-handler')) {
-        delivery.abandon('before-handler');
-        return;
-      }
-      let outcome: Outcome;
-      if (delivery.takeCrash('after-handler-before-commit')) {
-        const attempt = await this.#crashable.handleCrashingAfterHandler(delivery.message);
-        if (attempt.crashed) {
-          delivery.abandon('after-handler-before-commit');
-          return;
-        }
-        delivery.returnCrash('after-handler-before-commit');
-        outcome = attempt.outcome;
-      } else {
-        outcome = await this.#crashable.handle(delivery.message);
-      }
-      // A crash() while the handler ran: this process is "dead", its outcome goes nowhere.
-      if (!delivery.active) return;
-      delivery.recordOutcome(outcome.status);
-      if (delivery.takeCrash('after-commit-before-ack')) {
-        delivery.abandon('after-commit-before-ack');
-        return;
-      }
-      this.#settle(delivery, outcome);
-    } catch (error) {
-      // handle() never rejects for a message's or the store's fault, so this is a bug: keep the message.
-      this.errors.push(error);
-      delivery.abandon('error');
+    if (delivery.takeCrash('before-handler')) {
+      delivery.abandon('before-handler');
+      return;
     }
-  }
-
-  #settle(delivery: LearningDelivery, outcome: Outcome): void {
-    switch (outcome.status) {
-      case 'processed':
-      case 'duplicate':
-        delivery.ack();
+    let outcome: GuardedOutcome;
+    if (delivery.takeCrash('after-handler-before-commit')) {
+      const attempt = await this.#crashable
+        .handleCrashingAfterHandler(delivery.message)
+        .catch((error: unknown) => ({
+          crashed: false as const,
+          outcome: { status: 'rejected' as const, error },
+        }));
+      if (attempt.crashed) {
+        delivery.abandon('after-handler-before-commit');
         return;
-      case 'retry':
-        delivery.retry(outcome.delayMs);
-        return;
-      case 'dead-letter':
-        delivery.deadLetter(
-          deadLetterHeaders(deadLetterRecord(this.consumer.name, delivery.message, outcome)),
-        );
-        return;
+      }
+      delivery.returnCrash('after-handler-before-commit');
+      outcome = attempt.outcome;
+    } else {
+      outcome = await this.#guard.handle(delivery.message);
     }
+    // A crash() while the handler ran: this process is "dead", its outcome goes nowhere.
+    if (!delivery.active) return;
+    // handle() never rejects for a message's or the store's fault, so this is a bug: the message is kept.
+    if (outcome.status === 'rejected') this.errors.push(outcome.error);
+    else delivery.recordOutcome(outcome.status);
+    if (delivery.takeCrash('after-commit-before-ack')) {
+      delivery.abandon('after-commit-before-ack');
+      return;
+    }
+    await settle(this.#port, delivery, outcome, { logger: silentLogger, what: 'LearningTransport' });
   }
 }

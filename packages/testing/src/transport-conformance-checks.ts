@@ -28,7 +28,10 @@ export type TransportConformanceCheckId =
   | 'durable-before-ack'
   | 'stop-drains'
   | 'duplicates'
-  | 'ordering';
+  | 'ordering'
+  | 'crash-charges-running'
+  | 'store-outage'
+  | 'oversized-dead-letter';
 
 /** One check of the suite. */
 export interface TransportConformanceCheck {
@@ -331,6 +334,144 @@ export const TRANSPORT_CONFORMANCE_CHECKS: readonly TransportConformanceCheck[] 
       expect(failedOnce).toBe(true);
     },
   },
+  {
+    id: 'crash-charges-running',
+    title:
+      'a crash charges at most the messages that were running: two crashes, then every message is processed',
+    applies: declaresDeliveryKit,
+    run: async (f) => {
+      const store = new InMemoryInboxStore();
+      const name = uniqueName('charge');
+      const ids = [0, 1, 2, 3, 4].map((n) => uniqueName(`c${n}`));
+      // Per process that died: the messages whose handler ran in it (none finishes: each dies running).
+      const ranIn: Set<string>[] = [];
+      const crashOnce = async (concurrency: number): Promise<void> => {
+        const held = gate();
+        const ran = new Set<string>();
+        ranIn.push(ran);
+        const dying = f.consumer({
+          name,
+          store,
+          backoff: AT_ONCE,
+          handler: async (message) => {
+            ran.add(message.id);
+            held.enter();
+            await held.wait();
+          },
+        });
+        await f.start(dying, { concurrency });
+        await held.entered;
+        await f.harness.crash();
+        held.fail(new Error('process died'));
+      };
+      await f.harness.publish(ids.map((id, n) => ({ id, body: JSON.stringify({ kind: 'ok', n }) })));
+      await crashOnce(1);
+      // The second process could run four at once: what came back after the first crash must not all be charged.
+      await crashOnce(4);
+      const last = f.consumer({ name, store, backoff: AT_ONCE });
+      await f.start(last, { concurrency: 4 });
+      for (const id of ids) await last.recorder.waitFor(id, 'processed', f.wait);
+      const charged = ids.map((id) => {
+        const processed = last.recorder.outcomes(id).find((o) => o.status === 'processed');
+        return processed?.status === 'processed' ? processed.attempt - 1 : 0;
+      });
+      const running = ranIn.map((ran) => ran.size);
+      expect(
+        charged.reduce((a, b) => a + b, 0),
+        `attempts charged by the crashes per message ${JSON.stringify(charged)}; messages running in each ` +
+          `process that died ${JSON.stringify(running)}: a crash charged messages that were not running`,
+      ).toBeLessThanOrEqual(running.reduce((a, b) => a + b, 0));
+      expect(last.recorder.count('dead-letter')).toBe(0);
+      expect(ids.map((id) => f.effectCount(id))).toEqual([1, 1, 1, 1, 1]);
+    },
+  },
+  {
+    id: 'store-outage',
+    title: 'a store outage spends no broker delivery count and dead-letters nothing',
+    applies: declaresDeliveryKit,
+    run: async (f, features) => {
+      const outage = { down: true, failures: 0 };
+      const test = f.consumer({ store: failingStore(new InMemoryInboxStore(), outage), maxAttempts: 2 });
+      const running = await f.start(test);
+      const id = uniqueName('outage');
+      await f.harness.publish([{ id, body: JSON.stringify({ kind: 'ok' }) }]);
+      // Longer than maxAttempts: each try during the outage would be an attempt if the broker counted it.
+      await test.recorder.waitForCount(4, { id, status: ['retry'], ...f.wait });
+      outage.down = false;
+      const processed = await test.recorder.waitFor(id, 'processed', f.wait);
+      // The message each outcome was about: the same object while the transport holds the delivery in process.
+      const seen = test.recorder.events.filter((e) => e.id === id).map((e) => e.message);
+      expect(processed.outcome, test.recorder.describe(id)).toMatchObject({
+        status: 'processed',
+        attempt: 1,
+      });
+      expect(
+        test.recorder.outcomes(id).every((o) => o.status !== 'retry' || o.reason === 'store-unavailable'),
+      ).toBe(true);
+      if (features.deliveryCount) {
+        expect(
+          seen.map((m) => m.deliveryCount),
+          'the broker delivery count rose during the outage',
+        ).toEqual(seen.map(() => seen[0]!.deliveryCount));
+      }
+      if (features.redeliverSpendsCount === true) {
+        expect(
+          new Set(seen).size,
+          `the broker delivered the message ${new Set(seen).size} times during the outage: each spent its count`,
+        ).toBe(1);
+      }
+      const letters = await f.harness.readDeadLetters(1, f.options.quietPeriodMs);
+      expect(
+        letters.map((l) => l.headers),
+        'dead letters after a store outage',
+      ).toEqual([]);
+      await f.expectNoRedelivery([id], running);
+      expect(f.effectCount(id)).toBe(1);
+    },
+  },
+  {
+    id: 'oversized-dead-letter',
+    title: 'an oversized dead letter goes out in a smaller form and never loops; the messages behind it run',
+    applies: declaresDeliveryKit,
+    run: async (f) => {
+      const big = uniqueName('oversized');
+      const oversized = f.harness.oversizedDeadLetter?.(big);
+      if (oversized === undefined) {
+        throw new Error('the harness must provide oversizedDeadLetter() for the oversized-dead-letter check');
+      }
+      const test = f.consumer({
+        handler: async (message, context) => {
+          if (message.payload.kind === 'oversized')
+            throw new PermanentError(`refused: ${'why '.repeat(500)}`);
+          f.applyEffect(message.id, context.tx);
+        },
+      });
+      const running = await f.start(test, { concurrency: 1 });
+      const after = [uniqueName('after'), uniqueName('after')];
+      await f.harness.publish([
+        oversized,
+        ...after.map((id, n) => ({ id, body: JSON.stringify({ kind: 'ok', n }) })),
+      ]);
+      for (const id of after) await test.recorder.waitFor(id, 'processed', f.wait);
+      const letters = await f.harness.readDeadLetters(1, f.options.waitTimeoutMs);
+      expect(
+        letters.map((l) => header(l, HEADERS.originalId)),
+        `dead letters: ${JSON.stringify(letters.map((l) => header(l, HEADERS.reason)))}`,
+      ).toEqual([big]);
+      const letter = letters[0]!;
+      expect(header(letter, HEADERS.reason)).toBe('permanent-error');
+      expect(header(letter, HEADERS.consumer)).toBe(test.consumer.name);
+      expect(
+        header(letter, HEADERS.dropped),
+        'the dead letter should say what its smaller form lacks',
+      ).toBeDefined();
+      await f.expectNoRedelivery([big], running);
+      expect(
+        test.recorder.outcomes(big).map((o) => o.status),
+        `the oversized message looped: ${test.recorder.describe(big)}`,
+      ).toEqual(['dead-letter']);
+    },
+  },
 ];
 
 /**
@@ -364,4 +505,39 @@ export async function runTransportConformanceCheck(
     failure ??= error;
   }
   if (failure !== undefined) throw failure;
+}
+
+/**
+ * The dying processes' handlers fail once the process is gone (their transactions roll back) and core records
+ * that failure: with no backoff, the next process finds each row claimable at once, so no retry redelivery (which
+ * a broker's count would charge) mixes with what the crashes charged.
+ */
+const AT_ONCE = Object.freeze({ initialDelayMs: 1, multiplier: 1, maxDelayMs: 1, jitter: 'none' as const });
+
+/** The delivery-kit checks run on transports that declare their outage capability (`redeliverSpendsCount`). */
+function declaresDeliveryKit(features: TransportFeatures): boolean {
+  return features.redeliverSpendsCount !== undefined;
+}
+
+/** `store`, failing every call with a connection error while `outage.down`. */
+function failingStore(
+  store: InMemoryInboxStore,
+  outage: { down: boolean; failures: number },
+): InMemoryInboxStore {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function' || property === 'constructor') return value;
+      return (...args: unknown[]) => {
+        if (outage.down) {
+          outage.failures += 1;
+          const error = Object.assign(new Error('connect ECONNREFUSED (the store is down)'), {
+            code: 'ECONNREFUSED',
+          });
+          return Promise.reject(error);
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
 }

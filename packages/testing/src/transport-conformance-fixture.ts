@@ -124,6 +124,8 @@ export class ConformanceFixture {
       store?: InMemoryInboxStore;
       handler?: ConformanceHandler;
       maxAttempts?: number;
+      /** Default is the suite's `backoff` option. */
+      backoff?: BackoffPolicy;
     } = {},
   ): ConformanceConsumer {
     const recorder = new OutcomeRecorder();
@@ -137,7 +139,7 @@ export class ConformanceFixture {
           this.applyEffect(message.id, tx);
         }),
       maxAttempts: config.maxAttempts ?? 5,
-      backoff: this.options.backoff,
+      backoff: config.backoff ?? this.options.backoff,
       hooks: { onOutcome: recorder.hook },
     });
     return { consumer, recorder };

@@ -2,7 +2,12 @@
 // gives the suite a factory of harnesses bound to its real broker, and the suite proves the same behaviour
 // for all of them.
 
-import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer, TransportFeatures } from '@inboxkit/core';
+import type {
+  DeadLetterEntry,
+  IdempotentConsumer,
+  TransportConsumer,
+  TransportFeatures,
+} from '@inboxkit/core';
 
 /**
  * What a transport guarantees; the suite runs the ordering and delay checks only where declared. Declared in
@@ -34,7 +39,10 @@ export interface HarnessConsumerOptions {
  */
 export interface TransportHarness {
   /** Starts a transport consumer that feeds `consumer`. The suite calls `stop()` on it. */
-  startConsumer(consumer: IdempotentConsumer<unknown, unknown>, options?: HarnessConsumerOptions): Promise<TransportConsumer>;
+  startConsumer(
+    consumer: IdempotentConsumer<unknown, unknown>,
+    options?: HarnessConsumerOptions,
+  ): Promise<TransportConsumer>;
   /** Publishes to the source with the broker's confirmation. */
   publish(messages: readonly HarnessMessage[]): Promise<void>;
   /**
@@ -47,6 +55,17 @@ export interface TransportHarness {
    * started without settling anything in flight, so unsettled messages are redelivered.
    */
   crash(): Promise<void>;
+  /**
+   * A message the broker takes but whose full dead letter it refuses as too large, while a smaller form
+   * (`deadLetterForms`: compact, minimal) fits: its headers or body near the broker's limit (RabbitMQ: ~62 KB of
+   * headers against the 64 KiB header table; SQS: a body near 256 KiB). The suite's handler rejects it with a
+   * `PermanentError` whose message is 2,000 characters long (its stack repeats it). Needed by the
+   * `oversized-dead-letter` check; optional otherwise.
+   *
+   * @example
+   * oversizedDeadLetter: (id) => ({ id, body: '{"kind":"oversized"}', headers: { 'x-bulk': 'b'.repeat(60_000) } }),
+   */
+  oversizedDeadLetter?(id: string): HarnessMessage;
   /** Deletes what the harness created and closes its clients. */
   dispose(): Promise<void>;
 }

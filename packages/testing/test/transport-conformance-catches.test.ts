@@ -63,4 +63,22 @@ describe('the transport conformance suite', () => {
   it('fails a transport that re-publishes retries at the back of the queue: key order is lost', async () => {
     await expect(check('ordering', 'requeue-retries-at-back')).rejects.toThrow(/deeply equal/);
   });
+
+  it('fails a transport whose dead-letter verb reports a too-large copy as an outage: the message loops, no dead letter', async () => {
+    await expect(check('oversized-dead-letter', 'oversize-dead-letter-as-outage')).rejects.toThrow(
+      /dead letters: \[\]/,
+    );
+  });
+
+  it('fails a transport that hands a store outage back to a broker that counts redeliveries', async () => {
+    await expect(check('store-outage', 'outage-redelivers')).rejects.toThrow(
+      /store-unavailable|delivery count rose|delivered the message/,
+    );
+  });
+
+  it('fails a transport that charges every fetched delivery instead of only those that run', async () => {
+    await expect(check('crash-charges-running', 'charge-on-fetch')).rejects.toThrow(
+      /a crash charged messages that were not running/,
+    );
+  });
 });
