@@ -1,12 +1,22 @@
-// Processes one fetched batch of one partition: counts attempts, hands records to the idempotent consumer in
-// offset order, maps each outcome to Kafka's action, and commits the offset after the last record whose
-// outcome is durable — never past one that is not.
+// Processes one fetched batch of one partition: runs the records in offset order (the careful ones alone,
+// charged first), hands each outcome to the delivery kit's `settle()` over Kafka's verbs, and commits the offset
+// after the last record that is done — never past one that is not.
 
-import type { DeadLetterOutcome, InboundMessage, Outcome } from '@inboxkit/core';
+import { AttemptCharger, DeliveryGuard, settle } from '@inboxkit/core';
+import type {
+  BrokerSettlement,
+  DeadLetterOutcome,
+  GuardedOutcome,
+  Outcome,
+  SettleOptions,
+} from '@inboxkit/core';
 import type { AttemptLedger } from './attempt-ledger.js';
-import type { DeadLetter, DeadLetterProducer } from './dead-letter-producer.js';
+import type { DeadLetterProducer } from './dead-letter-producer.js';
 import type { KafkaEachBatchPayload, KafkaMessageLike } from './kafka-client-types.js';
 import type { ResolvedKafkaConsumerOptions } from './kafka-consumer-options.js';
+import { KAFKA_FEATURES, kafkaSettlement } from './kafka-settlement.js';
+import type { KafkaDelivery } from './kafka-settlement.js';
+import { runKeyConcurrent } from './key-concurrent-run.js';
 import type { RetryScheduler } from './retry-scheduler.js';
 import { toInboundMessage } from './to-inbound-message.js';
 import type { MessageIdResolution } from './to-inbound-message.js';
@@ -75,20 +85,39 @@ export class BatchProcessor {
   readonly #deps: BatchProcessorDeps;
   readonly #options: ResolvedKafkaConsumerOptions;
   readonly #resolution: MessageIdResolution;
+  readonly #guard: DeliveryGuard;
+  readonly #port: BrokerSettlement<KafkaDelivery>;
   /**
-   * Ids of careful records being charged and run right now, across partitions: a producer's duplicate in
-   * another partition (another key) must not be charged a second time while the first charge is not consumed.
+   * Charges the careful records (see AttemptLedger) and keeps their ids in hand across partitions: a
+   * producer's duplicate in another partition (another key) is not charged again while the first charge runs.
    */
-  readonly #charging = new Set<string>();
+  readonly #charger: AttemptCharger<KafkaDelivery>;
 
   constructor(deps: BatchProcessorDeps) {
     this.#deps = deps;
-    this.#options = deps.options;
+    const options = (this.#options = deps.options);
     this.#resolution = {
-      messageId: deps.options.messageId,
-      useCoordinatesAsId: deps.options.useCoordinatesAsId,
-      logger: deps.options.logger,
+      messageId: options.messageId,
+      useCoordinatesAsId: options.useCoordinatesAsId,
+      logger: options.logger,
     };
+    const { ledger } = deps;
+    this.#guard = new DeliveryGuard({
+      consumer: options.handler,
+      features: KAFKA_FEATURES,
+      running: () => !deps.isStopping(),
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    });
+    this.#port = kafkaSettlement(deps.deadLetters, options.pauseOnFailureMs);
+    this.#charger = new AttemptCharger({
+      consumer: options.handler,
+      message: (d) => d.message,
+      // Only a careful record not charged yet in this assignment may have been running at a crash.
+      mayHaveCrashed: (d) =>
+        ledger.isCareful(d.topic, d.partition) && ledger.needsCharge(d.topic, d.partition, d.record.offset),
+      logger: options.logger,
+      what: 'inboxkit: kafka consumer',
+    });
   }
 
   /** Processes `payload.batch`; rejects only with a group error, after committing what finished. */
@@ -117,128 +146,67 @@ export class BatchProcessor {
   }
 
   async #run(p: Progress, records: readonly KafkaMessageLike[]): Promise<void> {
-    const ledger = this.#deps.ledger;
+    const { ledger } = this.#deps;
     const options = this.#options;
-    const messages = records.map((r) => toInboundMessage(p.topic, p.partition, r, this.#resolution));
-    const count = records.length;
+    const pause = options.pauseOnFailureMs;
+    const deliveries = records.map((record): KafkaDelivery => ({
+      topic: p.topic,
+      partition: p.partition,
+      record,
+      message: toInboundMessage(p.topic, p.partition, record, this.#resolution),
+      again: pause,
+    }));
     let i = 0;
-    while (i < count) {
+    while (i < deliveries.length) {
       if (this.#mustYield(p)) return;
-      const record = records[i]!;
-      const message = messages[i]!;
-      if (this.#isSkippedTombstone(record)) {
-        if (!(await this.#settleTombstone(p, record, message))) return;
+      const d = deliveries[i]!;
+      if (this.#isSkippedTombstone(d.record)) {
+        await this.#settleTombstone(p, d);
+        if (!this.#commitOrSeek(p, d)) return;
         i += 1;
       } else if (ledger.isCareful(p.topic, p.partition)) {
-        // Just after a join: the records the previous holder may have had in flight run alone, each charged an
-        // attempt first (see AttemptLedger).
-        const id = message.id;
-        const mine = id !== undefined && !this.#charging.has(id);
-        if (mine) this.#charging.add(id);
-        let outcome: Outcome;
-        try {
-          if (!(await this.#charge(p, record, message, mine))) return;
-          outcome = await this.#handle(p, message);
-        } finally {
-          if (mine) this.#charging.delete(id);
-        }
-        if (ranHandler(outcome)) ledger.suspectRan(p.topic, p.partition);
-        if (!(await this.#settle(p, record, message, outcome))) return;
+        if (!(await this.#runCareful(p, d))) return;
         i += 1;
       } else if (options.mode === 'batch') {
         const end = this.#chunkEnd(records, i, ledger.chunkLimit(p.topic, p.partition, options.batchSize));
-        const outcomes = await this.#handleBatch(p, messages.slice(i, end));
+        const chunk = deliveries.slice(i, end);
+        const outcomes = await this.#guard.handleBatch(chunk.map((c) => c.message));
         ledger.chunkRan(p.topic, p.partition, options.batchSize);
-        if (!(await this.#settleChunk(p, records, messages, outcomes, i, end))) return;
+        // In order up to the first that is not done: a dead letter is confirmed before any commit past it.
+        for (const [j, c] of chunk.entries()) if (!(await this.#settleInOrder(p, c, outcomes[j]!))) return;
         i = end;
       } else if (options.keyConcurrency > 1) {
-        await this.#runKeyConcurrent(p, records, messages, i);
+        await runKeyConcurrent(deliveries.slice(i), {
+          limit: options.keyConcurrency,
+          mustYield: () => this.#mustYield(p),
+          alone: (c) => this.#isSkippedTombstone(c.record),
+          settle: async (c) =>
+            this.#isSkippedTombstone(c.record)
+              ? this.#settleTombstone(p, c)
+              : this.#settle(p, c, await this.#guard.handle(c.message)),
+          done: (c) => this.#done(p, c.record),
+          redeliver: (c) => this.#redeliver(p, c.record.offset, c.again!),
+          logger: options.logger,
+        });
         return;
       } else {
-        const outcome = await this.#handle(p, message);
-        if (!(await this.#settle(p, record, message, outcome))) return;
+        if (!(await this.#settleInOrder(p, d, await this.#guard.handle(d.message)))) return;
         i += 1;
       }
     }
   }
 
   /**
-   * Message mode with `keyConcurrency` > 1, from `from` to the end of the batch (past the careful records):
-   * up to keyConcurrency records of the partition run at once, at most one per key, dispatched in offset
-   * order (a record whose key is busy waits, and so does everything behind it). The committable offset only
-   * follows the unbroken run of finished records; at the first record that needs a redelivery nothing more is
-   * dispatched, the records in flight finish, and the partition seeks back to it.
+   * Just after a join, a record the previous holder may have had in flight runs alone, charged a started
+   * attempt first (see AttemptLedger); one that had not finished before is one suspect fewer.
    */
-  async #runKeyConcurrent(
-    p: Progress,
-    records: readonly KafkaMessageLike[],
-    messages: readonly InboundMessage[],
-    from: number,
-  ): Promise<void> {
-    const limit = this.#options.keyConcurrency;
-    const finished = new Array<boolean>(records.length).fill(false);
-    const busyKeys = new Set<string>();
-    const inFlight = new Set<Promise<void>>();
-    let next = from;
-    let watermark = from;
-    let redeliverAt: number | undefined;
-    let redeliverIn = 0;
-    const needsRedelivery = (index: number, delayMs: number): void => {
-      if (redeliverAt === undefined || index < redeliverAt) {
-        redeliverAt = index;
-        redeliverIn = delayMs;
-      }
-    };
-    for (;;) {
-      while (
-        next < records.length &&
-        inFlight.size < limit &&
-        redeliverAt === undefined &&
-        !this.#mustYield(p)
-      ) {
-        const record = records[next]!;
-        if (this.#isSkippedTombstone(record)) {
-          // A tombstone is settled alone, in order: once everything before it finished.
-          if (inFlight.size > 0 || watermark < next) break;
-          if (!(await this.#settleTombstone(p, record, messages[next]!))) return;
-          next += 1;
-          watermark = next;
-          continue;
-        }
-        const key = record.key === null ? undefined : record.key.toString('latin1');
-        if (key !== undefined && busyKeys.has(key)) break;
-        const index = next;
-        next += 1;
-        if (key !== undefined) busyKeys.add(key);
-        const run = (async () => {
-          try {
-            const outcome = await this.#handle(p, messages[index]!);
-            const delay = await this.#redeliveryDelay(p, record, messages[index]!, outcome);
-            if (delay === undefined) finished[index] = true;
-            else needsRedelivery(index, delay);
-          } catch (error) {
-            this.#options.logger.error(
-              { err: error, topic: p.topic, partition: p.partition, offset: record.offset },
-              'inboxkit: settling a record failed unexpectedly; it is redelivered',
-            );
-            needsRedelivery(index, this.#options.pauseOnFailureMs);
-          } finally {
-            if (key !== undefined) busyKeys.delete(key);
-          }
-        })();
-        const tracked = run.finally(() => inFlight.delete(tracked));
-        inFlight.add(tracked);
-      }
-      if (inFlight.size === 0) break;
-      await Promise.race(inFlight);
-      let advanced = false;
-      while (watermark < next && finished[watermark]) {
-        watermark += 1;
-        advanced = true;
-      }
-      if (advanced) this.#done(p, records[watermark - 1]!);
-    }
-    if (redeliverAt !== undefined) this.#redeliver(p, records[redeliverAt]!.offset, redeliverIn);
+  async #runCareful(p: Progress, d: KafkaDelivery): Promise<boolean> {
+    const outcome = await this.#charger.charged([d], () => this.#guard.handle(d.message));
+    this.#deps.ledger.charged(p.topic, p.partition, d.record.offset);
+    this.#charger.settled(d, outcome);
+    if (outcome.status !== 'rejected' && ranHandler(outcome))
+      this.#deps.ledger.suspectRan(p.topic, p.partition);
+    return this.#settleInOrder(p, d, outcome);
   }
 
   #mustYield(p: Progress): boolean {
@@ -253,6 +221,24 @@ export class BatchProcessor {
 
   #isSkippedTombstone(record: KafkaMessageLike): boolean {
     return record.value === null && this.#options.tombstones !== 'handle';
+  }
+
+  /** A skipped tombstone is done at once; with `tombstones: 'dead-letter'` it goes to the DLQ. */
+  async #settleTombstone(p: Progress, d: KafkaDelivery): Promise<void> {
+    if (this.#options.tombstones !== 'skip') {
+      const outcome: DeadLetterOutcome = {
+        status: 'dead-letter',
+        messageId: d.message.id,
+        reason: 'tombstone',
+        attempts: 0,
+      };
+      return this.#settle(p, d, outcome);
+    }
+    this.#options.logger.debug(
+      { topic: p.topic, partition: p.partition, offset: d.record.offset },
+      'inboxkit: tombstone skipped',
+    );
+    await this.#port.ack(d);
   }
 
   /**
@@ -279,201 +265,44 @@ export class BatchProcessor {
     return end;
   }
 
-  /**
-   * Records durably that an attempt of the careful record starts, unless it was charged already in this
-   * assignment (a retry or an outage brought the partition back to it) or its id is being charged and run in
-   * another partition (`alone` false). On failure the partition is redelivered from the record later. A record
-   * without an id has no inbox row to charge.
-   */
-  async #charge(
-    p: Progress,
-    record: KafkaMessageLike,
-    message: InboundMessage,
-    alone: boolean,
-  ): Promise<boolean> {
-    const ledger = this.#deps.ledger;
-    if (message.id === undefined || !ledger.needsCharge(p.topic, p.partition, record.offset)) return true;
-    // The same id is charged and running in another partition right now: that charge covers this attempt.
-    if (!alone) return true;
-    try {
-      await this.#options.handler.recordAttemptsStarted([message]);
-    } catch (error) {
-      this.#options.logger.error(
-        { err: error, topic: p.topic, partition: p.partition, offset: record.offset },
-        'inboxkit: could not record the attempt; the partition is paused and retried',
-      );
-      this.#redeliver(p, record.offset, this.#options.pauseOnFailureMs);
-      return false;
-    }
-    ledger.charged(p.topic, p.partition, record.offset);
-    return true;
-  }
-
-  /** `handler.handle` with the group heartbeated meanwhile. It never rejects by contract; if it does, retry later. */
-  async #handle(p: Progress, message: InboundMessage): Promise<Outcome> {
-    try {
-      return await this.#options.handler.handle(message);
-    } catch (error) {
-      return this.#unexpected(p, error, message);
-    }
-  }
-
-  async #handleBatch(p: Progress, messages: readonly InboundMessage[]): Promise<readonly Outcome[]> {
-    try {
-      const outcomes = await this.#options.handler.handleBatch(messages);
-      if (outcomes.length === messages.length) return outcomes;
-      throw new Error(`handleBatch returned ${outcomes.length} outcomes for ${messages.length} messages`);
-    } catch (error) {
-      const retry = this.#unexpected(p, error, messages[0]!);
-      return messages.map(() => retry);
-    }
-  }
-
-  #unexpected(p: Progress, error: unknown, message: InboundMessage): Outcome {
-    this.#options.logger.error(
-      { err: error, topic: p.topic, partition: p.partition, offset: message.source.offset },
-      'inboxkit: the idempotent consumer failed unexpectedly; the record is retried',
-    );
-    return {
-      status: 'retry',
-      messageId: message.id ?? '',
-      delayMs: this.#options.pauseOnFailureMs,
-      attempt: 0,
-      reason: 'store-unavailable',
+  /** Settles `d` through the kit; its verdict (`d.again`) says whether it is done. */
+  async #settle(p: Progress, d: KafkaDelivery, outcome: GuardedOutcome): Promise<void> {
+    const context = { topic: p.topic, partition: p.partition, offset: d.record.offset };
+    const options: SettleOptions = {
+      logger: this.#options.logger,
+      what: 'inboxkit: kafka consumer',
+      context,
     };
+    await settle(this.#port, d, outcome, options);
+  }
+
+  /** Settles `d`, then commits up to it or seeks the partition back to it. False when the rest must wait. */
+  async #settleInOrder(p: Progress, d: KafkaDelivery, outcome: GuardedOutcome): Promise<boolean> {
+    await this.#settle(p, d, outcome);
+    return this.#commitOrSeek(p, d);
+  }
+
+  /** After `d` settled: commit up to it when done, else seek back to it. False when the rest must wait. */
+  #commitOrSeek(p: Progress, d: KafkaDelivery): boolean {
+    if (d.again === undefined) {
+      this.#done(p, d.record);
+      return true;
+    }
+    this.#redeliver(p, d.record.offset, d.again);
+    return false;
   }
 
   async #heartbeat(p: Progress): Promise<void> {
     try {
       await p.payload.heartbeat();
     } catch (error) {
-      this.#heartbeatFailed(p, error);
-    }
-  }
-
-  /** A rebalance ends the batch (and is rethrown so kafkajs rejoins); anything else is retried by the next beat. */
-  #heartbeatFailed(p: Progress, error: unknown): void {
-    if (isGroupError(error)) p.groupError ??= error;
-    else
-      this.#options.logger.warn(
-        { err: error, topic: p.topic, partition: p.partition },
-        'inboxkit: heartbeat failed',
-      );
-  }
-
-  /** Maps one outcome to Kafka's action. False when the rest of the batch must wait for a redelivery. */
-  async #settle(
-    p: Progress,
-    record: KafkaMessageLike,
-    message: InboundMessage,
-    outcome: Outcome,
-  ): Promise<boolean> {
-    const redeliverIn = await this.#redeliveryDelay(p, record, message, outcome);
-    if (redeliverIn === undefined) {
-      this.#done(p, record);
-      return true;
-    }
-    this.#redeliver(p, record.offset, redeliverIn);
-    return false;
-  }
-
-  /**
-   * Does what the outcome needs before the record may be committed (a dead letter is produced and confirmed).
-   * `undefined` when the record is done; otherwise the delay after which it must be delivered again.
-   */
-  async #redeliveryDelay(
-    p: Progress,
-    record: KafkaMessageLike,
-    message: InboundMessage,
-    outcome: Outcome,
-  ): Promise<number | undefined> {
-    switch (outcome.status) {
-      case 'processed':
-      case 'duplicate':
-        return undefined;
-      case 'retry':
-        return outcome.delayMs;
-      case 'dead-letter':
-        return (await this.#produceDeadLetters(p, [{ record, message, outcome }]))
-          ? undefined
-          : this.#options.pauseOnFailureMs;
-    }
-  }
-
-  /** Settles a chunk's outcomes in order up to the first retry; dead letters are produced before any commit. */
-  async #settleChunk(
-    p: Progress,
-    records: readonly KafkaMessageLike[],
-    messages: readonly InboundMessage[],
-    outcomes: readonly Outcome[],
-    from: number,
-    to: number,
-  ): Promise<boolean> {
-    const firstRetry = outcomes.findIndex((o) => o.status === 'retry');
-    const settled = firstRetry === -1 ? to - from : firstRetry;
-    const deadLetters: DeadLetter[] = [];
-    for (let j = 0; j < settled; j += 1) {
-      const outcome = outcomes[j]!;
-      if (outcome.status === 'dead-letter')
-        deadLetters.push({ record: records[from + j]!, message: messages[from + j]!, outcome });
-    }
-    if (deadLetters.length > 0 && !(await this.#produceDeadLetters(p, deadLetters))) {
-      // Commit up to the first dead letter; it (and all after it) comes back after the pause.
-      const firstDead = outcomes.findIndex((o) => o.status === 'dead-letter');
-      if (firstDead > 0) this.#done(p, records[from + firstDead - 1]!);
-      this.#redeliver(p, records[from + firstDead]!.offset, this.#options.pauseOnFailureMs);
-      return false;
-    }
-    if (settled > 0) this.#done(p, records[from + settled - 1]!);
-    if (firstRetry === -1) return true;
-    const retry = outcomes[firstRetry]!;
-    this.#redeliver(p, records[from + firstRetry]!.offset, retry.status === 'retry' ? retry.delayMs : 0);
-    return false;
-  }
-
-  async #settleTombstone(p: Progress, record: KafkaMessageLike, message: InboundMessage): Promise<boolean> {
-    if (this.#options.tombstones === 'skip') {
-      this.#options.logger.debug(
-        { topic: p.topic, partition: p.partition, offset: record.offset },
-        'inboxkit: tombstone skipped',
-      );
-      this.#done(p, record);
-      return true;
-    }
-    const outcome: DeadLetterOutcome = {
-      status: 'dead-letter',
-      messageId: message.id,
-      reason: 'tombstone',
-      attempts: 0,
-    };
-    return this.#deadLetter(p, [{ record, message, outcome }]);
-  }
-
-  async #deadLetter(p: Progress, deadLetters: readonly DeadLetter[]): Promise<boolean> {
-    if (!(await this.#produceDeadLetters(p, deadLetters))) {
-      this.#redeliver(p, deadLetters[0]!.record.offset, this.#options.pauseOnFailureMs);
-      return false;
-    }
-    this.#done(p, deadLetters[deadLetters.length - 1]!.record);
-    return true;
-  }
-
-  async #produceDeadLetters(p: Progress, deadLetters: readonly DeadLetter[]): Promise<boolean> {
-    try {
-      await this.#deps.deadLetters.send(p.topic, deadLetters);
-      return true;
-    } catch (error) {
-      this.#options.logger.error(
-        {
-          err: error,
-          topic: p.topic,
-          partition: p.partition,
-          offset: deadLetters[0]!.record.offset,
-          deadLetterTopic: this.#deps.deadLetters.topicFor(p.topic),
-        },
-        'inboxkit: could not produce a dead letter (does the dead-letter topic exist?); not committing, retrying after a pause',
-      );
-      return false;
+      // A rebalance ends the batch (and is rethrown so kafkajs rejoins); anything else is retried next beat.
+      if (isGroupError(error)) p.groupError ??= error;
+      else
+        this.#options.logger.warn(
+          { err: error, topic: p.topic, partition: p.partition },
+          'inboxkit: heartbeat failed',
+        );
     }
   }
 

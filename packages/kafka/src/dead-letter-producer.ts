@@ -1,18 +1,18 @@
 // Writes dead letters of the Kafka consumer: the original key and bytes, the original headers, and core's
 // dead-letter headers, produced with acks from all in-sync replicas before the source offset may be committed.
-// A record may not exceed the DLQ topic's max.message.bytes: a dead letter the broker refuses as too large is
-// produced again in the next of core's smaller forms (`deadLetterForms`: no stack, then no original headers,
-// no error text and a clipped id), so a record whose own bytes fit the DLQ topic always reaches it instead of
-// stalling its partition.
+// A record may not exceed the DLQ topic's max.message.bytes: `send` produces one form of core's
+// `deadLetterForms` and says `too-large` when the broker refuses it, and the delivery kit's `settle()` moves to
+// the next smaller form, so a record whose own bytes fit the DLQ topic always reaches it instead of stalling
+// its partition.
 
-import {
-  deadLetterForms,
-  deadLetterRecord,
-  deliveryContext,
-  injectTraceHeaders,
-  sendInFittingForm,
+import { deadLetterForms, deadLetterRecord, deliveryContext, injectTraceHeaders } from '@inboxkit/core';
+import type {
+  DeadLetterForm,
+  DeadLetterFormSpec,
+  DeadLetterOutcome,
+  FormAttempt,
+  InboundMessage,
 } from '@inboxkit/core';
-import type { DeadLetterFormSpec, DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
 import type {
   KafkaClientLike,
   KafkaHeaders,
@@ -23,11 +23,10 @@ import { ReplaceableProducer } from './replaceable-producer.js';
 import { sendConfirmed } from './send-confirmed.js';
 import type { TopicRecords } from './send-confirmed.js';
 
-/** One record to dead-letter. */
+/** A record to dead-letter, and its message. */
 export interface DeadLetter {
   readonly record: KafkaMessageLike;
   readonly message: InboundMessage;
-  readonly outcome: DeadLetterOutcome;
 }
 
 const INBOXKIT_PREFIX = 'x-inboxkit-';
@@ -109,59 +108,42 @@ export class DeadLetterProducer {
     await this.#producer.close();
   }
 
-  /** The dead-letter topic of a source topic. */
-  topicFor(topic: string): string {
-    return this.#topicFor(topic);
-  }
-
   /**
-   * Produces every dead letter with `acks: -1`, in order, and resolves once all are confirmed. Rejects with a
-   * `PublishError` otherwise: the caller must then not commit their offsets.
+   * Produces `deadLetter`'s dead letter for `outcome` in `form` (core's `deadLetterForms`) with `acks: -1`, for
+   * the delivery kit's `settle()`: `too-large` when the broker refused the record as over the DLQ topic's
+   * `max.message.bytes` (the next smaller form is tried), `failed` for anything else (the source offset is not
+   * committed and the record comes back). Never rejects.
    */
-  async send(topic: string, deadLetters: readonly DeadLetter[], now: Date = new Date()): Promise<void> {
-    if (deadLetters.length === 0) return;
-    if (!this.#started) throw new Error('the dead-letter producer is not started');
-    const target = this.#topicFor(topic);
-    await this.#producer.send(async (producer) => {
-      try {
-        await sendConfirmed(
-          producer,
-          [{ topic: target, messages: deadLetters.map((d) => this.#record(d, this.#forms(d, now)[0]!)) }],
-          this.#timeoutMs,
-        );
-      } catch (error) {
-        if (!isRecordTooLarge(error)) throw error;
-        // Some record is over the DLQ topic's max.message.bytes: one at a time, each in the largest form that
-        // fits.
-        for (const deadLetter of deadLetters) await this.#sendFitting(producer, target, deadLetter, now);
-      }
-    });
-  }
-
-  /** One dead letter in core's forms, largest first, until the broker takes one. Rejects when none fits. */
-  async #sendFitting(
-    producer: KafkaProducerLike,
+  async send(
     topic: string,
     deadLetter: DeadLetter,
-    now: Date,
-  ): Promise<void> {
-    const result = await sendInFittingForm(this.#forms(deadLetter, now), async (spec) => {
-      try {
-        await sendConfirmed(
-          producer,
-          [{ topic, messages: [this.#record(deadLetter, spec)] }],
-          this.#timeoutMs,
-        );
-        return { status: 'sent' };
-      } catch (error) {
-        return { status: isRecordTooLarge(error) ? 'too-large' : 'failed', error };
-      }
-    });
-    if (result.status !== 'sent') throw result.error;
-  }
-
-  #forms({ message, outcome }: DeadLetter, now: Date): readonly DeadLetterFormSpec[] {
-    return deadLetterForms(deadLetterRecord(this.#consumerName, message, outcome, now));
+    form: DeadLetterForm,
+    outcome: DeadLetterOutcome,
+    now: Date = new Date(),
+  ): Promise<FormAttempt> {
+    if (!this.#started)
+      return { status: 'failed', error: new Error('the dead-letter producer is not started') };
+    const record = deadLetterRecord(this.#consumerName, deadLetter.message, outcome, now);
+    const spec = deadLetterForms(record).find((f) => f.form === form)!;
+    let tooLarge: unknown;
+    try {
+      await this.#producer.send(async (producer) => {
+        try {
+          await sendConfirmed(
+            producer,
+            [{ topic: this.#topicFor(topic), messages: [this.#record(deadLetter, spec)] }],
+            this.#timeoutMs,
+          );
+        } catch (error) {
+          // Refused as too large: no fault of the producer, which stays (any other failure replaces one of ours).
+          if (!isRecordTooLarge(error)) throw error;
+          tooLarge = error;
+        }
+      });
+    } catch (error) {
+      return { status: 'failed', error };
+    }
+    return tooLarge === undefined ? { status: 'sent' } : { status: 'too-large', error: tooLarge };
   }
 
   #record(deadLetter: DeadLetter, spec: DeadLetterFormSpec): TopicRecords['messages'][number] {

@@ -1,16 +1,14 @@
 // start() keeps trying to reach the broker, as a consumer that lost its connection after start does: a process
 // started while the broker restarts (or before it is up) waits for it instead of exiting. Failures retrying
 // cannot fix (credentials, permissions, a conflicting topology) reject at once; `startTimeoutMs` bounds the rest.
-// The retry loop and the error helpers are core's (shared by the three transports, imported from
-// @inboxkit/core where they are used); what is here is this transport's own reading of its client's errors.
+// The retry loop and the classifier are core's (`retryStart`, `startFailureClassifier`); what is here
+// is this transport's own reading of its client's errors.
 
 import {
   ConfigurationError,
   errorChain,
-  isInboxkitError,
-  isProgrammerError,
   isTransientSocketError,
-  tlsFailure,
+  startFailureClassifier,
 } from '@inboxkit/core';
 
 /** Kafka error types that mean "the credentials or the ACLs say no": no retry fixes them. */
@@ -52,14 +50,9 @@ function field(error: unknown, name: string): unknown {
   return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
 }
 
-/**
- * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change,
- * or a non-retriable kafkajs error as it is), or `undefined` for a transient failure: a broker down, starting
- * or unreachable, a timeout, no group coordinator or metadata yet.
- */
-export function kafkaStartFailure(error: unknown): unknown {
-  const chain = errorChain(error);
-  for (const e of chain) {
+/** Kafka's own table: credentials, ACLs and invalid settings reject at once with what to change. */
+function kafkaKnownFailure(error: unknown): unknown {
+  for (const e of errorChain(error)) {
     const type = field(e, 'type');
     if (field(e, 'name') === 'KafkaJSSASLAuthenticationError' || AUTH_TYPES.has(type as string)) {
       return new ConfigurationError(
@@ -77,28 +70,26 @@ export function kafkaStartFailure(error: unknown): unknown {
       );
     }
   }
-  const tls = tlsFailure(error);
-  if (tls !== undefined) {
-    return new ConfigurationError(
-      `kafkaConsumer: the TLS handshake with Kafka failed (${String(field(tls, 'message'))}): check \`ssl\` of ` +
-        'new Kafka({ … }), the broker port (TLS and plaintext listeners differ) and the certificates',
-      { cause: error },
-    );
-  }
-  if (isInboxkitError(error) && !error.retriable) return error;
-  if (
-    isTransientSocketError(error) ||
-    chain.some((e) => field(e, 'retriable') === true || TRANSIENT_NAMES.has(field(e, 'name') as string))
-  ) {
-    return undefined;
-  }
-  if (isProgrammerError(error)) {
-    return new ConfigurationError(
-      `kafkaConsumer: starting failed with ${String(field(error, 'name'))}: ${String(field(error, 'message'))}; ` +
-        'retrying cannot fix that: check the options of the Kafka client and consumer',
-      { cause: error },
-    );
-  }
-  // kafkajs marks what a retry cannot fix (retriable: false): say so now rather than retry for ever.
-  return error;
+  return undefined;
 }
+
+/**
+ * The error `start()` rejects with when retrying cannot help (a ConfigurationError that says what to change,
+ * or a non-retriable kafkajs error as it is), or `undefined` for a transient failure: a broker down, starting
+ * or unreachable, a timeout, no group coordinator or metadata yet. Core's classifier fed with Kafka's tables;
+ * an error no rule knows rejects as it is (kafkajs marks what a retry cannot fix: `retriable: false`).
+ */
+export const kafkaStartFailure = startFailureClassifier({
+  what: 'kafkaConsumer',
+  known: kafkaKnownFailure,
+  service: 'Kafka',
+  tlsHint:
+    'check `ssl` of new Kafka({ … }), the broker port (TLS and plaintext listeners differ) and the certificates',
+  programmerHint: 'check the options of the Kafka client and consumer',
+  isTransient: (error) =>
+    isTransientSocketError(error) ||
+    errorChain(error).some(
+      (e) => field(e, 'retriable') === true || TRANSIENT_NAMES.has(field(e, 'name') as string),
+    ),
+  unknown: 'permanent',
+});

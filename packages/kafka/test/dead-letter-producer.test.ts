@@ -3,7 +3,8 @@
 // Issue 22, item 8: a dead letter must fit the DLQ topic's max.message.bytes, or the broker refuses it on every
 // try (MESSAGE_TOO_LARGE) and the source partition stalls behind it. The copy adds headers (the error's text and
 // stack, the original headers) to the original's bytes; when that is too large, it is produced again in a
-// smaller form. Tested with a DLQ topic whose limit is set small.
+// smaller form. Tested with a DLQ topic whose limit is set small, through the delivery kit's settle() over
+// Kafka's verbs (the kit tries the smaller forms; the producer says which one the broker refused).
 //
 // And a producer it created that failed a send is replaced by a fresh one, so a producer stuck after a broker
 // restart cannot stall the partitions whose dead letters it must produce.
@@ -13,14 +14,16 @@ import {
   MINIMAL_ID_LENGTH,
   parseDeadLetterHeaders,
   PermanentError,
+  settle,
   toErrorInfo,
 } from '@inboxkit/core';
-import type { DeadLetterOutcome, InboundMessage } from '@inboxkit/core';
+import type { DeadLetterOutcome, InboundMessage, Settlement } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import type { Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeadLetterProducer, isRecordTooLarge } from '../src/dead-letter-producer.js';
-import type { DeadLetter } from '../src/dead-letter-producer.js';
+import { kafkaSettlement } from '../src/kafka-settlement.js';
+import type { KafkaDelivery } from '../src/kafka-settlement.js';
 import { connectedProducer, readTopic, testKafka } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 import { countingKafka } from './support/counting-kafka.js';
@@ -72,6 +75,12 @@ async function smallTopic(): Promise<string> {
   return topic;
 }
 
+interface DeadLetter {
+  readonly delivery: KafkaDelivery;
+  readonly message: InboundMessage;
+  readonly outcome: DeadLetterOutcome;
+}
+
 function deadLetter(id: string, valueBytes: number, originalHeaderBytes: number): DeadLetter {
   const error = new PermanentError(`refused: ${'why '.repeat(500)}`);
   error.stack = `PermanentError: refused\n${'    at somewhere (file.js:1:1)\n'.repeat(9)}${'x'.repeat(3_000)}`;
@@ -88,17 +97,25 @@ function deadLetter(id: string, valueBytes: number, originalHeaderBytes: number)
     attempts: 1,
     error: toErrorInfo(error),
   };
-  return {
-    record: {
-      key: Buffer.from('k'),
-      timestamp: String(Date.now()),
-      offset: '7',
-      value: Buffer.from(message.body as string),
-      headers: { 'message-id': id, 'x-trace': 't'.repeat(originalHeaderBytes) },
-    },
-    message,
-    outcome,
+  const record = {
+    key: Buffer.from('k'),
+    timestamp: String(Date.now()),
+    offset: '7',
+    value: Buffer.from(message.body as string),
+    headers: { 'message-id': id, 'x-trace': 't'.repeat(originalHeaderBytes) },
   };
+  return { delivery: { topic: 'orders', partition: 0, record, message }, message, outcome };
+}
+
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Dead-letters each of `letters` in turn as the consumer does: settle() over Kafka's verbs. */
+async function send(dlq: DeadLetterProducer, ...letters: DeadLetter[]): Promise<Settlement[]> {
+  const port = kafkaSettlement(dlq, 1_000);
+  const done: Settlement[] = [];
+  for (const l of letters)
+    done.push(await settle(port, l.delivery, l.outcome, { logger: silent, what: 'test' }));
+  return done;
 }
 
 function dlqProducer(topic: string): DeadLetterProducer {
@@ -116,7 +133,10 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
     const topic = await smallTopic();
     const ok = deadLetter(uniqueName('fits'), 100, 10);
     const big = deadLetter(uniqueName('big'), 5_000, 1_500);
-    await dlqProducer(topic).send('orders', [ok, big]);
+    expect(await send(dlqProducer(topic), ok, big)).toEqual([
+      { action: 'dead-lettered', form: 'full' },
+      { action: 'dead-lettered', form: 'compact' },
+    ]);
     const entries = await readTopic(kafka, topic, 2, 30_000);
     const byId = new Map(entries.map((e) => [e.id, e]));
     const full = parseDeadLetterHeaders(byId.get(ok.message.id)!.headers);
@@ -139,7 +159,7 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
   it('drops the original headers last: a record whose headers alone overflow the topic still arrives', async () => {
     const topic = await smallTopic();
     const huge = deadLetter(uniqueName('huge-headers'), 1_000, 7_500);
-    await dlqProducer(topic).send('orders', [huge]);
+    expect(await send(dlqProducer(topic), huge)).toEqual([{ action: 'dead-lettered', form: 'minimal' }]);
     const [entry] = await readTopic(kafka, topic, 1, 30_000);
     expect(entry?.id).toBe(huge.message.id);
     expect(entry?.headers['x-trace']).toBeUndefined();
@@ -153,7 +173,7 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
     const topic = await smallTopic();
     const id = `${uniqueName('long-id')}-${'i'.repeat(6_000)}`;
     const letter = deadLetter(id, 100, 10);
-    await dlqProducer(topic).send('orders', [letter]);
+    expect(await send(dlqProducer(topic), letter)).toEqual([{ action: 'dead-lettered', form: 'minimal' }]);
     const [entry] = await readTopic(kafka, topic, 1, 30_000);
     expect(entry?.headers[HEADERS.messageId]).toHaveLength(MINIMAL_ID_LENGTH);
     expect(id.startsWith(entry!.headers[HEADERS.messageId]!.slice(0, 3_000))).toBe(true);
@@ -163,10 +183,9 @@ describe('dead letters and the DLQ topic max.message.bytes', () => {
 
   it('rejects (the source is not committed) a record whose own bytes exceed the DLQ topic', async () => {
     const topic = await smallTopic();
-    const error = await dlqProducer(topic)
-      .send('orders', [deadLetter(uniqueName('too-big'), LIMIT + 1_000, 0)])
-      .catch((e: unknown) => e);
-    expect(isRecordTooLarge(error)).toBe(true);
+    const [left] = await send(dlqProducer(topic), deadLetter(uniqueName('too-big'), LIMIT + 1_000, 0));
+    expect(left).toMatchObject({ action: 'left', why: { cause: 'dead-letter-too-large' } });
+    expect(isRecordTooLarge(left?.action === 'left' && left.why.error)).toBe(true);
   });
 });
 
@@ -184,9 +203,9 @@ describe('the dead-letter producer after a failed send', () => {
     });
     await dlq.start();
     const first = deadLetter(uniqueName('retired'), 10, 10);
-    await expect(dlq.send('orders', [first])).rejects.toThrow();
+    expect(await send(dlq, first)).toMatchObject([{ action: 'left', why: { cause: 'dead-letter-failed' } }]);
     target = topic;
-    await dlq.send('orders', [first]);
+    expect(await send(dlq, first)).toEqual([{ action: 'dead-lettered', form: 'full' }]);
     expect(created.map((p) => p.disconnected)).toEqual([true, false]);
     await dlq.stop();
     expect(created.map((p) => p.disconnected)).toEqual([true, true]);
@@ -205,7 +224,9 @@ describe('the dead-letter producer after a failed send', () => {
       kafka: client,
     });
     await dlq.start();
-    await expect(dlq.send('orders', [deadLetter(uniqueName('kept'), 10, 10)])).rejects.toThrow();
+    expect(await send(dlq, deadLetter(uniqueName('kept'), 10, 10))).toMatchObject([
+      { action: 'left', why: { cause: 'dead-letter-failed' } },
+    ]);
     await dlq.stop();
     expect(created.map((p) => p.disconnected)).toEqual([false]);
     await own.disconnect();

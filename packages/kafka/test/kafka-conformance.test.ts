@@ -1,8 +1,10 @@
 // The transport conformance suite against the real Kafka broker: per-partition (key) order, no native delay
-// (retries pause and seek), no broker delivery count (attempts are recorded by core).
+// (retries pause and seek), no broker delivery count (attempts are recorded by core): the features the
+// transport declares to the delivery kit (KAFKA_FEATURES).
 import { describeTransportConformance } from '@inboxkit/testing';
 import { afterAll, beforeAll } from 'vitest';
 
+import { KAFKA_FEATURES } from '../src/kafka-settlement.js';
 import { kafkaHarness } from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 
@@ -14,7 +16,7 @@ afterAll(() => releaseBroker?.());
 
 describeTransportConformance(
   'kafka',
-  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  KAFKA_FEATURES,
   () => kafkaHarness(),
   {
     quietPeriodMs: 1_500,
@@ -23,14 +25,14 @@ describeTransportConformance(
 
 describeTransportConformance(
   'kafka, batch mode',
-  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  KAFKA_FEATURES,
   () => kafkaHarness({ transport: { mode: 'batch' } }),
   { quietPeriodMs: 1_500 },
 );
 
 describeTransportConformance(
   'kafka, 4 keys at once per partition',
-  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  KAFKA_FEATURES,
   () => kafkaHarness({ transport: { keyConcurrency: 4 } }),
   { quietPeriodMs: 1_500 },
 );

@@ -39,7 +39,7 @@ export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
  */
 export async function createTopics(
   kafka: Kafka,
-  topics: readonly { topic: string; partitions: number }[],
+  topics: readonly { topic: string; partitions: number; config?: Readonly<Record<string, string>> }[],
 ): Promise<() => Promise<void>> {
   const admin = kafka.admin();
   await admin.connect();
@@ -49,7 +49,12 @@ export async function createTopics(
     await admin
       .createTopics({
         waitForLeaders: true,
-        topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
+        topics: topics.map((t) => ({
+          topic: t.topic,
+          numPartitions: t.partitions,
+          replicationFactor: 1,
+          configEntries: Object.entries(t.config ?? {}).map(([name, value]) => ({ name, value })),
+        })),
       })
       .catch((error: unknown) => {
         if (Date.now() > deadline) throw error;
@@ -198,6 +203,9 @@ export interface KafkaHarness extends TransportHarness {
   readonly groupId: string;
 }
 
+/** The harness's DLQ topic's `max.message.bytes`. */
+const DEAD_LETTER_TOPIC_BYTES = 65_536;
+
 /** Builds a harness over fresh topics on the real broker. */
 export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<KafkaHarness> {
   const kafka = testKafka();
@@ -206,7 +214,12 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
   const groupId = uniqueName('group');
   const deleteTopics = await createTopics(kafka, [
     { topic, partitions: options.partitions ?? 3 },
-    { topic: deadLetterTopic, partitions: 1 },
+    // 64 KiB records at most: room for every check's dead letters, not for oversizedDeadLetter()'s in full.
+    {
+      topic: deadLetterTopic,
+      partitions: 1,
+      config: { 'max.message.bytes': String(DEAD_LETTER_TOPIC_BYTES) },
+    },
   ]);
   const producer = await connectedProducer(kafka);
   const running = new Set<{ transport: TransportConsumer; consumer: Consumer; crash(): void }>();
@@ -251,6 +264,13 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
       };
     },
     publish: (messages) => publish(producer, topic, messages),
+    oversizedDeadLetter: (id) => ({
+      // 61,000 bytes of headers: with the 2,000-character error and its stack the full dead letter is over the
+      // DLQ topic's 64 KiB, the compact one (no stack, 500 characters) well under it.
+      id,
+      body: JSON.stringify({ kind: 'oversized' }),
+      headers: { 'x-bulk': 'b'.repeat(DEAD_LETTER_TOPIC_BYTES - 4_536) },
+    }),
     readDeadLetters: (count, timeoutMs) => readTopic(kafka, deadLetterTopic, count, timeoutMs),
     async crash() {
       for (const entry of running) {

@@ -80,10 +80,16 @@ export class DeliveryGuard {
     }
   }
 
-  /** `consumer.handleBatch(messages)`, guarded: the outcomes in input order. Never rejects. */
+  /**
+   * `consumer.handleBatch(messages)`, guarded: the outcomes in input order, one per message (a wrong count is
+   * `rejected` for each). Never rejects.
+   */
   async handleBatch(messages: readonly InboundMessage[]): Promise<GuardedOutcome[]> {
     try {
       const outcomes: Outcome[] = await this.#o.consumer.handleBatch(messages);
+      if (outcomes.length !== messages.length) {
+        throw new Error(`handleBatch returned ${outcomes.length} outcomes for ${messages.length} messages`);
+      }
       let pauseMs = FIRST_OUTAGE_PAUSE_MS;
       while (this.#hold && this.#o.running()) {
         const waiting = messages.flatMap((_, i) => (storeUnavailable(outcomes[i]!) ? [i] : []));

@@ -85,4 +85,11 @@ describe('DeliveryGuard', () => {
       { status: 'rejected', error },
     ]);
   });
+
+  it('turns a handleBatch() that answers the wrong number of outcomes into `rejected` for each message', async () => {
+    const short = { handle: async (m: InboundMessage) => done(m.id!), handleBatch: async (ms: readonly InboundMessage[]) => ms.slice(1).map((m) => done(m.id!)) };
+    const guard = new DeliveryGuard({ consumer: short, features: {}, running: () => true, sleep });
+    const outcomes = await guard.handleBatch([message('a'), message('b')]);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+  });
 });
