@@ -54,10 +54,16 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
       expect(await consumer(c, metrics.provider).handle(message('bad-1'))).toMatchObject({ status: 'dead-letter', reason: 'permanent-error' });
       expect(await consumer(c).handle(message('bad-2'))).toMatchObject({ status: 'dead-letter' });
 
+      const dry = await store().discardDeadLetters(act(c, { messageIds: ['bad-1'], actionId: 'act-0', dryRun: true }));
+      expect(dry).toMatchObject({ dryRun: true, changed: [{ messageId: 'bad-1', priorStatus: 'dead_lettered' }] });
+      expect((await store().findRows(c, ['bad-1']))[0]?.status).toBe('dead_lettered');
+      expect(await store().listReplays({ consumer: c })).toEqual([]);
+
       const result = await store().discardDeadLetters(act(c, { messageIds: ['bad-1'], actionId: 'act-1' }));
       expect(result).toEqual({
         action: 'discard',
         actionId: 'act-1',
+        dryRun: false,
         changed: [{ consumer: c, messageId: 'bad-1', priorStatus: 'dead_lettered', deadLetterReason: 'permanent-error', attempts: 1 }],
       });
       const [row] = await store().findRows(c, ['bad-1']);

@@ -47,6 +47,11 @@ export interface RetireDeadLettersRequest extends DeadLetterSelection {
   readonly reason: string;
   /** The act's id, recorded as each audit line's replay id. */
   readonly actionId: string;
+  /**
+   * Say what would change without changing it: the same statement, rolled back (so the answer is exact). The
+   * result's `dryRun` is true. Default is false.
+   */
+  readonly dryRun?: boolean;
 }
 
 /** One dead letter an act changed, as it was before. */
@@ -64,6 +69,8 @@ export interface RetiredDeadLetter {
 export interface RetireDeadLettersResult {
   readonly action: RetireAction;
   readonly actionId: string;
+  /** True when nothing was written (`dryRun`). */
+  readonly dryRun: boolean;
   readonly changed: readonly RetiredDeadLetter[];
 }
 

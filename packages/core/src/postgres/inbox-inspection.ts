@@ -249,12 +249,13 @@ FROM (SELECT $3::int, $4::float8) AS unused`,
     checkRetireRequest(request);
     try {
       const rows = await this.#seam.transaction<SqlRow[]>(
-        async (t) => ({ end: 'commit', value: await t.query(this.#lifecycle.retire(action, request)) }),
+        async (t) => ({ end: request.dryRun === true ? 'rollback' : 'commit', value: await t.query(this.#lifecycle.retire(action, request)) }),
         { first: { sql: `SELECT set_config('lock_timeout', $1::text, true)`, parameters: [String(OPERATOR_LOCK_TIMEOUT_MS)] } },
       );
       return {
         action,
         actionId: request.actionId,
+        dryRun: request.dryRun === true,
         changed: rows.map((r) => ({
           consumer: request.consumer,
           messageId: String(r['message_id']),
