@@ -245,7 +245,7 @@ export class ConsoleApi {
     const hourStart = Math.floor(now / HOUR) * HOUR - 23 * HOUR;
     const consumers = await Promise.all(
       names.map(async (consumer) => {
-        const rows = { processing: 0, failed: 0, completed: 0, dead_lettered: 0 };
+        const rows = { processing: 0, failed: 0, completed: 0, dead_lettered: 0, discarded: 0, archived: 0 };
         for (const c of counts) if (c.consumer === consumer) rows[c.status] = c.count;
         const deadLetteredPerHour = new Array<number>(24).fill(0);
         const replayedPerHour = new Array<number>(24).fill(0);

@@ -11,7 +11,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 
 import type { CliServices } from '../cli-services.js';
-import { inboxStore } from '../inbox/inbox-store.js';
+import { openInboxStore } from '../inbox/inbox-store.js';
 import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { withInboxTable } from '../inbox/with-inbox-table.js';
 import { displayName } from '../output/display-text.js';
@@ -166,8 +166,11 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
   validate(options);
   const host = options.host ?? '127.0.0.1';
   const log = options.log ?? (() => undefined);
-  const store = inboxStore(options.db, options.connection);
-  await withInboxTable(options.connection, () => store.countByStatus());
+  const store = await withInboxTable(options.connection, async () => {
+    const opened = await openInboxStore(options.db, options.connection);
+    await opened.countByStatus();
+    return opened;
+  });
   const api = new ConsoleApi({
     dlqs: options.dlqs,
     services: options.services,
