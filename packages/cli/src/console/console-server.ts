@@ -177,6 +177,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     connection: options.connection,
     inspector: store,
     store,
+    lifecycle: store,
     fastPath: options.fastPath,
     schemas: options.schemas,
     lookup: postgresInboxLookup(options.db, store),
@@ -254,6 +255,9 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       return send(response, 202, api.startReplay(await readJson(request), requestedBy));
     if (route === 'POST /api/edit')
       return send(response, 200, await api.edit(await readJson(request), requestedBy));
+    if (route === 'POST /api/discard') return send(response, 200, await api.discard(await readJson(request), requestedBy));
+    if (route === 'POST /api/archive') return send(response, 200, await api.archive(await readJson(request), requestedBy));
+    if (route === 'GET /api/audit') return send(response, 200, await api.audit(url.searchParams));
     if (route === 'POST /api/forget')
       return send(response, 200, await api.forget(await readJson(request), requestedBy));
     if (route === 'GET /api/replays') return send(response, 200, api.jobs.list());
