@@ -262,8 +262,8 @@ export interface PruneResult {
   readonly deleted: number;
   readonly batches: number;
   /**
-   * Of `deleted`, the discarded and archived dead letters past `retiredRetentionMs` (absent from stores
-   * without retired rows).
+   * Of `deleted`, the discarded and archived dead letters past `retiredRetentionMs`; absent when none were
+   * (and from stores without retired rows).
    */
   readonly retired?: number;
 }

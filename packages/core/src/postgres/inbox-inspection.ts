@@ -189,9 +189,9 @@ ORDER BY at DESC, id DESC LIMIT $4::int`,
 FROM (SELECT $3::int, $4::float8) AS unused`,
         [this.#pruneKey, consumer, batchSize, retention],
       );
-      if (r?.['locked'] !== true) return { status: 'locked', deleted: 0, batches: 0, retired: 0 };
+      if (r?.['locked'] !== true) return { status: 'locked', deleted: 0, batches: 0 };
       const retired = Number(r['retired']);
-      return { status: 'dry-run', deleted: Number(r['count']) + retired, batches: 0, retired };
+      return { status: 'dry-run', deleted: Number(r['count']) + retired, batches: 0, ...retiredOf(retired) };
     }
     let deleted = 0;
     let retired = 0;
@@ -204,16 +204,18 @@ FROM (SELECT $3::int, $4::float8) AS unused`,
       while (batches < maxBatches) {
         const [r] = await this.query(statement, parameters);
         if (r?.['locked'] !== true) {
-          return batches === 0 ? { status: 'locked', deleted: 0, batches: 0, retired: 0 } : { status: 'pruned', deleted, batches, retired };
+          return batches === 0 ? { status: 'locked', deleted: 0, batches: 0 } : { status: 'pruned', deleted, batches, ...retiredOf(retired) };
         }
         const n = Number(r['deleted']);
-        batches++;
+        const retiring = statement !== this.#prune.batch;
+        // A retention pass that finds nothing is not counted: `batches` stays what it was before retired rows.
+        if (!retiring || n > 0) batches++;
         deleted += n;
-        if (statement !== this.#prune.batch) retired += n;
+        if (retiring) retired += n;
         if (n < batchSize) break;
       }
     }
-    return { status: 'pruned', deleted, batches, retired };
+    return { status: 'pruned', deleted, batches, ...retiredOf(retired) };
   }
 
   /**
@@ -313,6 +315,11 @@ FROM (SELECT $3::int, $4::float8) AS unused`,
 function timestamp(value: unknown): Date | undefined {
   if (value instanceof Date) return value;
   return typeof value === 'string' || typeof value === 'number' ? new Date(value) : undefined;
+}
+
+/** `retired` in a prune result only when some were (so a store without retired rows answers as before). */
+function retiredOf(retired: number): { retired?: number } {
+  return retired > 0 ? { retired } : {};
 }
 
 function limitOf(filter: InspectionFilter): number {
