@@ -11,6 +11,7 @@ import { METRIC_NAMES } from '../src/consumer-metrics.js';
 import { PermanentError, StoreUnavailableError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import { parseOperatorAudit } from '../src/operator-audit.js';
+import { replayDecision } from '../src/replay-decision.js';
 import { PostgresInboxStore, type InboxLayout, type RetireDeadLettersRequest } from '../src/postgres/index.js';
 import { countEffects, insertEffect, openTestDatabase, type TestDatabase, type TestTx } from './support/postgres.js';
 
@@ -82,6 +83,8 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
       expect(await store().deadLetterAges({ consumer: c })).toEqual([{ consumer: c, count: 1, oldestAt: expect.any(Date) }]);
 
       // Delivered again, and replayed: a duplicate each time, the handler never runs, the duplicate is counted.
+      // A replay's dry run predicts it.
+      expect(replayDecision((await store().findRows(c, ['bad-1']))[0], 'r-after-discard')).toBe('skip-retired');
       expect(await consumer(c, metrics.provider).handle(message('bad-1'))).toEqual({ status: 'duplicate', messageId: 'bad-1', reason: 'discarded' });
       const replayed = testMessage('bad-1', { id: 'bad-1' }, { timestamp: stamped, replay: { replayId: 'r-after-discard' } });
       expect(await consumer(c, metrics.provider).handle(replayed)).toMatchObject({ status: 'duplicate', reason: 'discarded' });
