@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS "inboxkit"."inbox" (
   changed_at        timestamptz DEFAULT now(),
   expires_at        timestamptz NOT NULL,
   CONSTRAINT "inbox_pkey" PRIMARY KEY (consumer, message_id),
-  CONSTRAINT "inbox_status_check" CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))
+  CONSTRAINT "inbox_status_check" CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered', 'discarded', 'archived'))
 );
 
 CREATE INDEX IF NOT EXISTS "inbox_expires_at_idx" ON "inboxkit"."inbox" USING brin (expires_at);

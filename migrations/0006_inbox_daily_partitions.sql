@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS "inboxkit"."inbox" (
   changed_at        timestamptz DEFAULT now(),
   expires_at        timestamptz NOT NULL,
   CONSTRAINT "inbox_pkey" PRIMARY KEY (consumer, message_id, day),
-  CONSTRAINT "inbox_status_check" CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))
+  CONSTRAINT "inbox_status_check" CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered', 'discarded', 'archived'))
 ) PARTITION BY RANGE (day);
 
 CREATE TABLE IF NOT EXISTS "inboxkit"."inbox_details" (

@@ -725,6 +725,88 @@ async function wholeBody(m) {
  * @param {any} m the message's record
  */
 function operatorActs(m) {
+  const retire = retireActs(m);
+  const other = editOrForgetActs(m);
+  return retire === '' ? other : other === '' ? retire : h('div', {}, other, retire);
+}
+
+/**
+ * Discard and archive for a dead-lettered row, discard for an archived one. Each needs a typed reason and a
+ * second click (the button asks "really?"); the server audits who, when, why and the state before. A discard
+ * from a DLQ listing removes the copy from that DLQ too.
+ * @param {any} m the message's record
+ */
+function retireActs(m) {
+  const row = m.row;
+  if (row?.status !== 'dead_lettered' && row?.status !== 'archived') return '';
+  const out = h('p', { class: 'retire-result', role: 'status' });
+  const reason = /** @type {HTMLInputElement} */ (
+    h('input', { id: 'retire-reason', type: 'text', placeholder: 'why (recorded in the audit)' })
+  );
+  /** @param {string} id @param {string} label @param {string} confirmLabel @param {() => Promise<any>} call @param {(r: any) => string} say */
+  const button = (id, label, confirmLabel, call, say) => {
+    const b = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', id, class: 'danger' }, label));
+    let armed = false;
+    b.addEventListener('click', () => {
+      if (!armed) {
+        armed = true;
+        b.textContent = confirmLabel;
+        return;
+      }
+      armed = false;
+      b.textContent = label;
+      out.textContent = 'working…';
+      out.classList.remove('error');
+      call()
+        .then((r) => {
+          out.textContent = say(r);
+          refresh().catch(showError);
+        })
+        .catch((error) => {
+          out.textContent = error instanceof Error ? error.message : String(error);
+          out.classList.add('error');
+        });
+    });
+    return b;
+  };
+  const discard = button(
+    'discard',
+    'Discard',
+    'Really discard? Click again',
+    () => api('/api/discard', { consumer: m.consumer, ids: [m.id], reason: reason.value, ...(m.dlq ? { dlq: m.dlq } : {}) }),
+    (r) =>
+      `discarded (audited under ${r.actionId.slice(0, 8)}): it will never run; a redelivery is a duplicate` +
+      (r.dlq ? `; removed from the DLQ: ${r.dlq.removed.length + r.dlq.removedBrokerOnly.length}` : ''),
+  );
+  const archive =
+    row.status === 'dead_lettered'
+      ? button(
+          'archive',
+          'Archive',
+          'Really archive? Click again',
+          () => api('/api/archive', { consumer: m.consumer, ids: [m.id], reason: reason.value }),
+          (r) => `archived (audited under ${r.actionId.slice(0, 8)}): kept as a record, out of the live views`,
+        )
+      : null;
+  return h(
+    'section',
+    { class: 'acts' },
+    h('h3', {}, 'Discard or archive'),
+    h(
+      'p',
+      { class: 'note' },
+      'Discard: this message will never run (a redelivery is acked as a duplicate) and its DLQ copy is removed. Archive: kept as a record, out of the dead-letter views; its DLQ copy stays. Both are audited and pruned after their retention.',
+    ),
+    h('div', { class: 'act-row' }, reason, discard, archive),
+    out,
+  );
+}
+
+/**
+ * Edit and retry for a dead letter whose row is dead-lettered, forget for a completed row.
+ * @param {any} m the message's record
+ */
+function editOrForgetActs(m) {
   const row = m.row;
   const out = h('p', { class: 'act-result', role: 'status' });
   /** @param {Promise<any>} call @param {(r: any) => string} say */
@@ -1017,7 +1099,29 @@ function renderJobs(overview) {
   );
 }
 
+/** The operator audit, newest first, of the chosen action. */
+async function renderAudit() {
+  const action = /** @type {HTMLSelectElement} */ ($('#audit-action')).value;
+  const { lines } = await api(`/api/audit${action === '' ? '' : `?action=${encodeURIComponent(action)}`}`);
+  const body = /** @type {HTMLTableSectionElement} */ ($('#audit-table tbody'));
+  body.replaceChildren(
+    ...lines.map((/** @type {any} */ l) =>
+      h(
+        'tr',
+        { 'data-action': l.action },
+        h('td', {}, when(l.at)),
+        h('td', {}, displayName(l.requestedBy ?? '?')),
+        h('td', {}, l.action),
+        h('td', {}, displayName(l.consumer)),
+        h('td', {}, displayName(l.messageId)),
+        h('td', {}, displayText(l.outcome)),
+      ),
+    ),
+  );
+}
+
 async function refresh() {
+  renderAudit().catch(showError);
   const overview = await api('/api/overview');
   state.overview = overview;
   renderConsumers(overview);
@@ -1062,6 +1166,7 @@ function wire() {
     'click',
     () => void listDeadLetters(state.offset + PAGE_SIZE).catch(showError),
   );
+  $('#audit-action').addEventListener('change', () => void renderAudit().catch(showError));
   $('#dry-run').addEventListener('click', () => void dryRun().catch(showError));
   $('#replay').addEventListener('click', () => void replay().catch(showError));
   $('#detail-close').addEventListener('click', () => ($('#detail').hidden = true));

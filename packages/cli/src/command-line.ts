@@ -26,6 +26,8 @@ export const COMMANDS = [
   'dlq replay',
   'dlq edit',
   'forget',
+  'discard',
+  'archive',
   'doctor',
   'console',
 ] as const;
@@ -79,6 +81,8 @@ export interface PruneCommand extends Common {
   readonly consumer: string | undefined;
   readonly dryRun: boolean;
   readonly batchSize: number;
+  /** `--retired-retention`: how long discarded and archived dead letters are kept. Default is 30 days. */
+  readonly retiredRetentionMs: number;
   /** The idempotency-key table (`--http-table [SCHEMA.]TABLE`); default `<--schema>.idempotency_key`. */
   readonly httpTable: { readonly schema: string; readonly table: string };
 }
@@ -127,6 +131,27 @@ export interface ForgetCommand extends Common {
   /** The consumers' Redis fast path (`--redis-url`, env `REDIS_URL`), whose entry is deleted too; none if unset. */
   readonly fastPath: FastPathSettings | undefined;
 }
+/** `inboxkit discard` / `inboxkit archive`: an audited act on a selection of one consumer's dead letters. */
+export interface RetireCommand extends Common {
+  readonly command: 'discard' | 'archive';
+  readonly consumer: string;
+  /** `--id` (repeatable, or comma-separated). */
+  readonly messageIds: readonly string[] | undefined;
+  /** `--dead-letter-reason`: a reason group. */
+  readonly deadLetterReason: string | undefined;
+  readonly since: Date | undefined;
+  readonly until: Date | undefined;
+  /** `--all`: every dead letter of the consumer. */
+  readonly all: boolean;
+  readonly limit: number | undefined;
+  /** `--reason`: why, for the audit. */
+  readonly reason: string;
+  readonly requestedBy: string;
+  /** `--yes`: do it; without it the command only says what it would do. */
+  readonly yes: boolean;
+  /** `--transport`/`--from`/`--group` (discard only): the broker DLQ whose copies are removed too. */
+  readonly dlq: { readonly transport: TransportName; readonly from: string; readonly group: string | undefined } | undefined;
+}
 export interface DoctorCommand extends Common {
   readonly command: 'doctor';
   /** Path of a JSON config file with consumer settings. */
@@ -173,6 +198,7 @@ export type ParsedCommand =
   | DlqReplayCommand
   | DlqEditCommand
   | ForgetCommand
+  | RetireCommand
   | DoctorCommand
   | ConsoleCommand;
 
@@ -199,6 +225,20 @@ const FILTER_OPTIONS: Options = {
   since: { type: 'string' },
   id: { type: 'string', multiple: true },
   limit: { type: 'string' },
+};
+
+const RETIRE_OPTIONS: Options = {
+  ...CONNECTION_OPTIONS,
+  consumer: { type: 'string' },
+  id: { type: 'string', multiple: true },
+  'dead-letter-reason': { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  all: { type: 'boolean' },
+  limit: { type: 'string' },
+  reason: { type: 'string' },
+  by: { type: 'string' },
+  yes: { type: 'boolean', short: 'y' },
 };
 
 /** Consumer settings `doctor` accepts as flags: flag name → kind of value. */
@@ -239,6 +279,7 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     target: { type: 'string' },
     http: { type: 'boolean' },
     'http-table': { type: 'string' },
+    'retired-retention': { type: 'string' },
   },
   'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS },
   'dlq replay': {
@@ -272,6 +313,8 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     reason: { type: 'string' },
     by: { type: 'string' },
   },
+  discard: { ...RETIRE_OPTIONS, transport: { type: 'string' }, from: { type: 'string' }, group: { type: 'string' } },
+  archive: RETIRE_OPTIONS,
   doctor: {
     ...CONNECTION_OPTIONS,
     config: { type: 'string' },
@@ -501,6 +544,10 @@ export function parseCommandLine(
           command,
         );
       }
+      const retention = str('retired-retention');
+      if (retention !== undefined && target === 'http') {
+        throw new UsageError('--retired-retention applies to inbox rows (drop it, or use --target all)', command);
+      }
       const httpTable = str('http-table');
       if (httpTable !== undefined && target === 'inbox') {
         throw new UsageError('--http-table needs --target http or --target all (or --http)', command);
@@ -512,6 +559,7 @@ export function parseCommandLine(
         consumer,
         dryRun: values['dry-run'] === true,
         batchSize: batch === undefined ? 5_000 : parsePositiveInt(batch, '--batch-size', command),
+        retiredRetentionMs: retention === undefined ? 30 * 86_400_000 : parseDuration(retention, '--retired-retention', command),
         httpTable: httpTableOf(httpTable, common.connection.schema, command),
       };
     }
@@ -593,6 +641,54 @@ export function parseCommandLine(
         to: str('to'),
         payloadFile: need('payload-file', 'FILE (the corrected payload; - reads stdin)'),
         schemasModule: str('schemas'),
+      };
+    }
+    case 'discard':
+    case 'archive': {
+      const consumer = str('consumer');
+      if (consumer === undefined) throw new UsageError(`\`inboxkit ${command}\` needs --consumer NAME`, command);
+      const reason = str('reason');
+      if (reason === undefined || reason.trim() === '') {
+        throw new UsageError(`\`inboxkit ${command}\` needs --reason TEXT (why, for the audit)`, command);
+      }
+      const since = str('since');
+      const until = str('until');
+      const limit = str('limit');
+      const messageIds = list('id');
+      const deadLetterReason = str('dead-letter-reason');
+      const all = values.all === true;
+      const narrowed = messageIds !== undefined || deadLetterReason !== undefined || since !== undefined || until !== undefined;
+      if (!narrowed && !all) {
+        throw new UsageError(
+          `select the dead letters to ${command}: --id ID, --dead-letter-reason REASON, --since/--until, or --all for every one of the consumer`,
+          command,
+        );
+      }
+      if (all && narrowed) throw new UsageError('--all selects every dead letter of the consumer: drop it, or drop the other filters', command);
+      const transport = transportOf(str('transport'), command, false);
+      const from = str('from');
+      if ((transport === undefined) !== (from === undefined)) {
+        throw new UsageError('--transport and --from go together: the broker DLQ whose copies are removed too', command);
+      }
+      const group = str('group');
+      if (group !== undefined && transport !== 'kafka') {
+        throw new UsageError('--group applies to --transport kafka only (the consumer group of the DLQ topic)', command);
+      }
+      const by = str('by') ?? env.USER ?? env.USERNAME ?? env.LOGNAME;
+      return {
+        command,
+        ...common,
+        consumer,
+        messageIds,
+        deadLetterReason,
+        since: since === undefined ? undefined : parseSince(since, now, '--since', command),
+        until: until === undefined ? undefined : parseSince(until, now, '--until', command),
+        all,
+        limit: limit === undefined ? undefined : parsePositiveInt(limit, '--limit', command),
+        reason,
+        requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+        yes: values.yes === true,
+        dlq: transport === undefined || from === undefined ? undefined : { transport, from, group },
       };
     }
     case 'console': {

@@ -14,6 +14,7 @@ import { runDlqList } from './commands/dlq-list-command.js';
 import { runDlqEdit } from './commands/dlq-edit-command.js';
 import { runDlqReplay } from './commands/dlq-replay-command.js';
 import { runForget } from './commands/forget-command.js';
+import { runRetire } from './commands/retire-command.js';
 import { runDoctor } from './commands/doctor-command.js';
 import { runMigrate } from './commands/migrate-command.js';
 import { runPartitions } from './commands/partitions-command.js';
@@ -56,6 +57,9 @@ async function dispatch(
       return runDlqEdit(command, context);
     case 'forget':
       return runForget(command, context);
+    case 'discard':
+    case 'archive':
+      return runRetire(command, context);
     case 'doctor':
       return runDoctor(command, context);
     case 'console':

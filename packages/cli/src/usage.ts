@@ -25,6 +25,8 @@ Commands:
   dlq replay    move dead letters back to their source, safely (see docs/cli.md)
   dlq edit      replay one dead letter with a corrected payload (audited)
   forget        delete one completed inbox row on purpose (audited)
+  discard       retire dead letters for good: never run, audited (and out of a DLQ)
+  archive       keep dead letters as a record, out of the live views (audited)
   doctor        check connectivity and configuration invariants
   console       a web page over the inbox and the DLQs: charts, filters, replay
   help [cmd]    show help for a command (also: <command> --help)
@@ -91,12 +93,14 @@ expired, dead letters by reason, rows expiring within --expiring-within
 (default 1h), and the age of the oldest row against the dedupe window
 (--dedupe-window, default 7d).`,
   prune: `Usage: inboxkit prune [--consumer NAME] [--dry-run] [--batch-size 5000]
-                      [--target inbox|http|all] [--http]
+                      [--retired-retention 30d] [--target inbox|http|all] [--http]
                       [--http-table [SCHEMA.]TABLE] [--json] [connection flags]
 
-Deletes completed rows whose expires_at has passed, in batches. Rows that are
-processing, failed or dead-lettered are never pruned. --dry-run counts what
-would be deleted and deletes nothing.
+Deletes completed rows whose expires_at has passed, in batches, then the dead
+letters an operator discarded or archived more than --retired-retention ago
+(default 30d; their audit lines stay). Rows that are processing, failed or
+dead-lettered are never pruned. --dry-run counts what would be deleted and
+deletes nothing.
 
 --target http (or --http) prunes the HTTP idempotency keys of @inboxkit/http
 instead: keys whose retention passed, never one under a live lease. Their table
@@ -189,6 +193,43 @@ window.
   --redis-url URL        the consumers' fast-path Redis (env REDIS_URL)
   --fast-path-prefix P   the consumers' keyPrefix (env
                          INBOXKIT_FAST_PATH_PREFIX; default inboxkit:fp:)`,
+  discard: `Usage: inboxkit discard --consumer NAME (--id ID… | --dead-letter-reason R |
+                        --since T | --until T | --all) --reason TEXT [--limit N]
+                        [--by NAME] [--yes] [--transport T --from DLQ [--group G]]
+                        [--json] [connection flags]
+
+Discards dead letters of one consumer: each selected dead-lettered (or
+archived) inbox row becomes discarded, with an audit line (who, why, when, its
+state and dead-letter reason before) written in the same transaction. A
+discarded message never runs: a redelivery or replay of its id is acked as a
+duplicate (reason discarded) until \`inboxkit prune\` deletes the row after
+its retention (default 30 days). Without --yes, says what it would discard and
+changes nothing (exit 1). With --transport and --from, the discarded dead
+letters' copies are then removed from that broker DLQ, and copies the inbox
+holds no live row for (payload mismatch, late messages) are audited and
+removed too; every other copy is left in place. Safe to rerun.
+
+  --id ID               these ids (repeat, or comma-separated)
+  --dead-letter-reason R  a reason group (max-attempts, payload-mismatch …)
+  --since T / --until T dead-lettered in [T, T') (ISO time or a duration ago: 6h)
+  --all                 every dead letter of the consumer
+  --reason TEXT         why, for the audit (required)
+  --by NAME             who asked (default $USER)
+  --yes, -y             do it (default: only say what would be done)
+  --transport T --from DLQ  the broker DLQ to remove their copies from
+  --group G             Kafka: consumer group that tracks the DLQ topic`,
+  archive: `Usage: inboxkit archive --consumer NAME (--id ID… | --dead-letter-reason R |
+                        --since T | --until T | --all) --reason TEXT [--limit N]
+                        [--by NAME] [--yes] [--json] [connection flags]
+
+Archives dead letters of one consumer: each selected dead-lettered inbox row
+becomes archived — kept with its details as a record, out of the live views
+(dlq lists, status dead letters, the DLQ gauges), its redeliveries acked as
+duplicates (reason archived) — with an audit line in the same transaction.
+\`inboxkit prune\` deletes archived rows after their retention (default 30
+days); \`inboxkit discard\` discards an archived one. Broker DLQ copies stay
+(the inbox keeps no payload). Without --yes, says what it would archive and
+changes nothing (exit 1). Flags as for discard.`,
   doctor: `Usage: inboxkit doctor [--config FILE] [--transport T [--source Q] [--dlq Q]]
                        [--max-attempts N] [--dedupe-window D] [--handler-timeout D]
                        [--lease D] [--mode transactional|leased]

@@ -49,6 +49,7 @@ describe('inboxkit partitions', () => {
       'inboxkit_0002_lean_row',
       'inboxkit_0003_daily_partitions',
       'inboxkit_0004_partition_cross_day',
+      'inboxkit_0005_dead_letter_lifecycle',
     ]);
     expect(await doctor()).toMatchObject({ status: 'ok', detail: `days through ${utcDay(3)} (3 ahead of ${utcDay(0)} UTC)` });
 

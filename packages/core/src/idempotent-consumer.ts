@@ -557,6 +557,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         return { status: 'duplicate', messageId: prepared.id, reason: prepared.message.replay ? 'replay-of-completed' : 'completed' };
       case 'dead_lettered':
         return this.#deadLetterFromRow(prepared.id, row.deadLetterReason ?? 'max-attempts', row);
+      case 'discarded':
+      case 'archived':
+        // An operator retired this dead letter: its effect never ran and must not run behind their back. The
+        // delivery is acked as a duplicate and counted under the act's name (DESIGN §6: only a replay reopens).
+        return { status: 'duplicate', messageId: prepared.id, reason: row.status };
       case 'failed':
         return row.availableInMs > 0
           ? this.#retry(prepared.id, row.availableInMs, 0, 'handler-error', row.lastError ?? undefined)

@@ -36,8 +36,11 @@ export type DeadLetterReason =
  */
 export type RetryReason = 'handler-error' | 'lock-timeout' | 'lease-held' | 'store-unavailable' | 'lease-lost' | 'contended';
 
-/** Why a delivery was suppressed as a duplicate. */
-export type DuplicateReason = 'completed' | 'replay-of-completed';
+/**
+ * Why a delivery was suppressed as a duplicate: its id `completed` (or a replay of it did), or it is a dead
+ * letter an operator `discarded` or `archived` (retired dead letters are never run again; see docs/operations.md).
+ */
+export type DuplicateReason = 'completed' | 'replay-of-completed' | 'discarded' | 'archived';
 
 /** The message's effect committed in this delivery: ack / commit / delete it. */
 export interface ProcessedOutcome {

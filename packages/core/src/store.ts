@@ -11,11 +11,15 @@
 
 import type { ErrorInfo } from './outcome.js';
 
-/** The state of an inbox row. */
-export type InboxStatus = 'processing' | 'failed' | 'completed' | 'dead_lettered';
+/**
+ * The state of an inbox row. `discarded` and `archived` are dead letters an operator retired (`discardDeadLetters`,
+ * `archiveDeadLetters` of the Postgres store): they leave the live views, keep deduplicating their id until the
+ * pruner's retention removes them, and are never claimed again.
+ */
+export type InboxStatus = 'processing' | 'failed' | 'completed' | 'dead_lettered' | 'discarded' | 'archived';
 
 /** Every status, for exhaustive reports. */
-export const INBOX_STATUSES = ['processing', 'failed', 'completed', 'dead_lettered'] as const;
+export const INBOX_STATUSES = ['processing', 'failed', 'completed', 'dead_lettered', 'discarded', 'archived'] as const;
 
 /**
  * What a row was when a delivery claimed it: `new` (no row), `failed` (a retry), `processing` (an attempt was
@@ -242,6 +246,12 @@ export interface PruneOptions {
   readonly dryRun?: boolean;
   /** Stop after this many batches (the rest waits for the next run). Default is unlimited. */
   readonly maxBatches?: number;
+  /**
+   * How long a dead letter an operator discarded or archived is kept (from the act) before `prune` deletes it
+   * and its details; until then a redelivery of its id is a duplicate. The audit lines stay. Stores without
+   * retired rows ignore it. Default is 30 days.
+   */
+  readonly retiredRetentionMs?: number;
 }
 
 /** The result of a prune run. */
@@ -251,6 +261,11 @@ export interface PruneResult {
   /** Rows deleted (or, for a dry run, that would be deleted). */
   readonly deleted: number;
   readonly batches: number;
+  /**
+   * Of `deleted`, the discarded and archived dead letters past `retiredRetentionMs`; absent when none were
+   * (and from stores without retired rows).
+   */
+  readonly retired?: number;
 }
 
 /**

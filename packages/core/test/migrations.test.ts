@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import { Migrator, NO_MIGRATIONS } from '../../../test/support/kysely-migrator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inboxSqlFile, SQL_FILE, V1_SQL_FILE } from '../scripts/generate-sql.js';
+import { inboxSqlFile, LIFECYCLE_SQL_FILE, lifecycleSqlFile, SQL_FILE, V1_SQL_FILE } from '../scripts/generate-sql.js';
 import { ConfigurationError, PermanentError } from '../src/errors.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
@@ -21,6 +21,10 @@ function version1Sql(schema: string): string {
 describe('inbox schema', () => {
   it('keeps migrations/0005_inbox_lean_row.sql in step with its source (run packages/core/scripts/generate-sql.ts)', () => {
     expect(readFileSync(SQL_FILE, 'utf8')).toBe(inboxSqlFile());
+  });
+
+  it('keeps migrations/0007_dead_letter_lifecycle.sql in step with its source (run packages/core/scripts/generate-sql.ts)', () => {
+    expect(readFileSync(LIFECYCLE_SQL_FILE, 'utf8')).toBe(lifecycleSqlFile());
   });
 
   it('quotes every identifier and refuses anything but plain names', () => {
@@ -52,6 +56,7 @@ describe('inbox schema', () => {
       expect(first.results?.map((r) => [r.migrationName, r.status])).toEqual([
         ['inboxkit_0001_inbox', 'Success'],
         ['inboxkit_0002_lean_row', 'Success'],
+        ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
       ]);
       const again = await migrateInbox(t.db, { schema, table: 'events_inbox' });
       expect(again.results).toEqual([]);
@@ -79,6 +84,37 @@ describe('inbox schema', () => {
         SELECT count(*)::int AS n FROM pg_proc WHERE pronamespace = ${schema}::regnamespace`.execute(t.db);
       expect(functions.rows[0]!.n).toBe(0);
       await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
+    });
+
+    it('lets an inbox made before the dead-letter lifecycle hold discarded and archived rows: 0005, or the plain file 0007', async () => {
+      for (const via of ['migration', 'file'] as const) {
+        const schema = `${t.schema}_lc_${via}`;
+        const migrator = new Migrator({
+          db: t.db,
+          provider: inboxMigrations({ schema }),
+          migrationTableSchema: schema,
+          migrationTableName: 'inboxkit_migrations',
+          migrationLockTableName: 'inboxkit_migrations_lock',
+        });
+        await sql.raw(`CREATE SCHEMA "${schema}"`).execute(t.db);
+        expect((await migrator.migrateTo('inboxkit_0002_lean_row')).error).toBeUndefined();
+        // The check 0002 made before the lifecycle existed.
+        await sql.raw(`ALTER TABLE "${schema}".inbox DROP CONSTRAINT inbox_status_check, ADD CONSTRAINT inbox_status_check CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))`).execute(t.db);
+        await sql.raw(`INSERT INTO "${schema}".inbox (consumer, message_id, status, attempts, expires_at) VALUES ('c', 'dead', 'dead_lettered', 5, now())`).execute(t.db);
+        const retire = () => sql.raw(`UPDATE "${schema}".inbox SET status = 'discarded' WHERE message_id = 'dead'`).execute(t.db);
+        await expect(retire()).rejects.toThrow(/inbox_status_check/);
+        if (via === 'migration') {
+          expect((await migrateInbox(t.db, { schema })).results?.map((r) => [r.migrationName, r.status])).toEqual([
+            ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
+          ]);
+        } else {
+          await sql.raw(readFileSync(LIFECYCLE_SQL_FILE, 'utf8').replaceAll('"inboxkit"', `"${schema}"`)).execute(t.db);
+        }
+        await retire();
+        await sql.raw(`UPDATE "${schema}".inbox SET status = 'archived' WHERE message_id = 'dead'`).execute(t.db);
+        await expect(sql.raw(`UPDATE "${schema}".inbox SET status = 'gone' WHERE message_id = 'dead'`).execute(t.db)).rejects.toThrow(/inbox_status_check/);
+        await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
+      }
     });
 
     it('creates the same schema from the plain SQL files as from the migrations', async () => {
@@ -145,7 +181,10 @@ describe('inbox schema', () => {
           .execute(t.db);
 
         const upgrade = await migrateInbox(t.db, { schema });
-        expect(upgrade.results?.map((r) => [r.migrationName, r.status])).toEqual([['inboxkit_0002_lean_row', 'Success']]);
+        expect(upgrade.results?.map((r) => [r.migrationName, r.status])).toEqual([
+          ['inboxkit_0002_lean_row', 'Success'],
+          ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
+        ]);
         const counts = await sql<{ rows: number; details: number }>`
           SELECT (SELECT count(*)::int FROM ${sql.table(`${schema}.inbox`)}) AS rows,
                  (SELECT count(*)::int FROM ${sql.table(`${schema}.inbox_details`)}) AS details`.execute(t.db);

@@ -11,6 +11,7 @@ export { rabbitmqPublisher } from './rabbitmq-publisher.js';
 export type { RabbitmqPublisherOptions } from './rabbitmq-publisher.js';
 export { rabbitmqDeadLetterQueue } from './rabbitmq-dead-letter-queue.js';
 export type { RabbitmqDeadLetterQueueOptions } from './rabbitmq-dead-letter-queue.js';
+export { rabbitmqDeadLetterQueueDepth, type RabbitmqDeadLetterQueueDepth, type RabbitmqDeadLetterQueueDepthOptions } from './rabbitmq-dead-letter-queue-depth.js';
 export {
   declareTopology,
   topologyNames,

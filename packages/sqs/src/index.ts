@@ -18,5 +18,6 @@ export {
 export { isFifoQueue } from './fifo.js';
 export { sqsDeadLetterQueue } from './sqs-dead-letter-queue.js';
 export type { SqsDeadLetterQueueOptions, SqsDeadLetterEntry } from './sqs-dead-letter-queue.js';
+export { sqsDeadLetterQueueDepth, type SqsDeadLetterQueueDepth, type SqsDeadLetterQueueDepthOptions } from './sqs-dead-letter-queue-depth.js';
 export { createQueues } from './create-queues.js';
 export type { CreateQueuesOptions, CreatedQueues } from './create-queues.js';

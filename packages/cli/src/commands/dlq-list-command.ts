@@ -2,7 +2,7 @@
 
 import type { DlqListCommand } from '../command-line.js';
 import type { OpenedDatabase, OpenedTransport } from '../cli-services.js';
-import { inboxStore } from '../inbox/inbox-store.js';
+import { openInboxStore } from '../inbox/inbox-store.js';
 import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
@@ -31,7 +31,7 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
       inbox:
         database === undefined
           ? undefined
-          : postgresInboxLookup(database.db, inboxStore(database.db, command.connection)),
+          : postgresInboxLookup(database.db, await openInboxStore(database.db, command.connection)),
       filter: command.filter,
       limit: command.limit,
     });

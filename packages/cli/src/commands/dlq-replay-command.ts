@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 
 import type { DlqReplayCommand } from '../command-line.js';
 import type { OpenedDatabase } from '../cli-services.js';
-import { inboxStore } from '../inbox/inbox-store.js';
+import { openInboxStore } from '../inbox/inbox-store.js';
 import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { formatTable, truncate } from '../output/format-table.js';
 import { ReplayProgress } from '../output/replay-progress.js';
@@ -52,7 +52,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
         inbox:
           database === undefined
             ? undefined
-            : postgresInboxLookup(database.db, inboxStore(database.db, command.connection)),
+            : postgresInboxLookup(database.db, await openInboxStore(database.db, command.connection)),
         clock,
         signal: io.signal,
         onOpened: (transport, to) => {

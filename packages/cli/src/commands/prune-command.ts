@@ -50,8 +50,12 @@ async function pruneInboxRows(
       ...(command.consumer !== undefined ? { consumer: command.consumer } : {}),
       batchSize: command.batchSize,
       dryRun: command.dryRun,
+      retiredRetentionMs: command.retiredRetentionMs,
     }),
   );
+  const retired = result.retired ?? 0;
+  const completed = result.deleted - retired;
+  const alsoRetired = retired === 0 ? '' : ` and ${retired} discarded/archived dead letters past their retention (${formatRetention(command.retiredRetentionMs)})`;
   const elapsedMs = clock.now() - started;
   const scope = command.consumer === undefined ? 'all consumers' : `consumer ${command.consumer}`;
   // --target inbox prints exactly this object (the output before --target existed).
@@ -68,11 +72,11 @@ async function pruneInboxRows(
     );
   } else if (result.status === 'dry-run') {
     io.stdout.write(
-      `Dry run: ${result.deleted} expired completed rows would be deleted (${scope}). Nothing was deleted.\n`,
+      `Dry run: ${completed} expired completed rows${alsoRetired} would be deleted (${scope}). Nothing was deleted.\n`,
     );
   } else {
     io.stdout.write(
-      `Deleted ${result.deleted} expired completed rows in ${result.batches} batch(es) of up to ${command.batchSize} (${scope}), ${elapsedMs} ms.\n`,
+      `Deleted ${completed} expired completed rows${alsoRetired} in ${result.batches} batch(es) of up to ${command.batchSize} (${scope}), ${elapsedMs} ms.\n`,
     );
   }
   return { result, report };
@@ -116,4 +120,9 @@ async function pruneHttpKeys(
     );
   }
   return { result, report };
+}
+
+/** A retention as days (or hours below a day), for the prune summary. */
+function formatRetention(ms: number): string {
+  return ms >= 86_400_000 ? `${Math.round((ms / 86_400_000) * 10) / 10} days` : `${Math.round((ms / 3_600_000) * 10) / 10} hours`;
 }

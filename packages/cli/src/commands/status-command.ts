@@ -84,6 +84,11 @@ export function renderStatus(report: InboxStatusReport, consumer: string | undef
     const reasons = Object.entries(c.deadLettersByReason);
     if (reasons.length > 0)
       notes.push(`dead letters by reason: ${reasons.map(([r, n]) => `${displayName(r)} ${n}`).join(', ')}`);
+    if (c.rows.discarded > 0 || c.rows.archived > 0) {
+      notes.push(
+        `retired dead letters: ${c.rows.discarded} discarded, ${c.rows.archived} archived (out of the live views; \`inboxkit prune\` deletes them after their retention)`,
+      );
+    }
     if (c.expiredNotPruned > 0 && c.pruneLagMs !== undefined) {
       notes.push(
         `${c.expiredNotPruned} expired completed rows not pruned yet, the oldest expired ${formatDuration(c.pruneLagMs)} ago: ` +

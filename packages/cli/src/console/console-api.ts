@@ -4,7 +4,10 @@
 
 import { createHash, randomUUID } from 'node:crypto';
 
-import { parseDeadLetterHeaders } from '@inboxkit/core';
+import { parseDeadLetterHeaders, parseOperatorAudit } from '@inboxkit/core';
+import type { PostgresInboxStore, RetireDeadLettersResult } from '@inboxkit/core/postgres';
+import { discardFromDlq } from '../replay/discard-from-dlq.js';
+import type { DiscardFromDlqResult } from '../replay/discard-from-dlq.js';
 import type { DeadLetterEntry, ForgetResult, InboxInspector, InboxStore } from '@inboxkit/core';
 import type { FastPathEntries } from '../inbox/fast-path-entries.js';
 
@@ -54,6 +57,11 @@ export interface ConsoleApiOptions {
   readonly store: Pick<InboxStore, 'findRows' | 'amendDeadLetter' | 'forgetCompleted' | 'identity'>;
   /** The consumers' Redis fast path, whose entry for an id `forget` deletes too. Default is none. */
   readonly fastPath?: FastPathEntries | undefined;
+  /**
+   * The dead-letter lifecycle (discard, archive) and where a broker-only discard is audited. Default is none:
+   * the page's Discard and Archive answer 501.
+   */
+  readonly lifecycle?: Pick<PostgresInboxStore, 'discardDeadLetters' | 'archiveDeadLetters' | 'findRows' | 'recordReplay'> | undefined;
   /** The consumers' payload schemas: edits are checked against them. Default is none (JSON only). */
   readonly schemas?: ConsumerSchemas | undefined;
   readonly lookup: InboxLookup;
@@ -181,6 +189,27 @@ function includeParked(body: Record<string, unknown>): boolean {
   return value === true;
 }
 
+/** One line of the operator audit as the page shows it. */
+export interface AuditLine {
+  readonly at: string;
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly actionId: string;
+  readonly requestedBy: string | null;
+  /** `discarded`, `archived`, `forgotten`, `amended`, or `replayed` (a replay's own line). */
+  readonly action: string;
+  readonly outcome: string;
+}
+
+const AUDIT_ACTIONS: readonly string[] = ['discarded', 'archived', 'forgotten', 'amended', 'replayed'];
+
+/** The ids of a discard or archive: `ids` (one or more) or `id`. */
+function retireIds(body: Record<string, unknown>): string[] {
+  const ids = body.ids === undefined ? (body.id === undefined ? undefined : [required(body.id, 'id')]) : stringList(body.ids, 'ids');
+  if (ids === undefined || ids.length === 0) throw new HttpError(400, 'ids is required: the dead letters to act on');
+  return [...ids];
+}
+
 /** The console's API, independent of HTTP (the server maps routes onto these methods). */
 export class ConsoleApi {
   readonly #options: ConsoleApiOptions;
@@ -245,7 +274,7 @@ export class ConsoleApi {
     const hourStart = Math.floor(now / HOUR) * HOUR - 23 * HOUR;
     const consumers = await Promise.all(
       names.map(async (consumer) => {
-        const rows = { processing: 0, failed: 0, completed: 0, dead_lettered: 0 };
+        const rows = { processing: 0, failed: 0, completed: 0, dead_lettered: 0, discarded: 0, archived: 0 };
         for (const c of counts) if (c.consumer === consumer) rows[c.status] = c.count;
         const deadLetteredPerHour = new Array<number>(24).fill(0);
         const replayedPerHour = new Array<number>(24).fill(0);
@@ -564,6 +593,93 @@ export class ConsoleApi {
       `forget ${actionId} by ${displayName(requestedBy)} of ${displayName(messageId)} (${displayName(consumer)}); fast-path entry: ${entry.fastPathEntry}`,
     );
     return { actionId, ...result, ...entry };
+  }
+
+  /**
+   * Discards dead letters (`{consumer, ids, reason, dlq?}`; `ids` one or more): their rows become discarded,
+   * each audited with who (the console's operator), why and its state before; with `dlq`, their copies in that
+   * DLQ are then removed (and a copy the inbox holds no live row for is audited and removed). Nothing matched
+   * is a 409.
+   */
+  async discard(
+    body: Record<string, unknown>,
+    requestedBy: string,
+  ): Promise<RetireDeadLettersResult & { dlq?: DiscardFromDlqResult }> {
+    const lifecycle = this.#lifecycle();
+    const consumer = required(body.consumer, 'consumer');
+    const ids = retireIds(body);
+    const reason = required(body.reason, 'reason');
+    const dlq = body.dlq === undefined || body.dlq === null || body.dlq === '' ? undefined : this.#dlq(body.dlq);
+    const actionId = randomUUID();
+    const result = await lifecycle.discardDeadLetters({ consumer, messageIds: ids, reason, requestedBy, actionId });
+    let broker: DiscardFromDlqResult | undefined;
+    if (dlq !== undefined) {
+      const transport = await this.#options.services.openTransport(dlq.transport, this.#options.connection, {
+        from: dlq.name,
+        group: dlq.group,
+        publish: false,
+      });
+      try {
+        broker = await discardFromDlq({ reader: transport.reader, store: lifecycle, filter: { consumer, ids }, actionId, requestedBy, reason });
+      } finally {
+        await transport.close().catch(() => undefined);
+      }
+    }
+    if (result.changed.length === 0 && (broker === undefined || broker.removed.length + broker.removedBrokerOnly.length === 0)) {
+      throw new HttpError(409, `no dead letter of consumer ${consumer} to discard among ${ids.join(', ')}`);
+    }
+    this.#options.log(
+      `discard ${actionId} by ${displayName(requestedBy)} of ${result.changed.length} dead letter(s) (${displayName(consumer)})${broker === undefined ? '' : `; DLQ copies removed: ${broker.removed.length + broker.removedBrokerOnly.length}`}`,
+    );
+    return broker === undefined ? result : { ...result, dlq: broker };
+  }
+
+  /** Archives dead letters (`{consumer, ids, reason}`), audited; their DLQ copies stay. Nothing matched is a 409. */
+  async archive(body: Record<string, unknown>, requestedBy: string): Promise<RetireDeadLettersResult> {
+    const lifecycle = this.#lifecycle();
+    const consumer = required(body.consumer, 'consumer');
+    const ids = retireIds(body);
+    const reason = required(body.reason, 'reason');
+    const actionId = randomUUID();
+    const result = await lifecycle.archiveDeadLetters({ consumer, messageIds: ids, reason, requestedBy, actionId });
+    if (result.changed.length === 0) throw new HttpError(409, `no dead letter of consumer ${consumer} to archive among ${ids.join(', ')}`);
+    this.#options.log(`archive ${actionId} by ${displayName(requestedBy)} of ${result.changed.length} dead letter(s) (${displayName(consumer)})`);
+    return result;
+  }
+
+  /**
+   * The operator audit, newest first (`consumer`, `action` = discarded | archived | forgotten | amended |
+   * replayed, `limit` up to 500, default 200): every line with its act read back where it is one.
+   */
+  async audit(params: URLSearchParams): Promise<{ lines: AuditLine[] }> {
+    const consumer = params.get('consumer') ?? undefined;
+    const action = params.get('action') ?? undefined;
+    const limitText = params.get('limit');
+    const limit = limitText === null ? 200 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new HttpError(400, 'limit must be a whole number from 1 to 500');
+    if (action !== undefined && !AUDIT_ACTIONS.includes(action)) {
+      throw new HttpError(400, `action must be one of ${AUDIT_ACTIONS.join(', ')}`);
+    }
+    const rows = await this.#options.inspector.listReplays({ ...(consumer === undefined ? {} : { consumer }), limit: action === undefined ? limit : 500 });
+    const lines = rows.map((r): AuditLine => {
+      const act = parseOperatorAudit(r.outcome);
+      return {
+        at: r.at.toISOString(),
+        consumer: r.consumer,
+        messageId: r.messageId,
+        actionId: r.replayId,
+        requestedBy: r.requestedBy ?? null,
+        action: act?.action ?? (r.outcome.startsWith('discarded dlq-only/') ? 'discarded' : 'replayed'),
+        outcome: r.outcome,
+      };
+    });
+    return { lines: (action === undefined ? lines : lines.filter((l) => l.action === action)).slice(0, limit) };
+  }
+
+  #lifecycle(): NonNullable<ConsoleApiOptions['lifecycle']> {
+    const lifecycle = this.#options.lifecycle;
+    if (lifecycle === undefined) throw new HttpError(501, 'this inbox store has no dead-letter lifecycle');
+    return lifecycle;
   }
 
   /** Deletes a forgotten id's fast-path entry, after its row (docs/fast-path.md); says how it went. */

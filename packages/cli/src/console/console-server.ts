@@ -11,7 +11,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 
 import type { CliServices } from '../cli-services.js';
-import { inboxStore } from '../inbox/inbox-store.js';
+import { openInboxStore } from '../inbox/inbox-store.js';
 import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { withInboxTable } from '../inbox/with-inbox-table.js';
 import { displayName } from '../output/display-text.js';
@@ -166,14 +166,18 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
   validate(options);
   const host = options.host ?? '127.0.0.1';
   const log = options.log ?? (() => undefined);
-  const store = inboxStore(options.db, options.connection);
-  await withInboxTable(options.connection, () => store.countByStatus());
+  const store = await withInboxTable(options.connection, async () => {
+    const opened = await openInboxStore(options.db, options.connection);
+    await opened.countByStatus();
+    return opened;
+  });
   const api = new ConsoleApi({
     dlqs: options.dlqs,
     services: options.services,
     connection: options.connection,
     inspector: store,
     store,
+    lifecycle: store,
     fastPath: options.fastPath,
     schemas: options.schemas,
     lookup: postgresInboxLookup(options.db, store),
@@ -251,6 +255,9 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       return send(response, 202, api.startReplay(await readJson(request), requestedBy));
     if (route === 'POST /api/edit')
       return send(response, 200, await api.edit(await readJson(request), requestedBy));
+    if (route === 'POST /api/discard') return send(response, 200, await api.discard(await readJson(request), requestedBy));
+    if (route === 'POST /api/archive') return send(response, 200, await api.archive(await readJson(request), requestedBy));
+    if (route === 'GET /api/audit') return send(response, 200, await api.audit(url.searchParams));
     if (route === 'POST /api/forget')
       return send(response, 200, await api.forget(await readJson(request), requestedBy));
     if (route === 'GET /api/replays') return send(response, 200, api.jobs.list());

@@ -15,7 +15,7 @@ export interface StateSample {
   readonly consumers: Readonly<Record<string, StateCounts>>;
 }
 
-const EMPTY: StateCounts = { processing: 0, failed: 0, completed: 0, dead_lettered: 0 };
+const EMPTY: StateCounts = { processing: 0, failed: 0, completed: 0, dead_lettered: 0, discarded: 0, archived: 0 };
 
 /**
  * Reads `countByStatus` now and then every `intervalMs`, keeping the last `capacity` readings. A failed

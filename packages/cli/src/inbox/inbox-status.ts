@@ -1,12 +1,11 @@
-// The facts `inboxkit status` shows, per consumer. Most come from core's inspection API (counts by status,
-// dead letters by reason, processing rows with their lease, expiring rows, the replay audit); the ages it does
-// not offer (prune lag, oldest row) come from one aggregate query here.
+// The facts `inboxkit status` shows, per consumer, all from core's inspection API (counts by status, dead
+// letters by reason, processing rows with their lease, expiring rows, the ages, the replay audit), so they are
+// read as the store that writes them reads them, in either layout.
 
-import type { InboxStatus } from '@inboxkit/core';
-import { sql } from 'kysely';
+import { INBOX_STATUSES, type InboxStatus } from '@inboxkit/core';
 import type { Kysely } from 'kysely';
 
-import { inboxStore } from './inbox-store.js';
+import { openInboxStore } from './inbox-store.js';
 import type { InboxTableName } from './inbox-store.js';
 
 /** Options of `inboxStatus()`. */
@@ -76,17 +75,6 @@ export interface InboxStatusReport {
   readonly consumers: readonly ConsumerStatus[];
 }
 
-// core exports its INBOX_STATUSES as a type only; the four states of DESIGN §3.
-const INBOX_STATUSES: readonly InboxStatus[] = ['processing', 'completed', 'failed', 'dead_lettered'];
-
-interface AgeRow {
-  consumer: string;
-  oldest: Date | null;
-  expired: number;
-  oldest_expired: Date | null;
-  replayed: number;
-  now: Date;
-}
 
 /**
  * Reads the inbox's state per consumer: rows by status, the oldest processing row and its lease, dead letters
@@ -101,7 +89,7 @@ export async function inboxStatus(
   db: Kysely<unknown>,
   options: InboxStatusOptions = {},
 ): Promise<InboxStatusReport> {
-  const store = inboxStore(db, options);
+  const store = await openInboxStore(db, options);
   const expiringWithinMs = options.expiringWithinMs ?? 3_600_000;
   const dedupeWindowMs = options.dedupeWindowMs ?? 7 * 86_400_000;
   const filter = options.consumer === undefined ? {} : { consumer: options.consumer };
@@ -111,20 +99,7 @@ export async function inboxStatus(
     store.countDeadLettersByReason(filter),
     store.countExpiringSoon({ ...filter, withinMs: expiringWithinMs }),
   ]);
-  const only = options.consumer === undefined ? sql`true` : sql`h.consumer = ${options.consumer}`;
-  // A row's first receipt is its details' (rows that took a rare path), else when it took its status.
-  const { rows: ages } = await sql<AgeRow>`
-    select h.consumer, min(coalesce(d.received_at, h.changed_at)) as oldest,
-           count(*) filter (where h.status = 'completed' and h.expires_at < now())::int as expired,
-           min(h.expires_at) filter (where h.status = 'completed' and h.expires_at < now()) as oldest_expired,
-           count(*) filter (where d.replay_count > 0)::int as replayed,
-           now() as now
-    from ${sql.table(`${store.names.schema}.${store.names.table}`)} h
-      left join ${sql.table(`${store.names.schema}.${store.names.detailsTable}`)} d
-        on d.consumer = h.consumer and d.message_id = h.message_id
-    where ${only}
-    group by h.consumer`.execute(db);
-  const dbNow = ages[0]?.now ?? new Date();
+  const [ages, dbNow] = await Promise.all([store.inboxAges(filter), store.now()]);
 
   const consumers = [...new Set(counts.map((c) => c.consumer))].sort();
   const statuses = await Promise.all(
@@ -155,9 +130,9 @@ export async function inboxStatus(
         // core counts already-expired rows as expiring: keep those apart (they are prune lag).
         expiringSoon: Math.max(0, (expiring.find((e) => e.consumer === consumer)?.count ?? 0) - expired),
         expiredNotPruned: expired,
-        pruneLagMs: age?.oldest_expired == null ? undefined : dbNow.getTime() - age.oldest_expired.getTime(),
-        oldestRowAgeMs: age?.oldest == null ? undefined : dbNow.getTime() - age.oldest.getTime(),
-        oldestBeyondWindow: age?.oldest != null && dbNow.getTime() - age.oldest.getTime() > dedupeWindowMs,
+        pruneLagMs: age?.oldestExpiredAt === undefined ? undefined : dbNow.getTime() - age.oldestExpiredAt.getTime(),
+        oldestRowAgeMs: age?.oldestAt === undefined ? undefined : dbNow.getTime() - age.oldestAt.getTime(),
+        oldestBeyondWindow: age?.oldestAt !== undefined && dbNow.getTime() - age.oldestAt.getTime() > dedupeWindowMs,
         replayed: age?.replayed ?? 0,
         lastReplay:
           replay === undefined

@@ -21,6 +21,14 @@ export function inboxStore(db: Kysely<unknown>, name: InboxTableName, layout?: I
   });
 }
 
+/**
+ * Core's store over `db` for the named table, in the layout the table has in the database, so every read
+ * joins a row's details on its whole key (the partitioned layout's `day` too).
+ */
+export async function openInboxStore(db: Kysely<unknown>, name: InboxTableName): Promise<PostgresInboxStore> {
+  return inboxStore(db, name, await inboxLayoutOf(db, name));
+}
+
 /** The layout the inbox table has in the database: `daily-partitions` when it is a partitioned table. */
 export async function inboxLayoutOf(db: Kysely<unknown>, name: InboxTableName): Promise<InboxLayout> {
   const table = `"${name.schema ?? 'inboxkit'}"."${name.table ?? 'inbox'}"`;

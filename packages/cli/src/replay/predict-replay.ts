@@ -14,6 +14,7 @@ import type { InboxRow } from '@inboxkit/core';
  * - `retry-pending`: the row is `failed` and still being retried; the replay counts as its next attempt.
  * - `payload-mismatch`: the body differs from the one the id was applied with; dead-lettered again.
  * - `already-replayed`: dead-lettered again under this very replay id; dead-lettered again.
+ * - `skip-retired`: an operator discarded or archived it; acked as a duplicate, never run.
  * - `unknown`: the inbox was not read (no database given, or the dead letter has no id or consumer).
  */
 export type ReplayPrediction =
@@ -24,6 +25,7 @@ export type ReplayPrediction =
   | 'retry-pending'
   | 'payload-mismatch'
   | 'already-replayed'
+  | 'skip-retired'
   | 'unknown';
 
 /** Every prediction, in display order. */
@@ -35,6 +37,7 @@ export const REPLAY_PREDICTIONS: readonly ReplayPrediction[] = [
   'retry-pending',
   'payload-mismatch',
   'already-replayed',
+  'skip-retired',
   'unknown',
 ];
 
@@ -58,6 +61,8 @@ export function predictReplay(
       return 'skip-duplicate';
     case 'skip-already-replayed':
       return 'already-replayed';
+    case 'skip-retired':
+      return 'skip-retired';
     case 'payload-mismatch':
       return 'payload-mismatch';
     case 'in-progress':
@@ -82,6 +87,8 @@ export function describePrediction(prediction: ReplayPrediction): string {
       return 'applied with another body: dead-lettered again as payload-mismatch';
     case 'already-replayed':
       return 'dead-lettered again under this replay id: dead-lettered again';
+    case 'skip-retired':
+      return 'discarded or archived by an operator: skipped as a duplicate, never run';
     case 'unknown':
       return 'inbox not read';
   }

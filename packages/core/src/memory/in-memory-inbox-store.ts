@@ -568,7 +568,7 @@ export class InMemoryInboxStore implements InboxStore<InMemoryTransaction> {
     const attempt = reopen ? deliveries : Math.max(row.attempts + 1, row.startedAttempts, deliveries);
     // claimable() admitted only failed, processing and dead_lettered rows.
     const from: ClaimedFrom =
-      row.status === 'processing' && row.leaseToken !== null ? 'lease-expired' : (row.status as Exclude<InboxStatus, 'completed'>);
+      row.status === 'processing' && row.leaseToken !== null ? 'lease-expired' : (row.status as Exclude<InboxStatus, 'completed' | 'discarded' | 'archived'>);
     const base: Row = {
       ...row,
       fingerprint: request.fingerprint,
@@ -660,6 +660,8 @@ function claimable(row: Row, fingerprint: string, replayId: string | null, now: 
     case 'dead_lettered':
       return replayId !== null && replayId !== row.lastReplayId;
     case 'completed':
+    case 'discarded':
+    case 'archived':
       return false;
   }
 }

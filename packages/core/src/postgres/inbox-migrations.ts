@@ -7,6 +7,7 @@ import type { SchemaMigration, SchemaMigrationProvider, SchemaMigrationResultSet
 import { runSchemaMigrations } from '../schema-migrations.js';
 import { inboxTablesDown, inboxTableStatements } from './inbox-schema.js';
 import { inboxFunctions, inboxFunctionsDown } from './inbox-sql.js';
+import { deadLetterLifecycleDownStatements, deadLetterLifecycleStatements } from './dead-letter-lifecycle.js';
 import { resolveInboxTableNames, type InboxTableNames, type InboxTableOptions } from './inbox-table-names.js';
 import {
   initialPartitions,
@@ -63,7 +64,8 @@ export function inboxSchemaSql(n: InboxTableNames): string {
  * application's own provider; the simplest is `migrateInbox`, which keeps them in a migration table of their own.
  * Default schema `inboxkit`, table `inbox`. `inboxkit_0002_lean_row` upgrades a version-1 inbox in place; with
  * `layout: 'daily-partitions'`, `inboxkit_0003_daily_partitions` makes the (empty) plain tables partitioned and
- * `inboxkit_0004_partition_cross_day` brings their functions to the intent's day and the cross-day check.
+ * `inboxkit_0004_partition_cross_day` brings their functions to the intent's day and the cross-day check;
+ * `inboxkit_0005_dead_letter_lifecycle` (both layouts) lets a row be `discarded` or `archived`.
  *
  * @example
  * const migrator = new Migrator({ db, provider: inboxMigrations({ schema: 'app', table: 'inbox' }) });
@@ -83,8 +85,25 @@ export function inboxMigrations(options: InboxTableOptions = {}): SchemaMigratio
       for (const statement of inboxSchemaDownStatements(names)) await sql.raw(statement).execute(db);
     },
   };
+  // Dead letters an operator discarded or archived (dead-letter-lifecycle.ts): a wider status check, on the
+  // plain table or the partitioned one (where it reaches every partition). A new inbox already has it (0002
+  // and 0003 create the current tables); this brings an existing one to it.
+  const lifecycle = (n: InboxTableNames): SchemaMigration => ({
+    async up(db: Kysely<unknown>): Promise<void> {
+      for (const statement of deadLetterLifecycleStatements(n)) await sql.raw(statement).execute(db);
+    },
+    async down(db: Kysely<unknown>): Promise<void> {
+      for (const statement of deadLetterLifecycleDownStatements(n)) await sql.raw(statement).execute(db);
+    },
+  });
   if (options.layout !== 'daily-partitions') {
-    return { getMigrations: async () => ({ inboxkit_0001_inbox: v1, inboxkit_0002_lean_row: leanRow }) };
+    return {
+      getMigrations: async () => ({
+        inboxkit_0001_inbox: v1,
+        inboxkit_0002_lean_row: leanRow,
+        inboxkit_0005_dead_letter_lifecycle: lifecycle(names),
+      }),
+    };
   }
   // The partitioned layout starts from the plain one (empty, or refused when populated: see docs/operations.md).
   const partitioned = resolveInboxTableNames(options);
@@ -111,6 +130,7 @@ export function inboxMigrations(options: InboxTableOptions = {}): SchemaMigratio
       inboxkit_0002_lean_row: leanRow,
       inboxkit_0003_daily_partitions: dailyPartitions,
       inboxkit_0004_partition_cross_day: crossDay,
+      inboxkit_0005_dead_letter_lifecycle: lifecycle(partitioned),
     }),
   };
 }

@@ -43,9 +43,15 @@ export function hotTable(n: InboxTableNames): string {
   message_id        text COLLATE "C" NOT NULL,${dayColumn(n)}
 ${hotColumnDefinitions(18)}
   CONSTRAINT ${n.derived('_pkey')} PRIMARY KEY (${inboxRowKey(n).columns}),
-  CONSTRAINT ${n.derived('_status_check')} CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))
+  CONSTRAINT ${n.derived('_status_check')} ${STATUS_CHECK}
 )${partitionBy(n)}`;
 }
+
+/**
+ * The hot row's states (DESIGN §3), with the dead letters an operator retired: `discarded` and `archived`
+ * (dead-letter-lifecycle.ts; added to existing inboxes by `inboxkit_0005_dead_letter_lifecycle`).
+ */
+export const STATUS_CHECK = `CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered', 'discarded', 'archived'))`;
 
 /** The partitioned layout's key column, the UTC day of the message's timestamp (partitions/inbox-row-key.ts). */
 function dayColumn(n: InboxTableNames): string {

@@ -6,6 +6,19 @@ export * from './postgres-inbox-store.js';
 export { PostgresInboxStore, type PostgresInboxStoreOptions } from '../kysely/postgres-inbox-store.js';
 export { databaseIdentity } from './database-identity.js';
 export * from './inbox-migrations.js';
+export {
+  DEFAULT_RETIRED_RETENTION_MS,
+  RETIRED_STATUS,
+  deadLetterLifecycleStatements,
+  type DeadLetterAge,
+  type DeadLetterSelection,
+  type InboxAges,
+  type RetireAction,
+  type RetireDeadLettersRequest,
+  type RetireDeadLettersResult,
+  type RetiredDeadLetter,
+} from './dead-letter-lifecycle.js';
+export * from './dead-letter-gauges.js';
 export { runSchemaMigrations, type SchemaMigrationsTarget } from '../schema-migrations.js';
 export type {
   SchemaMigration,

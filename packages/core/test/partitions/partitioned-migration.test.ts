@@ -42,6 +42,7 @@ describe('the partitioned layout schema', () => {
         ['inboxkit_0002_lean_row', 'Success'],
         ['inboxkit_0003_daily_partitions', 'Success'],
         ['inboxkit_0004_partition_cross_day', 'Success'],
+        ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
       ]);
       expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results).toEqual([]);
       const kinds = await sql<{ relname: string; relkind: string }>`
@@ -111,6 +112,7 @@ describe('the partitioned layout schema', () => {
       }
       expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results?.map((r) => [r.migrationName, r.status])).toEqual([
         ['inboxkit_0004_partition_cross_day', 'Success'],
+        ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
       ]);
       expect(await functions(schema)).toEqual([
         'inbox_claim(text, text, text, timestamp with time zone, integer, text, integer, double precision, text, uuid, double precision, timestamp with time zone, boolean)',
@@ -120,5 +122,33 @@ describe('the partitioned layout schema', () => {
       await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
     });
 
+    it('gives an inbox partitioned before the dead-letter lifecycle the wider status check on every partition in 0005', async () => {
+      const schema = `${t.schema}_pl`;
+      await sql.raw(`CREATE SCHEMA "${schema}"`).execute(t.db);
+      const migrator = new Migrator({
+        db: t.db,
+        provider: inboxMigrations({ schema, layout: 'daily-partitions' }),
+        migrationTableSchema: schema,
+        migrationTableName: 'inboxkit_migrations',
+        migrationLockTableName: 'inboxkit_migrations_lock',
+      });
+      expect((await migrator.migrateTo('inboxkit_0004_partition_cross_day')).error).toBeUndefined();
+      await sql.raw(`ALTER TABLE "${schema}".inbox DROP CONSTRAINT inbox_status_check, ADD CONSTRAINT inbox_status_check CHECK (status IN ('processing', 'failed', 'completed', 'dead_lettered'))`).execute(t.db);
+      const day = utcDay(-1);
+      await sql.raw(`INSERT INTO "${schema}".inbox (consumer, message_id, day, status, attempts, expires_at) VALUES ('c', 'dead', '${day}', 'dead_lettered', 5, now()), ('c', 'old', '1999-01-01', 'dead_lettered', 5, now())`).execute(t.db);
+      const retire = () => sql.raw(`UPDATE "${schema}".inbox SET status = 'discarded' WHERE consumer = 'c'`).execute(t.db);
+      await expect(retire()).rejects.toThrow(/inbox_status_check/);
+      expect((await migrateInbox(t.db, { schema, layout: 'daily-partitions' })).results?.map((r) => [r.migrationName, r.status])).toEqual([
+        ['inboxkit_0005_dead_letter_lifecycle', 'Success'],
+      ]);
+      await retire();
+      const statuses = await sql<{ p: string; status: string }>`
+        SELECT c.relname AS p, h.status FROM ${sql.table(`${schema}.inbox`)} h JOIN pg_class c ON c.oid = h.tableoid ORDER BY 1`.execute(t.db);
+      expect(statuses.rows).toEqual([
+        { p: 'inbox_default', status: 'discarded' },
+        { p: `inbox_p${day.replaceAll('-', '')}`, status: 'discarded' },
+      ]);
+      await sql.raw(`DROP SCHEMA "${schema}" CASCADE`).execute(t.db);
+    });
   });
 });
