@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // No 'import'/'module' here: vitest hands these conditions to Node for externalised CommonJS packages too, and
 // with 'import' a require('pg-pool') inside pg would load pg-pool's ESM build ("Class extends value [object Module]").
 const sourceCondition = ['@inboxkit/source', 'node', 'default'];
-const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli', 'outbox', 'http', 'data'];
+const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'nats', 'cli', 'outbox', 'http', 'data'];
 // Tests that restart a shared broker or database, or drop tables by the dozen (partition maintenance: Kysely's
 // Migrator reads every schema's tables, and a table dropped during that read fails another file's migration).
 // They run in their own project, after every other project has finished (groupOrder 1) and one file at a time,

@@ -1,0 +1,20 @@
+// The transport conformance suite against the real NATS server (JetStream, file storage): a native delay
+// (nak(delay)), no delivery count passed to core (JetStream's counts deliveries, not attempts), and no ordering
+// promise in the default mode; with `orderedBySubject` the order per subject (the harness's key) holds across a
+// retry.
+
+import { describeTransportConformance } from '@inboxkit/testing';
+
+import { natsHarness } from './nats-harness.js';
+
+describeTransportConformance('nats', { ordering: 'none', nativeDelay: true, deliveryCount: false }, () => natsHarness(), {
+  // Above the harness's 2 s ack wait, so an unsettled message has time to come back.
+  quietPeriodMs: 3_000,
+});
+
+describeTransportConformance(
+  'nats, ordered by subject',
+  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  () => natsHarness({ consumer: { orderedBySubject: true } }),
+  { quietPeriodMs: 3_000 },
+);
