@@ -89,3 +89,17 @@ export {
   retryDatabaseStart,
   type DatabaseStartRetryOptions,
 } from './database-start-retry.js';
+export type { TransportFeatures } from './delivery/transport-features.js';
+export type { BrokerSettlement, LeaveReason } from './delivery/broker-settlement.js';
+export { settle, retryCopyTooLarge, MAX_LEAVE_HOLD_MS, type Settlement, type SettleOptions } from './delivery/settle.js';
+export {
+  DeliveryGuard,
+  FIRST_OUTAGE_PAUSE_MS,
+  MAX_OUTAGE_PAUSE_MS,
+  type DeliveryGuardOptions,
+  type GuardedOutcome,
+  type HandleRejected,
+} from './delivery/delivery-guard.js';
+export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
+export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
+export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';

@@ -2,17 +2,13 @@
 // gives the suite a factory of harnesses bound to its real broker, and the suite proves the same behaviour
 // for all of them.
 
-import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
+import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer, TransportFeatures } from '@inboxkit/core';
 
-/** What a transport guarantees; the suite runs the ordering and delay checks only where declared. */
-export interface TransportFeatures {
-  /** `key`: order kept per partition key / message group; `none`: no ordering promise. */
-  readonly ordering: 'key' | 'none';
-  /** The broker itself holds a retried message for `delayMs` (RabbitMQ delay queue, SQS visibility). */
-  readonly nativeDelay: boolean;
-  /** The broker keeps a delivery count that the transport passes as `deliveryCount`. */
-  readonly deliveryCount: boolean;
-}
+/**
+ * What a transport guarantees; the suite runs the ordering and delay checks only where declared. Declared in
+ * core (`@inboxkit/core`'s `TransportFeatures`), where the delivery kit picks its policies from it.
+ */
+export type { TransportFeatures };
 
 /** One message the suite publishes to the harness's source. */
 export interface HarnessMessage {
