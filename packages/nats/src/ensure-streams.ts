@@ -25,7 +25,12 @@ export interface EnsureStreamsOptions {
   readonly duplicateWindowMs?: number;
 }
 
-async function ensure(jsm: JetStreamManager, name: string, subjects: readonly string[], duplicateWindowMs: number): Promise<void> {
+async function ensure(
+  jsm: JetStreamManager,
+  name: string,
+  subjects: readonly string[],
+  duplicateWindowMs: number,
+): Promise<void> {
   try {
     const info = await jsm.streams.info(name);
     const missing = subjects.filter((s) => !info.config.subjects?.includes(s));
@@ -36,7 +41,7 @@ async function ensure(jsm: JetStreamManager, name: string, subjects: readonly st
     }
     return;
   } catch (error) {
-    if (!(isNotFound(error))) throw error;
+    if (!isNotFound(error)) throw error;
   }
   await jsm.streams.add({
     name,
@@ -61,9 +66,12 @@ async function ensure(jsm: JetStreamManager, name: string, subjects: readonly st
 export async function ensureStreams(options: EnsureStreamsOptions): Promise<void> {
   const duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
   if (!Number.isFinite(duplicateWindowMs) || duplicateWindowMs <= 0) {
-    throw new ConfigurationError(`ensureStreams: \`duplicateWindowMs\` must be a positive number, got ${duplicateWindowMs}`);
+    throw new ConfigurationError(
+      `ensureStreams: \`duplicateWindowMs\` must be a positive number, got ${duplicateWindowMs}`,
+    );
   }
-  if (options.subjects.length === 0) throw new ConfigurationError('ensureStreams: `subjects` must name at least one subject');
+  if (options.subjects.length === 0)
+    throw new ConfigurationError('ensureStreams: `subjects` must name at least one subject');
   const jsm = await jetstreamManager(options.connection);
   await ensure(jsm, options.stream, options.subjects, duplicateWindowMs);
   await ensure(jsm, options.deadLetterStream, [options.deadLetterSubject], duplicateWindowMs);

@@ -12,4 +12,4 @@ export { ensureStreams } from './ensure-streams.js';
 export type { EnsureStreamsOptions } from './ensure-streams.js';
 export { natsMessageId, NATS_TRANSPORT } from './to-inbound-message.js';
 export { NATS_MSG_ID_HEADER } from './nats-headers.js';
-export { backstopDeliveries, MAX_DELIVERIES_REASON } from './delivery-policy.js';
+export { NATS_FEATURES, MAX_DELIVERIES_REASON } from './nats-consumer.js';

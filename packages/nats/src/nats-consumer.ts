@@ -1,33 +1,58 @@
-// The NATS JetStream transport: pulls from a durable consumer, hands each message to the idempotent consumer, and
-// maps its outcome to JetStream — a confirmed ack only once the effect is durable, a retry is nak(delay), a dead
-// letter is published to the DLQ subject (acknowledged by its stream) and only then term()inated. Held messages
-// are kept with working() (ack-wait extension), so a long handler keeps its message.
+// The NATS JetStream transport, on core's delivery kit: pulls from a durable consumer and settles each outcome
+// through four JetStream verbs — a confirmed ack only once the effect is durable, nak(delay) for a retry, the
+// dead letter published to the DLQ subject (acknowledged by its stream) and then term(). Held messages are kept
+// with working() (ack-wait extension), so a long handler keeps its message. What to do with an outcome, the
+// store-outage policy and which redeliveries are charged an attempt are the kit's; this file is the broker.
 
 import {
+  abortableSleep,
+  AttemptCharger,
+  backstopLimit,
   ConfigurationError,
   deadLetterForms,
   deadLetterRecord,
-  sendInFittingForm,
+  DeliveryGuard,
+  isBackstop,
+  retryStart,
+  settle,
+  startFailureClassifier,
+  startRetryDelay,
+  TRANSIENT,
 } from '@inboxkit/core';
 import type {
+  BrokerSettlement,
   DeadLetterOutcome,
-  DeadLetterReason,
+  FormAttempt,
+  GuardedOutcome,
   IdempotentConsumer,
   InboundMessage,
   Logger,
-  Outcome,
   TransportConsumer,
+  TransportFeatures,
 } from '@inboxkit/core';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 
-import { backstopDeliveries, MAX_DELIVERIES_REASON, settlementFor } from './delivery-policy.js';
-import type { Settlement } from './delivery-policy.js';
-import { publishConfirmed } from './nats-publisher.js';
 import { isNotFound } from './nats-headers.js';
+import { publishConfirmed } from './nats-publisher.js';
 import { toInboundMessage } from './to-inbound-message.js';
+
+/**
+ * What JetStream guarantees, for the kit and the conformance suite: a native delay (`nak(delay)`), no ordering
+ * promise across a retry (unless `orderedBySubject`), no delivery count passed to core (JetStream's counts
+ * deliveries, not attempts), and a redelivery spends a delivery against `max_deliver`.
+ */
+export const NATS_FEATURES: TransportFeatures = Object.freeze({
+  ordering: 'none',
+  nativeDelay: true,
+  deliveryCount: false,
+  redeliverSpendsCount: true,
+});
+
+/** The reason a dead letter carries when JetStream's delivery limit (`max_deliver`), not `maxAttempts`, ended it. */
+export const MAX_DELIVERIES_REASON = 'max-deliveries';
 
 /** Options of `natsConsumer`. */
 export interface NatsConsumerOptions<P, Tx> {
@@ -45,16 +70,17 @@ export interface NatsConsumerOptions<P, Tx> {
   readonly handler: IdempotentConsumer<P, Tx>;
   /** Handlers running at once. Default is 8. */
   readonly concurrency?: number;
-  /** Messages held unacknowledged (JetStream `max_ack_pending`), handlers included. Default is twice `concurrency`. */
+  /** Messages held unacknowledged (JetStream `max_ack_pending`), running ones included. Default is twice `concurrency`. */
   readonly maxAckPending?: number;
   /**
    * JetStream `ack_wait`: how long a delivery may stay unacknowledged before the server redelivers it. Held
-   * messages are kept with `working()` every third of it, so a long handler keeps its message. Default is 30,000 ms.
+   * messages are kept with `working()` every third of it. At least 1,000 ms. Default is 30,000 ms.
    */
   readonly ackWaitMs?: number;
   /**
-   * JetStream `max_deliver`, the backstop above `maxAttempts`: the delivery that reaches it and would be retried
-   * is dead-lettered with reason `max-deliveries`. Must exceed `maxAttempts`. Default is `maxAttempts * 2 + 10`.
+   * JetStream `max_deliver`, the backstop above `maxAttempts`: a delivery that reaches it and would be retried
+   * is dead-lettered with reason `max-deliveries` instead. Must exceed `maxAttempts`. Default is
+   * `maxAttempts * 2 + 10` (deliveries also rise without an attempt: a crash, a stop, a failed dead letter).
    */
   readonly maxDeliver?: number;
   /**
@@ -65,66 +91,73 @@ export interface NatsConsumerOptions<P, Tx> {
   readonly orderedBySubject?: boolean;
   /** How long `stop()` waits for running handlers. Default is 30,000 ms. */
   readonly closeTimeoutMs?: number;
+  /** How long `start()` keeps trying while JetStream does not answer. Default is 60,000 ms. */
+  readonly startTimeoutMs?: number;
   /** Where the transport logs. Default is the handler's logger. */
   readonly logger?: Logger;
 }
 
+/** One delivery while this process holds it. */
 interface Held {
   readonly msg: JsMsg;
   readonly inbound: InboundMessage;
-  /** Ordered mode: the subject queue it waits in. */
+  /** Ordered mode: the subject it waits behind. */
   readonly key: string;
+  /** A crash suspect: runs alone. */
+  suspect: boolean;
+  /** Its dead letter is confirmed: the `ack` verb terminates it. */
+  deadLettered: boolean;
 }
 
-const DEFAULT_CONCURRENCY = 8;
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+const WHAT = 'natsConsumer';
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
-  if (!Number.isInteger(v) || v <= 0) throw new ConfigurationError(`natsConsumer: \`${name}\` must be a positive integer, got ${v}`);
+  if (!Number.isInteger(v) || v <= 0)
+    throw new ConfigurationError(`${WHAT}: \`${name}\` must be a positive integer, got ${v}`);
   return v;
 }
 
-/**
- * Sends a fire-and-forget settlement (nak, term, working). On a closed connection the client throws: the
- * message then comes back after its ack wait, which is what leaving it to the broker means.
- */
-function quietly(settle: () => void): void {
+/** Sends a fire-and-forget settlement; on a closed connection the message comes back after its ack wait. */
+function quietly(send: () => void): void {
   try {
-    settle();
+    send();
   } catch {
-    // The connection is gone: JetStream redelivers after the ack wait.
+    // The connection is gone: JetStream redelivers after the ack wait, which is what leaving it means.
   }
 }
 
-/** Sleeps `ms`, or less when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
+const natsStartFailure = startFailureClassifier({
+  what: WHAT,
+  known: (error) => {
+    const name = (error as { name?: unknown } | null)?.name;
+    if (name === 'ClosedConnectionError')
+      return new ConfigurationError(`${WHAT}: the NATS connection is closed`, { cause: error });
+    if (name === 'TimeoutError' || name === 'NoRespondersError' || name === 'RequestError') return TRANSIENT;
+    if ((error as { status?: unknown } | null)?.status === 503) return TRANSIENT; // JetStream not ready yet
+    return undefined;
+  },
+  service: 'the NATS server',
+  tlsHint: 'check the server URL and its certificate',
+  doing: 'starting the JetStream consumer',
+  programmerHint: 'check the connection and the stream and consumer names',
+  unknown: 'permanent',
+});
 
 /**
  * Consumes a JetStream stream through an idempotent consumer, on a durable pull consumer that `start()`
- * creates (explicit acks, `ack_wait`, `max_deliver` as the backstop, `max_ack_pending`).
+ * creates or updates (explicit acks, `ack_wait`, `max_deliver` as the backstop, `max_ack_pending`).
  *
  * - processed / duplicate → `ackAck()`: acknowledged, and confirmed by the server, only after the commit;
  * - retry → `nak(delayMs)`: JetStream redelivers after the delay (with `orderedBySubject`, the retry waits here);
- * - retry because the inbox store is down → the message is kept (working()) and tried again here after a pause,
- *   so an outage spends no delivery;
- * - dead-letter → the copy is published to `deadLetterSubject` with inboxkit's headers and the DLQ stream's
- *   acknowledgement awaited, then `term()`; when the publish fails the message is nak()ed and comes back.
+ * - the inbox store down → the message is kept (working()) and tried again here, so an outage spends no delivery;
+ * - dead-letter → the copy goes to `deadLetterSubject` with inboxkit's headers, the DLQ stream's acknowledgement is
+ *   awaited, then `term()`; when the publish fails the message is nak()ed and comes back.
  *
- * The message id is `Nats-Msg-Id` (then `message-id`, then the CloudEvents id). A redelivery that may have been
- * running when a process died (core's `crashSuspects`) runs alone with its attempt recorded first, so a message
- * that kills the process still reaches the DLQ after `maxAttempts`; JetStream's `deliveryCount` decides which
- * deliveries are redeliveries, and its `max_deliver` ends what nothing else could.
+ * The id is `Nats-Msg-Id` (then `message-id`, then the CloudEvents id). A redelivery (JetStream `deliveryCount`
+ * above 1) that core names a crash suspect runs alone with a started attempt recorded first, so a message that
+ * kills its process still reaches the DLQ after `maxAttempts`; `max_deliver` ends what nothing else could.
  *
  * @example
  * const nc = await connect({ servers: process.env.NATS_URL });
@@ -149,90 +182,164 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
   readonly #ackWaitMs: number;
   readonly #maxDeliver: number;
   readonly #closeTimeoutMs: number;
+  readonly #startTimeoutMs: number;
   readonly #ordered: boolean;
   readonly #log: Logger;
   readonly #js: JetStreamClient;
+  readonly #stop = new AbortController();
+  readonly #guard: DeliveryGuard;
+  readonly #charger: AttemptCharger<Held>;
+  readonly #port: BrokerSettlement<Held>;
   #messages: ConsumerMessages | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
-  readonly #stop = new AbortController();
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
   /** Received and not settled: each is kept with working() until it is. */
   readonly #held = new Set<Held>();
-  /** Waiting for a handler, in arrival order (unordered mode) or per subject (ordered mode). */
+  /** Routed, waiting for a handler, in arrival order. */
   readonly #waiting: Held[] = [];
+  /** Received, not routed yet (its suspicion being read), in arrival order. */
+  #routing: Promise<void> = Promise.resolve();
   readonly #busyKeys = new Set<string>();
-  #running = 0;
   readonly #tasks = new Set<Promise<void>>();
-  #heartbeat: ReturnType<typeof setInterval> | undefined;
-  /** One crash suspect runs at a time (see `#run`). */
-  #suspectChain: Promise<void> = Promise.resolve();
+  #running = 0;
+  #alone = false;
 
   constructor(options: NatsConsumerOptions<P, Tx>) {
     if (typeof options.connection?.publish !== 'function') {
-      throw new ConfigurationError('natsConsumer: `connection` must be a NatsConnection (connect() of @nats-io/transport-node)');
+      throw new ConfigurationError(
+        `${WHAT}: \`connection\` must be a NatsConnection (connect() of @nats-io/transport-node)`,
+      );
     }
     for (const name of ['stream', 'consumer', 'deadLetterSubject'] as const) {
-      if (typeof options[name] !== 'string' || options[name] === '') {
-        throw new ConfigurationError(`natsConsumer: \`${name}\` must be a non-empty string`);
-      }
+      if (typeof options[name] !== 'string' || options[name] === '')
+        throw new ConfigurationError(`${WHAT}: \`${name}\` must be a non-empty string`);
     }
-    if (typeof options.handler?.handle !== 'function') {
-      throw new ConfigurationError('natsConsumer: `handler` must be an idempotentConsumer()');
-    }
+    if (typeof options.handler?.handle !== 'function')
+      throw new ConfigurationError(`${WHAT}: \`handler\` must be an idempotentConsumer()`);
     this.#o = options;
-    this.#concurrency = positiveInteger('concurrency', options.concurrency, DEFAULT_CONCURRENCY);
+    this.#concurrency = positiveInteger('concurrency', options.concurrency, 8);
     this.#maxAckPending = positiveInteger('maxAckPending', options.maxAckPending, this.#concurrency * 2);
     if (this.#maxAckPending < this.#concurrency) {
-      throw new ConfigurationError(`natsConsumer: \`maxAckPending\` (${this.#maxAckPending}) must be at least \`concurrency\` (${this.#concurrency})`);
+      throw new ConfigurationError(
+        `${WHAT}: \`maxAckPending\` (${this.#maxAckPending}) must be at least \`concurrency\` (${this.#concurrency})`,
+      );
     }
     this.#ackWaitMs = positiveInteger('ackWaitMs', options.ackWaitMs, 30_000);
-    if (this.#ackWaitMs < 1_000) throw new ConfigurationError(`natsConsumer: \`ackWaitMs\` must be at least 1,000 ms, got ${this.#ackWaitMs}`);
-    const maxAttempts = options.handler.config.maxAttempts;
-    this.#maxDeliver = positiveInteger('maxDeliver', options.maxDeliver, backstopDeliveries(maxAttempts));
-    if (this.#maxDeliver <= maxAttempts) {
+    if (this.#ackWaitMs < 1_000)
       throw new ConfigurationError(
-        `natsConsumer: \`maxDeliver\` (${this.#maxDeliver}) must be above the handler's maxAttempts (${maxAttempts}): it is the backstop, and deliveries also rise without an attempt (a crash, a stop)`,
+        `${WHAT}: \`ackWaitMs\` must be at least 1,000 ms, got ${this.#ackWaitMs}`,
+      );
+    const maxAttempts = options.handler.config.maxAttempts;
+    this.#maxDeliver = positiveInteger(
+      'maxDeliver',
+      options.maxDeliver,
+      backstopLimit(maxAttempts, { headroom: (n) => n + 10 }),
+    );
+    if (!isBackstop(this.#maxDeliver, maxAttempts)) {
+      throw new ConfigurationError(
+        `${WHAT}: \`maxDeliver\` (${this.#maxDeliver}) must be above the handler's maxAttempts (${maxAttempts}): it is the backstop, and deliveries also rise without an attempt (a crash, a stop)`,
       );
     }
     this.#closeTimeoutMs = positiveInteger('closeTimeoutMs', options.closeTimeoutMs, 30_000);
+    this.#startTimeoutMs = positiveInteger('startTimeoutMs', options.startTimeoutMs, 60_000);
     this.#ordered = options.orderedBySubject ?? false;
     this.#log = options.logger ?? options.handler.config.logger ?? silent;
     this.#js = jetstream(options.connection);
+    const sleep = (ms: number) => abortableSleep(ms, this.#stop.signal);
+    const running = () => !this.#stop.signal.aborted;
+    this.#guard = new DeliveryGuard({ consumer: options.handler, features: NATS_FEATURES, running, sleep });
+    this.#charger = new AttemptCharger<Held>({
+      consumer: options.handler,
+      message: (h) => h.inbound,
+      mayHaveCrashed: (h) => h.msg.info.deliveryCount > 1,
+      // A nak()ed retry comes back with a higher deliveryCount too: the inbox tells it from a crash.
+      retriesLookRedelivered: true,
+      logger: this.#log,
+      what: WHAT,
+    });
+    this.#port = {
+      ack: async (h) => {
+        if (h.deadLettered) {
+          // Terminated, not acked: JetStream stops redelivering it and emits a MSG_TERMINATED advisory.
+          quietly(() => h.msg.term('inboxkit: dead-lettered'));
+          await options.connection.flush().catch(() => {});
+          return;
+        }
+        // Confirmed by the server; when it is not, the message comes back and is a duplicate.
+        await h.msg
+          .ackAck()
+          .catch((error: unknown) =>
+            this.#log.warn(
+              { err: error, messageId: h.inbound.id },
+              `${WHAT}: ack not confirmed; the message may come back as a duplicate`,
+            ),
+          );
+      },
+      redeliver: async (h, delayMs) => {
+        quietly(() => h.msg.nak(delayMs));
+        return { status: 'sent' };
+      },
+      deadLetter: (h, form, outcome) => this.#deadLetter(h, form, outcome),
+      leave: (h, why) => quietly(() => h.msg.nak(why.holdMs)),
+    };
   }
 
   start(): Promise<void> {
-    if (this.#stopping) return Promise.reject(new ConfigurationError('natsConsumer: start() after stop()'));
+    if (this.#stopping) return Promise.reject(new ConfigurationError(`${WHAT}: start() after stop()`));
     return (this.#starting ??= this.#start());
   }
 
   async #start(): Promise<void> {
+    const started = await retryStart({
+      attempt: () => this.#subscribe(),
+      permanent: natsStartFailure,
+      delayMs: (n) => startRetryDelay(n, 200, 5_000),
+      timeoutMs: this.#startTimeoutMs,
+      signal: this.#stop.signal,
+      abandon: (pending) => void pending.then((m) => m.close()).catch(() => {}),
+      logger: this.#log,
+      what: WHAT,
+      context: { stream: this.#o.stream, consumer: this.#o.consumer },
+      service: 'the NATS server',
+    });
+    if (started === undefined) return; // stopped while starting
+    this.#messages = started.value;
+    this.#heartbeat = setInterval(
+      () => {
+        for (const h of this.#held) quietly(() => h.msg.working());
+      },
+      Math.max(250, Math.floor(this.#ackWaitMs / 3)),
+    );
+    this.#heartbeat.unref?.();
+    this.#loop = this.#receive(started.value);
+  }
+
+  async #subscribe(): Promise<ConsumerMessages> {
     const jsm = await jetstreamManager(this.#o.connection);
     await this.#checkStreams(jsm);
     await this.#ensureConsumer(jsm);
     const consumer = await this.#js.consumers.get(this.#o.stream, this.#o.consumer);
-    this.#messages = await consumer.consume({ max_messages: this.#maxAckPending });
-    this.#heartbeat = setInterval(() => {
-      for (const h of this.#held) quietly(() => h.msg.working());
-    }, Math.max(250, Math.floor(this.#ackWaitMs / 3)));
-    this.#heartbeat.unref?.();
-    this.#loop = this.#receive(this.#messages);
+    return consumer.consume({ max_messages: this.#maxAckPending });
   }
 
   async #checkStreams(jsm: JetStreamManager): Promise<void> {
     try {
       await jsm.streams.info(this.#o.stream);
     } catch (error) {
-      if (isNotFound(error)) {
-        throw new ConfigurationError(`natsConsumer: stream ${JSON.stringify(this.#o.stream)} does not exist (create it, e.g. with ensureStreams())`, { cause: error });
-      }
-      throw error;
+      if (!isNotFound(error)) throw error;
+      throw new ConfigurationError(
+        `${WHAT}: stream ${JSON.stringify(this.#o.stream)} does not exist (create it, e.g. with ensureStreams())`,
+        { cause: error },
+      );
     }
     try {
       await jsm.streams.find(this.#o.deadLetterSubject);
     } catch (error) {
+      if ((error as { name?: string }).name !== 'Error' && !isNotFound(error)) throw error;
       throw new ConfigurationError(
-        `natsConsumer: no stream captures the dead-letter subject ${JSON.stringify(this.#o.deadLetterSubject)}: dead letters would be lost (create a DLQ stream, e.g. with ensureStreams())`,
+        `${WHAT}: no stream captures the dead-letter subject ${JSON.stringify(this.#o.deadLetterSubject)}, so dead letters would be lost: create a DLQ stream (e.g. with ensureStreams())`,
         { cause: error },
       );
     }
@@ -247,50 +354,67 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     };
     try {
       await jsm.consumers.info(this.#o.stream, this.#o.consumer);
-      await jsm.consumers.update(this.#o.stream, this.#o.consumer, settings);
     } catch (error) {
-      if (!(isNotFound(error))) throw error;
+      if (!isNotFound(error)) throw error;
       await jsm.consumers.add(this.#o.stream, {
         durable_name: this.#o.consumer,
         ack_policy: AckPolicy.Explicit,
         deliver_policy: DeliverPolicy.All,
         ...settings,
       });
+      return;
     }
+    await jsm.consumers.update(this.#o.stream, this.#o.consumer, settings);
   }
 
   async #receive(messages: ConsumerMessages): Promise<void> {
     try {
       for await (const msg of messages) {
         if (this.#stop.signal.aborted) {
-          // Received after stop(): leave it to the broker at once.
-          quietly(() => msg.nak());
+          quietly(() => msg.nak()); // received after stop(): back to the broker at once
           continue;
         }
-        const held: Held = { msg, inbound: toInboundMessage(msg), key: this.#ordered ? msg.subject : '' };
+        const held: Held = {
+          msg,
+          inbound: toInboundMessage(msg),
+          key: this.#ordered ? msg.subject : '',
+          suspect: false,
+          deadLettered: false,
+        };
         this.#held.add(held);
-        this.#waiting.push(held);
-        this.#dispatch();
+        // Routed in arrival order once the inbox said whether it may have crashed a process.
+        this.#routing = this.#routing.then(async () => {
+          if (this.#charger.maySuspect(held)) held.suspect = (await this.#charger.suspects([held])).has(held);
+          this.#waiting.push(held);
+          this.#dispatch();
+        });
       }
     } catch (error) {
-      if (!this.#stop.signal.aborted) this.#log.error({ err: error }, 'natsConsumer: the message iterator failed');
+      if (!this.#stop.signal.aborted) this.#log.error({ err: error }, `${WHAT}: the message iterator failed`);
     }
   }
 
-  /** Starts handlers for waiting messages while slots are free (ordered: one per subject at a time). */
+  /**
+   * Starts handlers while slots are free: in arrival order, one per subject at a time when ordered, and a crash
+   * suspect only once nothing else runs, alone (so a crash charges it and nothing fetched beside it).
+   */
   #dispatch(): void {
-    for (let i = 0; i < this.#waiting.length && this.#running < this.#concurrency; ) {
+    for (let i = 0; i < this.#waiting.length && this.#running < this.#concurrency && !this.#alone;) {
       const held = this.#waiting[i]!;
       if (this.#ordered && this.#busyKeys.has(held.key)) {
         i++;
         continue;
       }
+      if (held.suspect && this.#running > 0) return; // waits for the running ones; nothing overtakes it
       this.#waiting.splice(i, 1);
       this.#running++;
+      if (held.suspect) this.#alone = true;
       if (this.#ordered) this.#busyKeys.add(held.key);
       const task = this.#run(held).finally(() => {
         this.#running--;
+        if (held.suspect) this.#alone = false;
         if (this.#ordered) this.#busyKeys.delete(held.key);
+        this.#held.delete(held);
         this.#tasks.delete(task);
         if (!this.#stop.signal.aborted) this.#dispatch();
       });
@@ -298,115 +422,71 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     }
   }
 
-  /**
-   * Runs one delivery to its settlement. A redelivery (deliveryCount > 1) whose id core names a crash suspect
-   * runs alone, its started attempt recorded just before, so a crash charges one suspect at most.
-   */
+  /** Charge-before-run, handle (guarded), then settle through the kit. Never rejects. */
   async #run(held: Held): Promise<void> {
+    const release = await this.#charger.start([held]);
+    let outcome: GuardedOutcome;
     try {
-      if (held.msg.info.deliveryCount > 1 && held.inbound.id !== undefined && (await this.#isSuspect(held.inbound))) {
-        let release!: () => void;
-        const previous = this.#suspectChain;
-        this.#suspectChain = new Promise<void>((resolve) => (release = resolve));
-        await previous;
-        try {
-          await this.#o.handler.recordAttemptsStarted([held.inbound]).catch((error: unknown) => {
-            this.#log.warn({ err: error, messageId: held.inbound.id }, 'natsConsumer: could not record a started attempt');
-          });
-          await this.#handleAndSettle(held);
-        } finally {
-          release();
-        }
-        return;
+      outcome = await this.#guard.handle(held.inbound);
+      // Ordered: a retry waits here, kept with working(), so nothing of its subject overtakes it.
+      while (this.#ordered && outcome.status === 'retry' && !this.#stop.signal.aborted) {
+        await abortableSleep(outcome.delayMs, this.#stop.signal);
+        if (this.#stop.signal.aborted) break;
+        outcome = await this.#guard.handle(held.inbound);
       }
-      await this.#handleAndSettle(held);
-    } catch (error) {
-      // Never leave a delivery unsettled for a fault of ours: it comes back.
-      this.#log.error({ err: error, messageId: held.inbound.id }, 'natsConsumer: settling failed; the message is redelivered');
-      quietly(() => held.msg.nak(1_000));
     } finally {
-      this.#held.delete(held);
+      release();
     }
-  }
-
-  async #isSuspect(inbound: InboundMessage): Promise<boolean> {
-    const suspects = this.#o.handler.crashSuspects;
-    if (suspects === undefined) return true;
-    const found = await suspects.call(this.#o.handler, [inbound]);
-    return found.has(inbound.id!);
-  }
-
-  async #handleAndSettle(held: Held): Promise<void> {
-    const lastDelivery = held.msg.info.deliveryCount >= this.#maxDeliver;
-    for (let storePauses = 0; ; ) {
-      const outcome = await this.#o.handler.handle(held.inbound);
-      const settlement: Settlement = settlementFor(outcome, { holdRetries: this.#ordered, lastDelivery, storePauses });
-      switch (settlement.action) {
-        case 'ack':
-          await held.msg.ackAck();
-          return;
-        case 'redeliver':
-          quietly(() => held.msg.nak(settlement.delayMs));
-          return;
-        case 'dead-letter':
-          await this.#deadLetter(held, outcome);
-          return;
-        case 'hold':
-          if (outcome.status === 'retry' && outcome.reason === 'store-unavailable') storePauses++;
-          await pause(settlement.delayMs, this.#stop.signal);
-          if (this.#stop.signal.aborted) {
-            // Stopping: leave it to the broker now rather than after the ack wait.
-            quietly(() => held.msg.nak());
-            return;
-          }
-      }
+    this.#charger.settled(held, outcome);
+    if (outcome.status === 'retry' && held.msg.info.deliveryCount >= this.#maxDeliver) {
+      // JetStream will not deliver it again: dead-letter it with its record rather than lose it to the backstop.
+      outcome = {
+        status: 'dead-letter',
+        messageId: outcome.messageId,
+        reason: MAX_DELIVERIES_REASON,
+        attempts: outcome.attempt,
+        ...(outcome.error !== undefined ? { error: outcome.error } : {}),
+      };
     }
-  }
-
-  async #deadLetter(held: Held, outcome: Outcome): Promise<void> {
-    const dead: DeadLetterOutcome =
-      outcome.status === 'dead-letter'
-        ? outcome
-        : {
-            status: 'dead-letter',
-            messageId: outcome.messageId,
-            reason: MAX_DELIVERIES_REASON as DeadLetterReason,
-            attempts: outcome.status === 'retry' ? outcome.attempt : 0,
-            ...(outcome.status === 'retry' && outcome.error !== undefined ? { error: outcome.error } : {}),
-          };
-    const record = deadLetterRecord(this.#o.handler.name, held.inbound, dead);
-    const original: Record<string, string> = { ...held.inbound.headers };
-    // JetStream's own headers of the source copy do not travel: a Nats-Msg-Id would make the DLQ stream drop the copy.
-    for (const name of Object.keys(original)) if (name.startsWith('nats-')) delete original[name];
-    const { info } = held.msg;
-    const result = await sendInFittingForm(deadLetterForms(record), async (spec) => {
-      try {
-        await publishConfirmed(
-          this.#js,
-          this.#o.connection,
-          {
-            destination: this.#o.deadLetterSubject,
-            // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped
-            // by the DLQ stream's duplicate window; a replayed message is a new source copy, so a new DLQ copy.
-            id: `dlq:${info.stream}:${info.streamSequence}`,
-            body: held.msg.data,
-            headers: { ...(spec.originalHeaders ? original : {}), ...spec.headers },
-          },
-          30_000,
-        );
-        return { status: 'sent' };
-      } catch (error) {
-        return { status: (error as { code?: string }).code === 'MESSAGE_TOO_LARGE' ? 'too-large' : 'failed', error };
-      }
+    await settle(this.#port, held, outcome, {
+      logger: this.#log,
+      what: WHAT,
+      context: { stream: this.#o.stream, subject: held.msg.subject, seq: held.msg.info.streamSequence },
     });
-    if (result.status === 'sent') {
-      // Terminated, not acked: JetStream then stops redelivering it and emits a MSG_TERMINATED advisory.
-      quietly(() => held.msg.term(`inboxkit: dead-lettered (${dead.reason})`));
-      await this.#o.connection.flush();
-      return;
+  }
+
+  /** The `deadLetter` verb: the copy in `form`, published to the DLQ subject with the stream's acknowledgement. */
+  async #deadLetter(held: Held, form: string, outcome: DeadLetterOutcome): Promise<FormAttempt> {
+    const spec = deadLetterForms(deadLetterRecord(this.#o.handler.name, held.inbound, outcome)).find(
+      (s) => s.form === form,
+    )!;
+    const original: Record<string, string> = {};
+    // JetStream's own headers of the source copy stay behind (a Nats-Msg-Id would make the DLQ stream drop it).
+    if (spec.originalHeaders)
+      for (const [k, v] of Object.entries(held.inbound.headers)) if (!k.startsWith('nats-')) original[k] = v;
+    const { info } = held.msg;
+    try {
+      await publishConfirmed(
+        this.#js,
+        this.#o.connection,
+        {
+          destination: this.#o.deadLetterSubject,
+          // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped by
+          // the DLQ stream's duplicate window; a replayed message is a new source copy, so it gets a new DLQ copy.
+          id: `dlq:${info.stream}:${info.streamSequence}`,
+          body: held.msg.data,
+          headers: { ...original, ...spec.headers },
+        },
+        30_000,
+      );
+      held.deadLettered = true;
+      return { status: 'sent' };
+    } catch (error) {
+      return {
+        status: (error as { code?: unknown }).code === 'MESSAGE_TOO_LARGE' ? 'too-large' : 'failed',
+        error,
+      };
     }
-    this.#log.error({ err: result.error, messageId: held.inbound.id }, 'natsConsumer: the dead letter was not published; the message comes back');
-    quietly(() => held.msg.nak(5_000));
   }
 
   stop(): Promise<void> {
@@ -417,8 +497,11 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     this.#stop.abort();
     await this.#starting?.catch(() => {});
     await this.#messages?.close().catch(() => {});
-    // Waiting, never started: back to the broker at once.
-    for (const held of this.#waiting.splice(0)) {
+    await this.#routing;
+    // Waiting, never started: back to the broker at once, and charged nothing when they come back.
+    const unrun = this.#waiting.splice(0);
+    this.#charger.returned(unrun);
+    for (const held of unrun) {
       quietly(() => held.msg.nak());
       this.#held.delete(held);
     }
@@ -433,6 +516,3 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     await this.#o.connection.flush().catch(() => {});
   }
 }
-
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
-

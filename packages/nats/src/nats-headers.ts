@@ -35,5 +35,9 @@ export function writeHeaders(values: Readonly<Record<string, string>>): MsgHdrs 
 /** True for JetStream's "stream not found" / "consumer not found" answers (HTTP-like status 404). */
 export function isNotFound(error: unknown): boolean {
   const e = error as { status?: unknown; name?: unknown } | null;
-  return typeof e === 'object' && e !== null && (e.status === 404 || (typeof e.name === 'string' && e.name.endsWith('NotFoundError')));
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    (e.status === 404 || (typeof e.name === 'string' && e.name.endsWith('NotFoundError')))
+  );
 }

@@ -72,7 +72,11 @@ export async function publishConfirmed(
     );
   }
   try {
-    await js.publish(subject, data, { msgID: message.id, headers: writeHeaders(headers), timeout: ackTimeoutMs });
+    await js.publish(subject, data, {
+      msgID: message.id,
+      headers: writeHeaders(headers),
+      timeout: ackTimeoutMs,
+    });
   } catch (error) {
     if (isPayloadTooLarge(error)) {
       throw new MessageTooLargeError(
@@ -104,10 +108,14 @@ export async function publishConfirmed(
 export function natsPublisher(options: NatsPublisherOptions): Publisher {
   const ackTimeoutMs = options.ackTimeoutMs ?? 30_000;
   if (!Number.isFinite(ackTimeoutMs) || ackTimeoutMs <= 0) {
-    throw new ConfigurationError(`natsPublisher: \`ackTimeoutMs\` must be a positive number, got ${ackTimeoutMs}`);
+    throw new ConfigurationError(
+      `natsPublisher: \`ackTimeoutMs\` must be a positive number, got ${ackTimeoutMs}`,
+    );
   }
   if (typeof options.connection?.publish !== 'function') {
-    throw new ConfigurationError('natsPublisher: `connection` must be a NatsConnection (connect() of @nats-io/transport-node)');
+    throw new ConfigurationError(
+      'natsPublisher: `connection` must be a NatsConnection (connect() of @nats-io/transport-node)',
+    );
   }
   const connection = options.connection;
   const js = jetstream(connection);

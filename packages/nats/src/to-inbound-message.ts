@@ -18,7 +18,10 @@ export const NATS_TRANSPORT = 'nats';
  * CloudEvents id (`ce-id`, `ce_id`), then the `id` of a structured-mode CloudEvents JSON body. `undefined` when
  * none is present: core dead-letters the message as `missing-id`.
  */
-export function natsMessageId(headers: Readonly<Record<string, string>>, body: Uint8Array): string | undefined {
+export function natsMessageId(
+  headers: Readonly<Record<string, string>>,
+  body: Uint8Array,
+): string | undefined {
   const fromHeader =
     headers[NATS_MSG_ID_HEADER.toLowerCase()] ??
     headers[HEADERS.messageId] ??
@@ -44,7 +47,8 @@ export function toInboundMessage(msg: JsMsg): InboundMessage {
   const replay = parseReplayMarker(headers);
   // The producer's own time (natsPublisher's `x-inboxkit-timestamp`, epoch ms) first, else the stream's.
   const stamped = Number(headers['x-inboxkit-timestamp']);
-  const timestampMs = Number.isFinite(stamped) && stamped > 0 ? stamped : Math.floor(msg.info.timestampNanos / 1_000_000);
+  const timestampMs =
+    Number.isFinite(stamped) && stamped > 0 ? stamped : Math.floor(msg.info.timestampNanos / 1_000_000);
   return {
     id: natsMessageId(headers, body),
     body,

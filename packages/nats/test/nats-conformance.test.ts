@@ -5,16 +5,18 @@
 
 import { describeTransportConformance } from '@inboxkit/testing';
 
+import { NATS_FEATURES } from '../src/index.js';
 import { natsHarness } from './nats-harness.js';
 
-describeTransportConformance('nats', { ordering: 'none', nativeDelay: true, deliveryCount: false }, () => natsHarness(), {
+describeTransportConformance('nats', NATS_FEATURES, () => natsHarness(), {
   // Above the harness's 2 s ack wait, so an unsettled message has time to come back.
   quietPeriodMs: 3_000,
 });
 
 describeTransportConformance(
   'nats, ordered by subject',
-  { ordering: 'key', nativeDelay: false, deliveryCount: false },
+  // A retry waits in the process (not nak): no native delay in this mode.
+  { ...NATS_FEATURES, ordering: 'key', nativeDelay: false },
   () => natsHarness({ consumer: { orderedBySubject: true } }),
   { quietPeriodMs: 3_000 },
 );

@@ -18,7 +18,12 @@ export interface NatsHarnessOptions {
   /** The consumers' ack wait. Default is 2,000 ms, so a crashed delivery is back within about two seconds. */
   readonly ackWaitMs?: number;
   /** Extra options for every consumer the harness starts. */
-  readonly consumer?: Partial<Omit<NatsConsumerOptions<unknown, unknown>, 'connection' | 'stream' | 'consumer' | 'deadLetterSubject' | 'handler'>>;
+  readonly consumer?: Partial<
+    Omit<
+      NatsConsumerOptions<unknown, unknown>,
+      'connection' | 'stream' | 'consumer' | 'deadLetterSubject' | 'handler'
+    >
+  >;
 }
 
 /** A harness plus what tests beyond the conformance suite use. */
@@ -51,7 +56,13 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
   const deadLetterStream = `DLQ_${base}`;
   const deadLetterSubject = `dlq.${base}`;
   const durable = `c_${base}`;
-  await ensureStreams({ connection, stream, subjects: [`${subjectPrefix}.>`], deadLetterStream, deadLetterSubject });
+  await ensureStreams({
+    connection,
+    stream,
+    subjects: [`${subjectPrefix}.>`],
+    deadLetterStream,
+    deadLetterSubject,
+  });
   const publisher = natsPublisher({ connection });
   const js = jetstream(connection);
   const running: { consumer: TransportConsumer; connection: NatsConnection }[] = [];
@@ -66,7 +77,10 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
     deadLetterSubject,
     durable,
 
-    async startConsumer(consumer: IdempotentConsumer<unknown, unknown>, consumerOptions: HarnessConsumerOptions = {}) {
+    async startConsumer(
+      consumer: IdempotentConsumer<unknown, unknown>,
+      consumerOptions: HarnessConsumerOptions = {},
+    ) {
       const own = await testNatsConnection();
       const transport = natsConsumer({
         ackWaitMs: options.ackWaitMs ?? 2_000,
@@ -77,7 +91,9 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
         deadLetterSubject,
         handler: consumer,
         ...(consumerOptions.concurrency !== undefined ? { concurrency: consumerOptions.concurrency } : {}),
-        ...(consumerOptions.closeTimeoutMs !== undefined ? { closeTimeoutMs: consumerOptions.closeTimeoutMs } : {}),
+        ...(consumerOptions.closeTimeoutMs !== undefined
+          ? { closeTimeoutMs: consumerOptions.closeTimeoutMs }
+          : {}),
       });
       await transport.start();
       running.push({ consumer: transport, connection: own });
@@ -88,16 +104,24 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
       for (const m of messages) {
         if (m.id === undefined) {
           // No id at all (missing-id checks): no msgID, no message-id header.
-          await js.publish(subjectOf(m), typeof m.body === 'string' ? new TextEncoder().encode(m.body) : m.body, {
-            ...(m.headers !== undefined ? { headers: writeHeaders(m.headers) } : {}),
-          });
+          await js.publish(
+            subjectOf(m),
+            typeof m.body === 'string' ? new TextEncoder().encode(m.body) : m.body,
+            {
+              ...(m.headers !== undefined ? { headers: writeHeaders(m.headers) } : {}),
+            },
+          );
           continue;
         }
         // Each copy of a duplicate id is its own publish: the conformance suite sends the same id three times
         // to prove the inbox, not JetStream's duplicate window, makes it apply once — so no msgID here.
-        await js.publish(subjectOf(m), typeof m.body === 'string' ? new TextEncoder().encode(m.body) : m.body, {
-          headers: writeHeaders({ ...m.headers, 'message-id': m.id }),
-        });
+        await js.publish(
+          subjectOf(m),
+          typeof m.body === 'string' ? new TextEncoder().encode(m.body) : m.body,
+          {
+            headers: writeHeaders({ ...m.headers, 'message-id': m.id }),
+          },
+        );
       }
     },
 
