@@ -13,7 +13,7 @@ import type { FastPathSettings } from './inbox/fast-path-entries.js';
 import type { InboxLayout } from '@inboxkit/core/postgres';
 
 /** The transports `dlq` commands read. */
-export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs'] as const;
+export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs', 'nats'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 /** Every command name, as typed. */
@@ -185,6 +185,7 @@ const CONNECTION_OPTIONS: Options = {
   'kafka-brokers': { type: 'string' },
   'amqp-url': { type: 'string' },
   'sqs-endpoint': { type: 'string' },
+  'nats-url': { type: 'string' },
   region: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },

@@ -10,6 +10,7 @@ const CONNECTION = `Connection (flag, else environment variable):
   --amqp-url URL          RabbitMQ URL                        AMQP_URL
   --sqs-endpoint URL      SQS endpoint (ElasticMQ/LocalStack) SQS_ENDPOINT (default AWS)
   --region REGION         AWS region                          AWS_REGION (default us-east-1)
+  --nats-url URL          NATS server (JetStream)             NATS_URL
 Passwords in URLs are never printed.`;
 
 const OVERVIEW = `inboxkit — operate the inboxkit inbox and its dead-letter queues

@@ -36,7 +36,7 @@ import { nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 import { isNotFound } from './nats-headers.js';
-import { publishConfirmed } from './nats-publisher.js';
+import { publishAcknowledged } from './nats-publisher.js';
 import { toInboundMessage } from './to-inbound-message.js';
 
 /**
@@ -466,16 +466,17 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
       for (const [k, v] of Object.entries(held.inbound.headers)) if (!k.startsWith('nats-')) original[k] = v;
     const { info } = held.msg;
     try {
-      await publishConfirmed(
+      await publishAcknowledged(
         this.#js,
         this.#o.connection,
         {
-          destination: this.#o.deadLetterSubject,
+          subject: this.#o.deadLetterSubject,
+          data: held.msg.data,
+          headers: { ...original, ...spec.headers },
           // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped by
           // the DLQ stream's duplicate window; a replayed message is a new source copy, so it gets a new DLQ copy.
-          id: `dlq:${info.stream}:${info.streamSequence}`,
-          body: held.msg.data,
-          headers: { ...original, ...spec.headers },
+          msgID: `dlq:${info.stream}:${info.streamSequence}`,
+          label: JSON.stringify(held.inbound.id ?? `${info.stream}:${info.streamSequence}`),
         },
         30_000,
       );

@@ -20,6 +20,8 @@ export interface NatsDeadLetterQueueOptions {
 
 function entryOf(stream: string, m: StoredMsg): DeadLetterEntry {
   const headers = readHeaders(m.header);
+  // The DLQ copy's own JetStream headers (its Nats-Msg-Id) are not the message's.
+  for (const name of Object.keys(headers)) if (name.startsWith('nats-')) delete headers[name];
   return {
     id: headers[HEADERS.originalId] ?? headers[HEADERS.messageId],
     body: m.data,

@@ -41,10 +41,13 @@ export function toNatsPublish(message: OutgoingMessage): {
   if (typeof message.destination !== 'string' || message.destination === '') {
     throw new ConfigurationError('natsPublisher: `destination` must be a subject, got an empty value');
   }
-  const headers: Record<string, string> = {
-    ...injectTraceHeaders(message.headers),
-    [HEADERS.messageId]: message.id,
-  };
+  const headers: Record<string, string> = {};
+  // JetStream's own headers (Nats-Msg-Id, Nats-Expected-*) are the publisher's to set: a copied one (a replayed
+  // dead letter's) would override the id or fail the publish.
+  for (const [name, value] of Object.entries(injectTraceHeaders(message.headers))) {
+    if (!name.toLowerCase().startsWith('nats-')) headers[name] = value;
+  }
+  headers[HEADERS.messageId] = message.id;
   if (message.timestamp !== undefined) headers[NATS_TIMESTAMP_HEADER] = String(message.timestamp.getTime());
   const data = typeof message.body === 'string' ? new TextEncoder().encode(message.body) : message.body;
   return { subject: message.destination, data, headers };
@@ -56,7 +59,58 @@ function isPayloadTooLarge(error: unknown): boolean {
   return /max(imum)?[ _]payload|payload.*exceed/i.test(text);
 }
 
-/** Publishes one message and waits for the stream's acknowledgement. */
+/** One JetStream publish as the publisher and the consumer's dead-letter path send it. */
+export interface NatsPublish {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  /** Written as they are (the caller has left out JetStream's own). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** JetStream's de-duplication id (`Nats-Msg-Id`). */
+  readonly msgID: string;
+  /** Names the message in errors (its inboxkit id, when it has one). */
+  readonly label: string;
+}
+
+/**
+ * Publishes and waits for the stream's acknowledgement. Rejects with a `MessageTooLargeError` above the server's
+ * `max_payload`, and a `PublishError` when no stream acknowledged it (none captures the subject, a timeout).
+ */
+export async function publishAcknowledged(
+  js: JetStreamClient,
+  connection: NatsConnection,
+  p: NatsPublish,
+  ackTimeoutMs: number,
+): Promise<void> {
+  const maxPayload = connection.info?.max_payload;
+  if (maxPayload !== undefined && p.data.length > maxPayload) {
+    throw new MessageTooLargeError(
+      `natsPublisher: message ${p.label} has ${p.data.length} bytes, above the server's max_payload (${maxPayload})`,
+      { messageId: p.label },
+    );
+  }
+  try {
+    await js.publish(p.subject, p.data, {
+      msgID: p.msgID,
+      headers: writeHeaders(p.headers),
+      timeout: ackTimeoutMs,
+    });
+  } catch (error) {
+    if (isPayloadTooLarge(error)) {
+      throw new MessageTooLargeError(`natsPublisher: the server refused message ${p.label} as too large`, {
+        messageId: p.label,
+        cause: error,
+      });
+    }
+    throw new PublishError(
+      `natsPublisher: JetStream did not acknowledge message ${p.label} on ${p.subject}: ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      { cause: error },
+    );
+  }
+}
+
+/** Publishes one outgoing message (its id as `msgID`) and waits for the stream's acknowledgement. */
 export async function publishConfirmed(
   js: JetStreamClient,
   connection: NatsConnection,
@@ -64,33 +118,12 @@ export async function publishConfirmed(
   ackTimeoutMs: number,
 ): Promise<void> {
   const { subject, data, headers } = toNatsPublish(message);
-  const maxPayload = connection.info?.max_payload;
-  if (maxPayload !== undefined && data.length > maxPayload) {
-    throw new MessageTooLargeError(
-      `natsPublisher: message ${JSON.stringify(message.id)} has ${data.length} bytes, above the server's max_payload (${maxPayload})`,
-      { messageId: message.id },
-    );
-  }
-  try {
-    await js.publish(subject, data, {
-      msgID: message.id,
-      headers: writeHeaders(headers),
-      timeout: ackTimeoutMs,
-    });
-  } catch (error) {
-    if (isPayloadTooLarge(error)) {
-      throw new MessageTooLargeError(
-        `natsPublisher: the server refused message ${JSON.stringify(message.id)} as too large`,
-        { messageId: message.id, cause: error },
-      );
-    }
-    throw new PublishError(
-      `natsPublisher: JetStream did not acknowledge message ${JSON.stringify(message.id)} on ${subject}: ${
-        error instanceof Error ? error.message : String(error)
-      }`,
-      { cause: error },
-    );
-  }
+  await publishAcknowledged(
+    js,
+    connection,
+    { subject, data, headers, msgID: message.id, label: JSON.stringify(message.id) },
+    ackTimeoutMs,
+  );
 }
 
 /**

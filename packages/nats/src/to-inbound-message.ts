@@ -57,8 +57,8 @@ export function toInboundMessage(msg: JsMsg): InboundMessage {
     ...(replay !== undefined ? { replay } : {}),
     source: {
       transport: NATS_TRANSPORT,
-      destination: msg.info.stream,
-      routingKey: msg.subject,
+      // The subject: what a replay publishes back to. The stream and sequence name the copy.
+      destination: msg.subject,
       offset: String(msg.info.streamSequence),
       brokerMessageId: `${msg.info.stream}:${msg.info.streamSequence}`,
     },
