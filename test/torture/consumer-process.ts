@@ -168,7 +168,12 @@ async function start(): Promise<{ transport: TransportConsumer; close: () => Pro
     case 'nats': {
       const n = settings.nats!;
       // Reconnects for ever, quickly: a broker restart is part of the run.
-      const nc = await natsConnect({ servers: n.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+      const nc = await natsConnect({
+        servers: n.url,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        waitOnFirstConnect: true,
+      });
       const transport = natsConsumer({
         connection: nc,
         stream: n.stream,
