@@ -93,14 +93,15 @@ describe('natsConsumer', () => {
       { destination: `${h.subjectPrefix}.all`, id: 'slow-1', body: '{}' },
     ]);
     await until('applied', () => r.applied.length === 1, 90_000);
-    const info = await (await jetstreamManager(h.connection)).consumers.info(h.stream, h.durable);
-    expect(runs).toBe(1);
-    // Delivered once: JetStream never redelivered it while the handler ran.
-    expect(info.num_redelivered).toBe(0);
     await until('acknowledged', async () => {
       const i = await (await jetstreamManager(h.connection)).consumers.info(h.stream, h.durable);
-      return i.num_ack_pending === 0;
+      return i.num_ack_pending === 0 && i.num_pending === 0;
     });
+    const info = await (await jetstreamManager(h.connection)).consumers.info(h.stream, h.durable);
+    expect(runs).toBe(1);
+    // Delivered once (the consumer sequence counts every delivery, redeliveries included), processed once.
+    expect(info.delivered.consumer_seq).toBe(1);
+    expect(r.outcomes).toEqual(['processed:slow-1']);
   });
 
   it('publishes with msgID: a re-send of the same id within the duplicate window is not stored twice', async () => {
