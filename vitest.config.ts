@@ -14,6 +14,7 @@ const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'nats', 'cli', 
 const chaos = [
   'packages/kafka/test/kafka-broker-restart.test.ts',
   'packages/rabbitmq/test/broker-restart.test.ts',
+  'packages/nats/test/nats-broker-restart.test.ts',
   'packages/core/test/partitions/partition-maintenance.test.ts',
   'packages/core/test/partitions/partitioned-redelivery.test.ts',
   'packages/core/test/partitions/partitioned-migration-populated.test.ts',
