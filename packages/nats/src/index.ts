@@ -4,7 +4,7 @@
 
 export { natsConsumer } from './nats-consumer.js';
 export type { NatsConsumerOptions } from './nats-consumer.js';
-export { natsPublisher, NATS_TIMESTAMP_HEADER } from './nats-publisher.js';
+export { natsPublisher, NATS_TIMESTAMP_HEADER, msgIdOf } from './nats-publisher.js';
 export type { NatsPublisherOptions } from './nats-publisher.js';
 export { natsDeadLetterQueue } from './nats-dead-letter-queue.js';
 export type { NatsDeadLetterQueueOptions } from './nats-dead-letter-queue.js';

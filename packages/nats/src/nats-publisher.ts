@@ -110,6 +110,17 @@ export async function publishAcknowledged(
   }
 }
 
+/**
+ * The `Nats-Msg-Id` of a publish: the message id, so JetStream drops a producer's re-send within its duplicate
+ * window. A replay (`x-inboxkit-replay-id`, set by `inboxkit dlq replay`) must reach the consumer however soon it
+ * follows the original, so it is made unique per replay run: `<id>~replay~<replay id>` (the consumer reads the id
+ * from `message-id`, which stays the message id).
+ */
+export function msgIdOf(id: string, headers: Readonly<Record<string, string>>): string {
+  const replayId = headers[HEADERS.replayId];
+  return replayId === undefined ? id : `${id}~replay~${replayId}`;
+}
+
 /** Publishes one outgoing message (its id as `msgID`) and waits for the stream's acknowledgement. */
 export async function publishConfirmed(
   js: JetStreamClient,
@@ -121,7 +132,7 @@ export async function publishConfirmed(
   await publishAcknowledged(
     js,
     connection,
-    { subject, data, headers, msgID: message.id, label: JSON.stringify(message.id) },
+    { subject, data, headers, msgID: msgIdOf(message.id, headers), label: JSON.stringify(message.id) },
     ackTimeoutMs,
   );
 }

@@ -1,5 +1,5 @@
-// A JetStream message as core's InboundMessage: the id from `Nats-Msg-Id` (then `message-id`, then the
-// CloudEvents id), lower-cased headers, the stream position as source coordinates. No `deliveryCount` is passed
+// A JetStream message as core's InboundMessage: the id from `message-id`, else `Nats-Msg-Id`, else the
+// CloudEvents id, lower-cased headers, the stream position as source coordinates. No `deliveryCount` is passed
 // to core: JetStream's count also rises for deliveries that never ran (an ack wait that ran out while the
 // message waited in a stopped or crashed process), and core must count attempts only — the consumer records a
 // started attempt before a redelivery runs instead (see nats-consumer.ts).
@@ -14,7 +14,8 @@ import { NATS_MSG_ID_HEADER, readHeaders } from './nats-headers.js';
 export const NATS_TRANSPORT = 'nats';
 
 /**
- * The message id: `Nats-Msg-Id` (JetStream's own de-duplication id), then `message-id`, then a binary-mode
+ * The message id: the `message-id` header (what inboxkit's publishers write), then `Nats-Msg-Id` (JetStream's
+ * de-duplication id, what a plain `js.publish(…, { msgID })` writes), then a binary-mode
  * CloudEvents id (`ce-id`, `ce_id`), then the `id` of a structured-mode CloudEvents JSON body. `undefined` when
  * none is present: core dead-letters the message as `missing-id`.
  */
@@ -23,8 +24,8 @@ export function natsMessageId(
   body: Uint8Array,
 ): string | undefined {
   const fromHeader =
-    headers[NATS_MSG_ID_HEADER.toLowerCase()] ??
     headers[HEADERS.messageId] ??
+    headers[NATS_MSG_ID_HEADER.toLowerCase()] ??
     headers[HEADERS.cloudEventsId] ??
     headers[HEADERS.cloudEventsIdKafka];
   if (fromHeader !== undefined && fromHeader !== '') return fromHeader;
