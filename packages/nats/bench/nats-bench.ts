@@ -148,7 +148,7 @@ async function startSide(
     for await (const m of iterator) {
       const task = (async () => {
         const id = m.headers?.get('message-id') ?? String(m.seq);
-        await insertEffect(db, id, (m.json() as { sent: number }).sent);
+        await insertEffect(db, id, m.json<{ sent: number }>().sent);
         await m.ackAck();
       })();
       running.add(task);

@@ -49,7 +49,7 @@ it(
     const applied = new Map<string, number>();
     const consumer = idempotentConsumer<unknown, unknown>({
       name: 'nats-restart',
-      store: new InMemoryInboxStore() as never,
+      store: new InMemoryInboxStore(),
       handler: async (message) => {
         applied.set(message.id, (applied.get(message.id) ?? 0) + 1);
       },

@@ -48,7 +48,7 @@ function recordingConsumer(
   const outcomes: string[] = [];
   const consumer = idempotentConsumer<unknown, unknown>({
     name: 'nats-test',
-    store: new InMemoryInboxStore() as never,
+    store: new InMemoryInboxStore(),
     ...extra,
     backoff: { initialDelayMs: 20, maxDelayMs: 50, jitter: 'none' },
     handler: async (message, context) => {
