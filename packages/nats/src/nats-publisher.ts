@@ -2,6 +2,8 @@
 // `Nats-Msg-Id` header, JetStream's de-duplication key), resolved only once the stream acknowledged every
 // message stored. It serves the dead-letter path, DLQ replay and the outbox relay.
 
+import { randomUUID } from 'node:crypto';
+
 import {
   ConfigurationError,
   HEADERS,
@@ -113,12 +115,14 @@ export async function publishAcknowledged(
 /**
  * The `Nats-Msg-Id` of a publish: the message id, so JetStream drops a producer's re-send within its duplicate
  * window. A replay (`x-inboxkit-replay-id`, set by `inboxkit dlq replay`) must reach the consumer however soon it
- * follows the original, so it is made unique per replay run: `<id>~replay~<replay id>` (the consumer reads the id
- * from `message-id`, which stays the message id).
+ * follows the original, and so must each of several dead letters of one id replayed in one run (two copies a
+ * producer sent, both dead-lettered): its `msgID` is unique, `<id>~replay~<replay id>~<random>`. A replay publish
+ * retried after a lost acknowledgement may then be stored twice; the inbox answers the second a `duplicate`. The
+ * consumer reads the id from `message-id`, which stays the message id.
  */
 export function msgIdOf(id: string, headers: Readonly<Record<string, string>>): string {
   const replayId = headers[HEADERS.replayId];
-  return replayId === undefined ? id : `${id}~replay~${replayId}`;
+  return replayId === undefined ? id : `${id}~replay~${replayId}~${randomUUID()}`;
 }
 
 /** Publishes one outgoing message (its id as `msgID`) and waits for the stream's acknowledgement. */
