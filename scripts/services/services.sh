@@ -981,7 +981,7 @@ nats_binary() { # builds nats-server once (GOBIN=.services/nats/bin); a marker h
   fi
   if [[ -x "$NATS_BIN" && "$(cat "$NATS_DIR/bin/.version" 2>/dev/null)" == "$NATS_VERSION" ]]; then return 0; fi
   command -v go >/dev/null ||
-    die "nats: nats-server is built with Go (go install github.com/nats-io/nats-server/v2@$NATS_VERSION), and go is not installed. Install Go ≥ 1.24, or set INBOXKIT_NATS_SERVER to a nats-server binary."
+    die "nats: nats-server is built with Go (go install github.com/nats-io/nats-server/v2@$NATS_VERSION), and go is not installed. Install Go ≥ 1.21 (it fetches the go 1.26 toolchain that nats-server $NATS_VERSION needs from the module proxy; Debian 12's golang-go 1.19 is too old), or set INBOXKIT_NATS_SERVER to a nats-server binary."
   local t
   t=$(_now)
   log "nats: go install github.com/nats-io/nats-server/v2@$NATS_VERSION into ${NATS_DIR#"$ROOT"/}/bin"
