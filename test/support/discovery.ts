@@ -87,7 +87,14 @@ export interface ServiceMap {
 }
 
 export type ServiceName = keyof ServiceMap;
-export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis', 'nats'];
+export const SERVICE_NAMES: readonly ServiceName[] = [
+  'postgres',
+  'kafka',
+  'rabbitmq',
+  'sqs',
+  'redis',
+  'nats',
+];
 
 interface Endpoint {
   host: string;
