@@ -143,6 +143,41 @@ describe('natsConsumer', () => {
     expect(letters.map((l) => [l.id, l.headers['x-inboxkit-reason']])).toEqual([['stuck', 'max-deliveries']]);
   });
 
+  it('rides out an inbox store outage in the process: the message is kept, no delivery spent, applied once', async () => {
+    const h = await fresh();
+    const inner = recordingConsumer();
+    let outage = 6; // six answers "store unavailable" (≈ 100 + 200 + … ms of pauses), then the store is back
+    const flaky: IdempotentConsumer<unknown, unknown> = {
+      ...inner.consumer,
+      config: inner.consumer.config,
+      name: inner.consumer.name,
+      handle: async (m) => {
+        if (outage > 0) {
+          outage -= 1;
+          return { status: 'retry', messageId: m.id!, delayMs: 0, attempt: 0, reason: 'store-unavailable' };
+        }
+        return inner.consumer.handle(m);
+      },
+      handleBatch: (ms) => Promise.all(ms.map((m) => flaky.handle(m))),
+      recordAttemptsStarted: (ms) => inner.consumer.recordAttemptsStarted(ms),
+      crashSuspects: async () => new Map(),
+    };
+    consumers.push(await h.startConsumer(flaky));
+    await natsPublisher({ connection: h.connection }).publish([
+      { destination: `${h.subjectPrefix}.all`, id: 'outage-1', body: '{}' },
+    ]);
+    await until('applied', () => inner.applied.length === 1, 60_000);
+    await until('acknowledged', async () => {
+      const i = await (await jetstreamManager(h.connection)).consumers.info(h.stream, h.durable);
+      return i.num_ack_pending === 0 && i.num_pending === 0;
+    });
+    const info = await (await jetstreamManager(h.connection)).consumers.info(h.stream, h.durable);
+    expect(outage).toBe(0);
+    // One delivery: the outage was waited out here, never handed back with nak().
+    expect(info.delivered.consumer_seq).toBe(1);
+    expect(inner.outcomes).toEqual(['processed:outage-1']);
+  });
+
   it('reads its DLQ in place (browse twice, same entries), and take + remove deletes one', async () => {
     const h = await fresh();
     const r = recordingConsumer(
