@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // No 'import'/'module' here: vitest hands these conditions to Node for externalised CommonJS packages too, and
 // with 'import' a require('pg-pool') inside pg would load pg-pool's ESM build ("Class extends value [object Module]").
 const sourceCondition = ['@inboxkit/source', 'node', 'default'];
-const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli', 'outbox', 'http', 'data', 'client', 'nestjs'];
+const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'nats', 'cli', 'outbox', 'http', 'data', 'client', 'nestjs'];
 // Tests that restart a shared broker or database, or drop tables by the dozen (partition maintenance: Kysely's
 // Migrator reads every schema's tables, and a table dropped during that read fails another file's migration).
 // They run in their own project, after every other project has finished (groupOrder 1) and one file at a time,
@@ -14,6 +14,7 @@ const projects = ['core', 'testing', 'kafka', 'rabbitmq', 'sqs', 'cli', 'outbox'
 const chaos = [
   'packages/kafka/test/kafka-broker-restart.test.ts',
   'packages/rabbitmq/test/broker-restart.test.ts',
+  'packages/nats/test/nats-broker-restart.test.ts',
   'packages/core/test/partitions/partition-maintenance.test.ts',
   'packages/core/test/partitions/partitioned-redelivery.test.ts',
   'packages/core/test/partitions/partitioned-migration-populated.test.ts',

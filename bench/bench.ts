@@ -1,6 +1,6 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,capacity,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,capacity,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,nats,outbox,http,data,memory]
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -42,6 +42,7 @@ const SECTIONS = [
   'kafka',
   'rabbitmq',
   'sqs',
+  'nats',
   'outbox',
   'http',
   'data',
@@ -141,6 +142,11 @@ const PLAN: Record<Section, { script: string; args: string[]; timeout: number; n
   sqs: {
     script: 'packages/sqs/bench/sqs-bench.ts',
     args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '4000', '--rounds', '1'],
+    timeout: quick ? 180 : 420,
+  },
+  nats: {
+    script: 'packages/nats/bench/nats-bench.ts',
+    args: quick ? ['--quick', '--messages', '1500'] : ['--messages', '8000', '--rounds', '1'],
     timeout: quick ? 180 : 420,
   },
   outbox: {
@@ -746,6 +752,7 @@ const TRANSPORT_NOTES: Record<string, string> = {
     'kafkaConsumer (message and batch mode) vs plain kafkajs `eachMessage` / `eachBatch` consumers doing the same insert, same topic partitions and concurrency.',
   rabbitmq: 'rabbitmqConsumer vs a plain amqplib consumer doing the same insert at the same prefetch.',
   sqs: 'sqsConsumer vs a plain receive / insert / delete consumer at the same concurrency.',
+  nats: 'natsConsumer vs a plain JetStream pull consumer (consume, insert, ackAck) at the same concurrency.',
   outbox:
     'The outbox relay (rows committed by `enqueue`, published in batches by `startOutboxRelay`) vs publishing the same messages directly from the handler, per broker. Latency is from the enqueue’s commit to the broker’s confirm.',
   http: 'The same endpoint (a one-row Postgres write) with and without the Idempotency-Key middleware, over loopback HTTP: first requests (a new key each) and replays (a completed key again).',
@@ -754,13 +761,15 @@ const HEADINGS: Record<string, string> = {
   kafka: 'Kafka',
   rabbitmq: 'RabbitMQ',
   sqs: 'SQS (ElasticMQ)',
+  nats: 'NATS JetStream',
   outbox: 'Outbox relay',
   http: 'HTTP Idempotency-Key',
 };
-for (const transport of ['kafka', 'rabbitmq', 'sqs', 'outbox', 'http'] as const) {
+for (const transport of ['kafka', 'rabbitmq', 'sqs', 'nats', 'outbox', 'http'] as const) {
   const run = runs[transport];
   if (run === undefined) continue;
-  const broker = transport === 'kafka' || transport === 'rabbitmq' || transport === 'sqs';
+  const broker =
+    transport === 'kafka' || transport === 'rabbitmq' || transport === 'sqs' || transport === 'nats';
   md.push(
     `## ${HEADINGS[transport]}`,
     '',

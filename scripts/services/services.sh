@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft), ElasticMQ (SQS), Redis.
+# inboxkit's own test services, without Docker: PostgreSQL 15, RabbitMQ, Kafka 3.9 (KRaft), ElasticMQ (SQS), Redis,
+# NATS (JetStream).
 #
 #   services.sh up      [NAME...]   start (idempotent), wait until ready, write .services/env; prints
 #                                   `started NAME` on stdout for each service it started (not found running)
@@ -12,7 +13,7 @@
 #                                   when system packages are missing and cannot be installed (not root)
 #   services.sh stop-after PID [NAME...]   wait until process PID is gone, then stop NAME (for `npm test`)
 #
-# NAME is one of: postgres rabbitmq kafka elasticmq redis (default: all). Everything listens on 127.0.0.1 only.
+# NAME is one of: postgres rabbitmq kafka elasticmq redis nats (default: all). Everything listens on 127.0.0.1 only.
 # INBOXKIT_NO_INSTALL=1 never runs apt-get, even as root: missing packages are an error that names them.
 # State, logs and pids live in the repo's ignored .services/ folder (Postgres' data may live under
 # /var/tmp/inboxkit-<hash> when the repo path is not reachable by the `postgres` user). See README.md here.
@@ -21,7 +22,7 @@ set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 STATE="${INBOXKIT_SERVICES_DIR:-$ROOT/.services}"
-ALL_SERVICES=(postgres rabbitmq kafka elasticmq redis)
+ALL_SERVICES=(postgres rabbitmq kafka elasticmq redis nats)
 # One id per checkout: names the RabbitMQ node and the fallback Postgres folder, so that two clones on one
 # machine (a developer's and CI's) never share state.
 CHECKOUT_ID="$(printf '%s' "$ROOT" | sha1sum | cut -c1-10)"
@@ -49,6 +50,8 @@ declare -A DEFAULT_PORT=(
   [INBOXKIT_KAFKA_CONTROLLER_PORT]=19093
   [INBOXKIT_SQS_PORT]=19324
   [INBOXKIT_REDIS_PORT]=16379
+  [INBOXKIT_NATS_PORT]=14222
+  [INBOXKIT_NATS_MONITOR_PORT]=18222
 )
 declare -A SERVICE_PORT_VARS=(
   [postgres]="INBOXKIT_PG_PORT"
@@ -56,6 +59,7 @@ declare -A SERVICE_PORT_VARS=(
   [kafka]="INBOXKIT_KAFKA_PORT INBOXKIT_KAFKA_CONTROLLER_PORT"
   [elasticmq]="INBOXKIT_SQS_PORT"
   [redis]="INBOXKIT_REDIS_PORT"
+  [nats]="INBOXKIT_NATS_PORT INBOXKIT_NATS_MONITOR_PORT"
 )
 declare -A EXPLICIT=()
 for _var in "${!DEFAULT_PORT[@]}"; do
@@ -77,6 +81,9 @@ KAFKA_HEAP="${INBOXKIT_KAFKA_HEAP:--Xms256m -Xmx512m}"
 ELASTICMQ_HEAP="${INBOXKIT_ELASTICMQ_HEAP:--Xms64m -Xmx256m}"
 RABBITMQ_NODE="${INBOXKIT_RABBITMQ_NODE:-inboxkit-$CHECKOUT_ID@localhost}"
 READY_TIMEOUT="${INBOXKIT_SERVICES_TIMEOUT:-120}"
+# nats-server is built once from the Go module proxy (`go install`) into .services/nats/bin, or taken from
+# INBOXKIT_NATS_SERVER (a binary you have).
+NATS_VERSION="${INBOXKIT_NATS_VERSION:-v2.15.3}"
 
 mkdir -p "$STATE/logs" "$STATE/run"
 
@@ -295,6 +302,17 @@ missing_jars() { # missing_jars SERVICE...
     esac
   done
   ((${#out[@]} == 0)) || echo "${out[*]}"
+}
+
+# Services whose binary must be built first (nats-server, from the Go module proxy): prints them.
+missing_binaries() { # missing_binaries SERVICE...
+  local svc
+  for svc in "$@"; do
+    if [[ "$svc" == nats ]]; then
+      nats_paths
+      [[ -x "$NATS_BIN" ]] || echo nats
+    fi
+  done
 }
 
 # Maven: copy a pom's runtime dependencies into a lib folder, once (a marker records the pom's hash).
@@ -937,6 +955,114 @@ redis_status() {
   fi
 }
 
+# ================================================================================================== NATS
+# nats-server with JetStream, built once with `go install github.com/nats-io/nats-server/v2@$NATS_VERSION` into
+# .services/nats/bin (a marker names the version; a second `up` starts it at once). JetStream's file storage
+# lives in .services/nats/jetstream, so a restart keeps streams, consumers and messages, as a broker restart
+# should: the chaos tests restart it under live consumers. Loopback only, no auth; monitoring (health) on its own
+# port.
+nats_paths() {
+  NATS_DIR="$STATE/nats"
+  NATS_STORE="$NATS_DIR/jetstream"
+  NATS_PIDFILE="$STATE/run/nats.pid"
+  if [[ -n "${INBOXKIT_NATS_SERVER:-}" ]]; then NATS_BIN="$INBOXKIT_NATS_SERVER"; else NATS_BIN="$NATS_DIR/bin/nats-server"; fi
+}
+
+nats_pid() { read_pid "$NATS_PIDFILE"; }
+nats_running() { pid_alive "$(nats_pid)"; }
+# /healthz answers 200 once the server accepts clients and JetStream is ready (its streams recovered).
+nats_ready() { curl -fsS -m 3 -o /dev/null "http://127.0.0.1:$INBOXKIT_NATS_MONITOR_PORT/healthz"; }
+
+nats_binary() { # builds nats-server once (GOBIN=.services/nats/bin); a marker holds the version built
+  nats_paths
+  if [[ -n "${INBOXKIT_NATS_SERVER:-}" ]]; then
+    [[ -x "$NATS_BIN" ]] || die "nats: INBOXKIT_NATS_SERVER=$NATS_BIN is not an executable"
+    return 0
+  fi
+  if [[ -x "$NATS_BIN" && "$(cat "$NATS_DIR/bin/.version" 2>/dev/null)" == "$NATS_VERSION" ]]; then return 0; fi
+  command -v go >/dev/null ||
+    die "nats: nats-server is built with Go (go install github.com/nats-io/nats-server/v2@$NATS_VERSION), and go is not installed. Install Go ≥ 1.21 (it fetches the go 1.26 toolchain that nats-server $NATS_VERSION needs from the module proxy; Debian 12's golang-go 1.19 is too old), or set INBOXKIT_NATS_SERVER to a nats-server binary."
+  local t
+  t=$(_now)
+  log "nats: go install github.com/nats-io/nats-server/v2@$NATS_VERSION into ${NATS_DIR#"$ROOT"/}/bin"
+  mkdir -p "$NATS_DIR/bin"
+  if ! (cd / && GOBIN="$NATS_DIR/bin" GOFLAGS=-buildvcs=false go install "github.com/nats-io/nats-server/v2@$NATS_VERSION") \
+    >"$STATE/logs/nats-build.log" 2>&1 9>&-; then
+    tail -30 "$STATE/logs/nats-build.log" >&2
+    die "nats: go install failed (log: $STATE/logs/nats-build.log)"
+  fi
+  printf '%s' "$NATS_VERSION" >"$NATS_DIR/bin/.version"
+  log "nats: nats-server $NATS_VERSION built in $(_elapsed "$t")"
+}
+
+nats_up() {
+  nats_paths
+  if nats_running; then
+    if wait_for nats 30 nats_ready; then
+      log "nats: already running on 127.0.0.1:$INBOXKIT_NATS_PORT"
+      return 0
+    fi
+    die "nats: pid $(nats_pid) is alive but does not answer (log: $STATE/logs/nats.log)"
+  fi
+  nats_binary
+  resolve_ports nats "$RESOLVE_MOVE"
+  mkdir -p "$NATS_DIR" "$NATS_STORE"
+  cat >"$NATS_DIR/nats.conf" <<EOF
+# Written by scripts/services/services.sh on each start.
+server_name: inboxkit_$CHECKOUT_ID
+host: 127.0.0.1
+port: $INBOXKIT_NATS_PORT
+http: "127.0.0.1:$INBOXKIT_NATS_MONITOR_PORT"
+max_payload: 1MB
+jetstream {
+  store_dir: "$NATS_STORE"
+  max_memory_store: 256MB
+  max_file_store: 4GB
+}
+EOF
+  local t start
+  t=$(_now)
+  log "nats: starting on 127.0.0.1:$INBOXKIT_NATS_PORT (JetStream store ${NATS_STORE#"$ROOT"/})"
+  setsid nohup "$NATS_BIN" -c "$NATS_DIR/nats.conf" >"$STATE/logs/nats.log" 2>&1 </dev/null 9>&- &
+  echo $! >"$NATS_PIDFILE"
+  start=$(date +%s)
+  until nats_ready >/dev/null 2>&1; do
+    nats_running || {
+      tail -30 "$STATE/logs/nats.log" >&2 2>/dev/null || true
+      die "nats: exited during start-up (log: $STATE/logs/nats.log)"
+    }
+    (($(date +%s) - start < READY_TIMEOUT)) || die "nats: not ready after ${READY_TIMEOUT}s (log: $STATE/logs/nats.log)"
+    sleep 0.2
+  done
+  log "nats: ready in $(_elapsed "$t") (pid $(nats_pid))"
+  STARTED=1
+}
+
+nats_down() {
+  nats_paths
+  if ! nats_running; then
+    log "nats: not running"
+    rm -f "$NATS_PIDFILE"
+    return 0
+  fi
+  local t
+  t=$(_now)
+  # SIGTERM: JetStream flushes its file store and stops cleanly.
+  stop_pid "$(nats_pid)" nats 30
+  rm -f "$NATS_PIDFILE"
+  log "nats: stopped in $(_elapsed "$t")"
+}
+
+nats_status() {
+  nats_paths
+  if nats_running && port_open "$INBOXKIT_NATS_PORT"; then
+    echo "nats       up    nats://127.0.0.1:$INBOXKIT_NATS_PORT   (pid $(nats_pid), JetStream, monitoring :$INBOXKIT_NATS_MONITOR_PORT)"
+  else
+    echo "nats       down  nats://127.0.0.1:$INBOXKIT_NATS_PORT"
+    return 1
+  fi
+}
+
 # =============================================================================================== env file
 write_env() {
   rabbit_paths
@@ -950,6 +1076,7 @@ AMQP_URL=amqp://guest:guest@127.0.0.1:$INBOXKIT_AMQP_PORT
 SQS_ENDPOINT=http://127.0.0.1:$INBOXKIT_SQS_PORT
 SQS_REGION=us-east-1
 REDIS_URL=redis://127.0.0.1:$INBOXKIT_REDIS_PORT
+NATS_URL=nats://127.0.0.1:$INBOXKIT_NATS_PORT
 RABBITMQ_CTL=$RMQ_CTL
 RABBITMQ_NODE=$RABBITMQ_NODE
 INBOXKIT_SERVICES_SCRIPT=$SCRIPT_DIR/services.sh
@@ -979,6 +1106,7 @@ pick_services() {
     kafka) SELECTED+=(kafka) ;;
     elasticmq | sqs) SELECTED+=(elasticmq) ;;
     redis) SELECTED+=(redis) ;;
+    nats | jetstream) SELECTED+=(nats) ;;
     *) die "unknown service '$s' (one of: ${ALL_SERVICES[*]})" ;;
     esac
   done
@@ -1052,6 +1180,7 @@ check)
   # exit 3 with one message when packages are missing and cannot be installed here.
   pkgs="$(missing_system_packages "${SELECTED[@]}")"
   jars="$(missing_jars "${SELECTED[@]}")"
+  bins="$(missing_binaries "${SELECTED[@]}" | paste -sd' ' -)"
   if [[ -n "$pkgs" ]] && ! can_install; then
     # shellcheck disable=SC2086
     echo "$(cannot_install_message $pkgs)"
@@ -1059,6 +1188,7 @@ check)
   fi
   if [[ -n "$pkgs" ]]; then echo "install $pkgs"; fi
   if [[ -n "$jars" ]]; then echo "fetch $jars"; fi
+  if [[ -n "$bins" ]]; then echo "build $bins"; fi
   ;;
 stop-after)
   # A watchdog for services that a test run started: stops them if the run dies without stopping them itself
@@ -1075,6 +1205,7 @@ deps)
     case "$s" in
     kafka) kafka_paths && maven_lib kafka "$SCRIPT_DIR/kafka/pom.xml" "$KAFKA_LIB" ;;
     elasticmq) elasticmq_paths && maven_lib elasticmq "$SCRIPT_DIR/elasticmq/pom.xml" "$EMQ_LIB" ;;
+    nats) nats_binary ;;
     esac
   done
   ;;

@@ -1,7 +1,8 @@
 // The catalog of test services, shared by the vitest global setup, the test helpers and the example runner:
 // for each service, the variable that names it, its name in scripts/services/services.sh, the endpoints that
 // must answer and its typed settings. Discovery (test/support/find-services.ts) walks the catalog in order:
-//   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL);
+//   1. connection settings in the environment (DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, REDIS_URL,
+//      NATS_URL);
 //   2. a container started with testcontainers, when a Docker engine answers (skipped quickly without one);
 //   3. the project's own services (`npm run services:up`), read from .services/env, and only while this
 //      checkout's own process serves them (ownService): never whatever answers on a port that .services/env
@@ -68,16 +69,32 @@ export interface RedisService {
   port: number;
 }
 
+export interface NatsService {
+  source: ServiceSource;
+  /** nats://host:port (a JetStream-enabled server) */
+  url: string;
+  host: string;
+  port: number;
+}
+
 export interface ServiceMap {
   postgres: PostgresService;
   kafka: KafkaService;
   rabbitmq: RabbitMqService;
   sqs: SqsService;
   redis: RedisService;
+  nats: NatsService;
 }
 
 export type ServiceName = keyof ServiceMap;
-export const SERVICE_NAMES: readonly ServiceName[] = ['postgres', 'kafka', 'rabbitmq', 'sqs', 'redis'];
+export const SERVICE_NAMES: readonly ServiceName[] = [
+  'postgres',
+  'kafka',
+  'rabbitmq',
+  'sqs',
+  'redis',
+  'nats',
+];
 
 interface Endpoint {
   host: string;
@@ -165,6 +182,16 @@ export const CATALOG: { readonly [N in ServiceName]: CatalogEntry<N> } = {
     describe: (value, source) => {
       const url = new URL(value);
       return { source, url: value, host: url.hostname || '127.0.0.1', port: defaultPortOf(url, 6379) };
+    },
+  },
+  nats: {
+    envVar: 'NATS_URL',
+    script: 'nats',
+    pidFile: 'run/nats.pid',
+    endpoints: (value) => [hostPort(value, 4222)],
+    describe: (value, source) => {
+      const url = new URL(value);
+      return { source, url: value, host: url.hostname || '127.0.0.1', port: defaultPortOf(url, 4222) };
     },
   },
 };

@@ -148,6 +148,7 @@ async function announce(
       log(`first start: installing ${what.join(', ')} with apt-get (a few minutes, once)`);
     if (verb === 'fetch')
       log(`first start: fetching the ${what.join(' and ')} jars from Maven Central (once)`);
+    if (verb === 'build') log(`first start: building ${what.join(' and ')} with go install (once)`);
   }
 }
 

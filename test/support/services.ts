@@ -32,6 +32,7 @@ export type {
   ServiceName,
   SqsService,
   RedisService,
+  NatsService,
 } from './discovery.js';
 
 const execFileAsync = promisify(execFile);

@@ -149,6 +149,15 @@ export async function startContainers(names: ServiceName[]): Promise<{
       started.push(container);
       return `redis://${container.getHost()}:${container.getMappedPort(6379)}`;
     },
+    nats: async () => {
+      const container = await new GenericContainer('nats:2.12')
+        .withCommand(['-js'])
+        .withExposedPorts(4222)
+        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+        .start();
+      started.push(container);
+      return `nats://${container.getHost()}:${container.getMappedPort(4222)}`;
+    },
   };
 
   await Promise.all(

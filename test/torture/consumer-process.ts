@@ -1,4 +1,4 @@
-// One torture consumer process: the real transport consumer (Kafka, RabbitMQ or SQS) over PostgresInboxStore,
+// One torture consumer process: the real transport consumer (Kafka, RabbitMQ, SQS or NATS) over PostgresInboxStore,
 // whose handler applies a one-row effect in the inbox transaction. The harness SIGKILLs it at random moments
 // and starts it again; SIGTERM stops it gracefully. It prints `ready` once consuming, then one line per
 // outcome (`o <status> <id>`), which the harness counts (these lines are statistics only: the verdict comes
@@ -22,7 +22,9 @@ import type { IdempotentConsumer, Logger, TransportConsumer } from '@inboxkit/co
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { kafkaConsumer } from '@inboxkit/kafka';
 import { rabbitmqConsumer } from '@inboxkit/rabbitmq';
+import { natsConsumer } from '@inboxkit/nats';
 import { sqsConsumer } from '@inboxkit/sqs';
+import { connect as natsConnect } from '@nats-io/transport-node';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 import { Kysely, PostgresDialect, sql } from 'kysely';
@@ -162,6 +164,28 @@ async function start(): Promise<{ transport: TransportConsumer; close: () => Pro
       });
       await transport.start();
       return { transport, close: async () => client.destroy() };
+    }
+    case 'nats': {
+      const n = settings.nats!;
+      // Reconnects for ever, quickly: a broker restart is part of the run.
+      const nc = await natsConnect({
+        servers: n.url,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        waitOnFirstConnect: true,
+      });
+      const transport = natsConsumer({
+        connection: nc,
+        stream: n.stream,
+        consumer: n.durable,
+        deadLetterSubject: n.deadLetterSubject,
+        handler: consumer,
+        concurrency: n.concurrency,
+        ackWaitMs: n.ackWaitMs,
+        closeTimeoutMs: 10_000,
+      });
+      await transport.start();
+      return { transport, close: () => nc.close() };
     }
   }
 }

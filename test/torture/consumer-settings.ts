@@ -3,8 +3,8 @@
 
 import type { OutcomeStatus } from '@inboxkit/core';
 
-export type TransportName = 'kafka' | 'rabbitmq' | 'sqs';
-export const TRANSPORTS: readonly TransportName[] = ['kafka', 'rabbitmq', 'sqs'];
+export type TransportName = 'kafka' | 'rabbitmq' | 'sqs' | 'nats';
+export const TRANSPORTS: readonly TransportName[] = ['kafka', 'rabbitmq', 'sqs', 'nats'];
 
 export interface ConsumerSettings {
   readonly transport: TransportName;
@@ -41,6 +41,14 @@ export interface ConsumerSettings {
     readonly deadLetterQueueUrl: string;
     readonly concurrency: number;
     readonly visibilityTimeoutSeconds: number;
+  };
+  readonly nats?: {
+    readonly url: string;
+    readonly stream: string;
+    readonly durable: string;
+    readonly deadLetterSubject: string;
+    readonly concurrency: number;
+    readonly ackWaitMs: number;
   };
 }
 

@@ -28,6 +28,7 @@ import { seededRandom } from './prng.js';
 import { kafkaRig } from './transports/kafka-rig.js';
 import type { KafkaTortureMode } from './transports/kafka-rig.js';
 import { rabbitmqRig } from './transports/rabbitmq-rig.js';
+import { natsRig } from './transports/nats-rig.js';
 import { sqsRig } from './transports/sqs-rig.js';
 import type { TransportRig } from './transports/transport-rig.js';
 
@@ -117,6 +118,8 @@ function rigFor(name: TransportName, options: TortureOptions, log: (line: string
       return rabbitmqRig({ log });
     case 'sqs':
       return sqsRig({ maxAttempts: options.maxAttempts });
+    case 'nats':
+      return natsRig();
   }
 }
 
@@ -129,7 +132,12 @@ interface ChaosEvent {
 }
 
 /** Consumer processes per transport when `--consumers` is not given: Kafka runs a group of two members. */
-export const DEFAULT_CONSUMERS: Readonly<Record<TransportName, number>> = { kafka: 2, rabbitmq: 3, sqs: 3 };
+export const DEFAULT_CONSUMERS: Readonly<Record<TransportName, number>> = {
+  kafka: 2,
+  rabbitmq: 3,
+  sqs: 3,
+  nats: 3,
+};
 
 /** Production is spread over this share of the chaos window; kills fall inside it, where work flows. */
 const PRODUCTION_SHARE = 0.8;

@@ -1,7 +1,7 @@
 // `npm run torture` / `npm run torture:quick`: the chaos harness of docs/torture.md. Exits 1 when the
 // invariant is violated on any transport (or a run fails), 2 on bad arguments.
 //
-//   npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages 10000] [--kills 20] [--seed N]
+//   npm run torture -- [--transport kafka,rabbitmq,sqs,nats,pipeline] [--messages 10000] [--kills 20] [--seed N]
 //                      [--consumers N] [--kafka-mode mixed|message|batch] [--duration 80] [--drain-timeout 300]
 //                      [--restarts broker,postgres|none] [--pg-outage 5] [--max-attempts 3] [--keep] [--quick]
 
@@ -59,7 +59,7 @@ try {
 const v = args.values;
 if (v.help) {
   process.stdout.write(
-    'npm run torture -- [--transport kafka,rabbitmq,sqs,pipeline] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
+    'npm run torture -- [--transport kafka,rabbitmq,sqs,nats,pipeline] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
       '                   [--kafka-mode mixed|message|batch] [--duration S] [--drain-timeout S] [--restarts broker,postgres|none]\n' +
       '                   [--pg-outage S] [--max-attempts N] [--keep] [--quick]\n' +
       '                   [--pipeline-messages N] [--pipeline-kills N] [--pipeline-duration S]\n' +
@@ -82,7 +82,7 @@ const transports: TransportName[] = selected
   .filter((t) => t !== 'pipeline')
   .map((t) => {
     if (!TRANSPORTS.includes(t as TransportName))
-      fail(`--transport must be kafka, rabbitmq, sqs, pipeline or all, got ${t}`);
+      fail(`--transport must be kafka, rabbitmq, sqs, nats, pipeline or all, got ${t}`);
     return t as TransportName;
   });
 const restarts = v.restarts === 'none' ? [] : v.restarts.split(',');

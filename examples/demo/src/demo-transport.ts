@@ -6,7 +6,7 @@ import type { DeadLetterQueueReader, IdempotentConsumer, Publisher } from '@inbo
 import type { StoryMessage } from './story.js';
 
 /** The transports the demo runs on. */
-export const TRANSPORT_NAMES = ['learning', 'kafka', 'rabbitmq', 'sqs'] as const;
+export const TRANSPORT_NAMES = ['learning', 'kafka', 'rabbitmq', 'sqs', 'nats'] as const;
 export type TransportName = (typeof TRANSPORT_NAMES)[number];
 
 /** Where a crash is injected (the learning transport's seams). */

@@ -1,4 +1,4 @@
-// `npm run demo [-- --transport learning|kafka|rabbitmq|sqs]`: runs the payments story and prints the report.
+// `npm run demo [-- --transport learning|kafka|rabbitmq|sqs|nats]`: runs the payments story and prints the report.
 // Exit code 0 when every payment was charged exactly once, 1 on a violation or when a service is missing,
 // 2 on a usage error.
 
@@ -10,12 +10,13 @@ import { runDemo } from './run-demo.js';
 import { serviceSettingsFromEnv, ServiceUnavailableError } from './service-settings.js';
 import { colourWanted, painter } from './table.js';
 
-const USAGE = `usage: npm run demo [-- --transport learning|kafka|rabbitmq|sqs]
+const USAGE = `usage: npm run demo [-- --transport learning|kafka|rabbitmq|sqs|nats]
 
   learning  (default) no server: PGlite as the embedded Postgres, the learning transport in memory
   kafka     real Postgres and Kafka
   rabbitmq  real Postgres and RabbitMQ
   sqs       real Postgres and SQS (ElasticMQ locally)
+  nats      real Postgres and NATS JetStream
 
 Real services are found as \`npm test\` finds them: DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT (and
 SQS_REGION), else the project's running services (.services/env, from \`npm run services:up\`), else the
@@ -23,7 +24,7 @@ project's own services are started for this run (scripts/services/services.sh) a
 `;
 
 /** The discovery name of each real transport's broker. */
-const BROKER = { kafka: 'kafka', rabbitmq: 'rabbitmq', sqs: 'sqs' } as const;
+const BROKER = { kafka: 'kafka', rabbitmq: 'rabbitmq', sqs: 'sqs', nats: 'nats' } as const;
 
 async function main(argv: readonly string[]): Promise<number> {
   let transport: TransportName = 'learning';

@@ -24,6 +24,7 @@ import { painter } from './table.js';
 import { KafkaDemoTransport } from './transports/kafka-demo-transport.js';
 import { LearningDemoTransport } from './transports/learning-demo-transport.js';
 import { RabbitmqDemoTransport } from './transports/rabbitmq-demo-transport.js';
+import { NatsDemoTransport } from './transports/nats-demo-transport.js';
 import { SqsDemoTransport } from './transports/sqs-demo-transport.js';
 
 /** Options of `runDemo`. */
@@ -55,6 +56,8 @@ async function openTransport(name: TransportName, services: ServiceSettings): Pr
       return RabbitmqDemoTransport.open(services.amqpUrl!);
     case 'sqs':
       return SqsDemoTransport.open(services.sqs!);
+    case 'nats':
+      return NatsDemoTransport.open(services.natsUrl!);
   }
 }
 

@@ -13,6 +13,7 @@ export interface ServiceSettings {
   readonly databaseUrl?: string | undefined;
   readonly kafkaBrokers?: readonly string[] | undefined;
   readonly amqpUrl?: string | undefined;
+  readonly natsUrl?: string | undefined;
   readonly sqs?:
     | {
         readonly endpoint: string;
@@ -48,6 +49,7 @@ export function serviceSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Se
       .map((b) => b.trim())
       .filter((b) => b !== ''),
     amqpUrl: get('AMQP_URL'),
+    natsUrl: get('NATS_URL'),
     sqs:
       endpoint === undefined
         ? undefined
@@ -90,7 +92,7 @@ function probe(host: string, port: number, timeoutMs = 2_000): Promise<string | 
 }
 
 const START_HINT =
-  'start the services with `npm run services:up` (or set DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT)';
+  'start the services with `npm run services:up` (or set DATABASE_URL, KAFKA_BROKERS, AMQP_URL, SQS_ENDPOINT, NATS_URL)';
 
 /**
  * Checks that Postgres and the transport's broker are configured and accept connections. Throws a
@@ -112,6 +114,8 @@ export async function checkServices(transport: TransportName, settings: ServiceS
     needed.push({ name: 'RabbitMQ', variable: 'AMQP_URL', address: settings.amqpUrl, port: 5672 });
   if (transport === 'sqs')
     needed.push({ name: 'SQS', variable: 'SQS_ENDPOINT', address: settings.sqs?.endpoint, port: 9324 });
+  if (transport === 'nats')
+    needed.push({ name: 'NATS', variable: 'NATS_URL', address: settings.natsUrl, port: 4222 });
   const problems: string[] = [];
   await Promise.all(
     needed.map(async (service) => {

@@ -26,6 +26,8 @@ function servicesFor(transport: TransportName): ServiceSettings {
         sqs: { endpoint: sqs.endpoint, region: sqs.region, credentials: sqs.credentials },
       };
     }
+    case 'nats':
+      return { databaseUrl: postgres.url, natsUrl: requireService('nats').url };
   }
 }
 
@@ -94,7 +96,7 @@ describe('npm run demo', () => {
     );
   }, 180_000); // PGlite's first initdb on a busy 2-core CI runner can take half a minute
 
-  for (const transport of ['kafka', 'rabbitmq', 'sqs'] as const) {
+  for (const transport of ['kafka', 'rabbitmq', 'sqs', 'nats'] as const) {
     it(`tells the same story on real Postgres and ${transport}`, async () => {
       const result = await runDemo({ transport, services: servicesFor(transport) });
       expectTheStory(result);

@@ -13,7 +13,7 @@ import type { FastPathSettings } from './inbox/fast-path-entries.js';
 import type { InboxLayout } from '@inboxkit/core/postgres';
 
 /** The transports `dlq` commands read. */
-export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs'] as const;
+export const TRANSPORTS = ['kafka', 'rabbitmq', 'sqs', 'nats'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 /** Every command name, as typed. */
@@ -211,6 +211,7 @@ const CONNECTION_OPTIONS: Options = {
   'kafka-brokers': { type: 'string' },
   'amqp-url': { type: 'string' },
   'sqs-endpoint': { type: 'string' },
+  'nats-url': { type: 'string' },
   region: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -406,7 +407,7 @@ function transportOf(
 ): TransportName | undefined {
   if (value === undefined) {
     if (required)
-      throw new UsageError(`\`inboxkit ${command}\` needs --transport kafka|rabbitmq|sqs`, command);
+      throw new UsageError(`\`inboxkit ${command}\` needs --transport kafka|rabbitmq|sqs|nats`, command);
     return undefined;
   }
   if (!(TRANSPORTS as readonly string[]).includes(value)) {
@@ -490,9 +491,13 @@ export function parseCommandLine(
   /** `--redis-url` (env `REDIS_URL`) and `--fast-path-prefix` (env `INBOXKIT_FAST_PATH_PREFIX`), for forget. */
   const fastPathOf = (): FastPathSettings | undefined => {
     const redisUrl = str('redis-url') ?? nonEmptyValue(env.REDIS_URL);
-    const keyPrefix = str('fast-path-prefix') ?? nonEmptyValue(env.INBOXKIT_FAST_PATH_PREFIX) ?? 'inboxkit:fp:';
+    const keyPrefix =
+      str('fast-path-prefix') ?? nonEmptyValue(env.INBOXKIT_FAST_PATH_PREFIX) ?? 'inboxkit:fp:';
     if (redisUrl === undefined && values['fast-path-prefix'] !== undefined)
-      throw new UsageError('--fast-path-prefix needs --redis-url (or REDIS_URL): the Redis of the fast path', command);
+      throw new UsageError(
+        '--fast-path-prefix needs --redis-url (or REDIS_URL): the Redis of the fast path',
+        command,
+      );
     return redisUrl === undefined ? undefined : { redisUrl, keyPrefix };
   };
   const common: Common = {
@@ -504,7 +509,10 @@ export function parseCommandLine(
     case 'migrate': {
       const layout = str('layout') ?? 'table';
       if (layout !== 'table' && layout !== 'daily-partitions') {
-        throw new UsageError(`unknown layout ${JSON.stringify(layout)}: use --layout table or --layout daily-partitions`, command);
+        throw new UsageError(
+          `unknown layout ${JSON.stringify(layout)}: use --layout table or --layout daily-partitions`,
+          command,
+        );
       }
       return { command, ...common, reconciliation: values.reconciliation === true, layout };
     }
@@ -516,8 +524,10 @@ export function parseCommandLine(
         command,
         ...common,
         aheadDays: ahead === undefined ? 3 : parsePositiveInt(ahead, '--ahead', command),
-        dedupeWindowMs: window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
-        lockTimeoutMs: lockTimeout === undefined ? 2_000 : parseDuration(lockTimeout, '--lock-timeout', command),
+        dedupeWindowMs:
+          window === undefined ? 7 * 86_400_000 : parseDuration(window, '--dedupe-window', command),
+        lockTimeoutMs:
+          lockTimeout === undefined ? 2_000 : parseDuration(lockTimeout, '--lock-timeout', command),
         dryRun: values['dry-run'] === true,
       };
     }
@@ -744,7 +754,7 @@ export function parseCommandLine(
         } else settings[flag] = v;
       }
       if ((values.source !== undefined || values.dlq !== undefined) && values.transport === undefined) {
-        throw new UsageError('--source and --dlq need --transport kafka|rabbitmq|sqs', command);
+        throw new UsageError('--source and --dlq need --transport kafka|rabbitmq|sqs|nats', command);
       }
       return {
         command,

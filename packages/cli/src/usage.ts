@@ -10,6 +10,7 @@ const CONNECTION = `Connection (flag, else environment variable):
   --amqp-url URL          RabbitMQ URL                        AMQP_URL
   --sqs-endpoint URL      SQS endpoint (ElasticMQ/LocalStack) SQS_ENDPOINT (default AWS)
   --region REGION         AWS region                          AWS_REGION (default us-east-1)
+  --nats-url URL          NATS server (JetStream)             NATS_URL
 Passwords in URLs are never printed.`;
 
 const OVERVIEW = `inboxkit — operate the inboxkit inbox and its dead-letter queues
@@ -121,15 +122,15 @@ transaction with a --lock-timeout; one past it is left for the next run. Each
 step is printed as it happens. One runner at a time across hosts: a second
 exits 1 saying so. --dry-run says what would be done. Run it at least daily
 (cron), or call startPartitionMaintenance() in a service.`,
-  'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs --from DLQ
+  'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs|nats --from DLQ
                          [--consumer NAME] [--reason R]… [--since T] [--id ID]…
                          [--limit 1000] [--group G] [--json] [connection flags]
 
 Shows what sits in a DLQ, grouped by consumer, reason and error, with the inbox
-status of each message id and what a replay would do. Kafka is read without
-touching anything. SQS and RabbitMQ cannot peek: listing receives and releases
+status of each message id and what a replay would do. Kafka and NATS are read
+without touching anything. SQS and RabbitMQ cannot peek: listing receives and releases
 each message (receive counts rise; order may change) and the output says so.`,
-  'dlq replay': `Usage: inboxkit dlq replay --transport kafka|rabbitmq|sqs --from DLQ
+  'dlq replay': `Usage: inboxkit dlq replay --transport kafka|rabbitmq|sqs|nats --from DLQ
                            [--to SOURCE] [--consumer NAME] [--reason R]…
                            [--since T] [--id ID]… [--limit N] [--rate N/s]
                            [--dry-run] [--include-parked] [--by NAME]
@@ -155,7 +156,7 @@ stay in the DLQ. Interrupted runs lose nothing; run the same command again.
                   so one bad message cannot loop a bulk replay)
   --group G       Kafka: consumer group that tracks replay progress on the DLQ
                   topic (default inboxkit-dlq-replay.<DLQ>)`,
-  'dlq edit': `Usage: inboxkit dlq edit --transport kafka|rabbitmq|sqs --from DLQ
+  'dlq edit': `Usage: inboxkit dlq edit --transport kafka|rabbitmq|sqs|nats --from DLQ
                          --consumer NAME --id ID --payload-file FILE|-
                          --reason TEXT [--schemas MODULE] [--to SOURCE]
                          [--by NAME] [--group G] [--json] [connection flags]

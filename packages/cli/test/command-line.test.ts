@@ -18,8 +18,8 @@ describe('runCli usage errors', () => {
     ['a missing dlq subcommand', ['dlq'], /needs a subcommand/],
     [
       'an unknown transport',
-      ['dlq', 'replay', '--transport', 'nats', '--from', 'x'],
-      /unknown transport "nats"/,
+      ['dlq', 'replay', '--transport', 'pulsar', '--from', 'x'],
+      /unknown transport "pulsar"/,
     ],
     ['a missing transport', ['dlq', 'list', '--from', 'x'], /needs --transport kafka\|rabbitmq\|sqs/],
     ['a missing --from', ['dlq', 'replay', '--transport', 'sqs'], /needs --from DLQ/],

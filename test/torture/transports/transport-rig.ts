@@ -17,7 +17,7 @@ export interface TransportRig {
   /** Creates the run's topic / queues. */
   setup(): Promise<void>;
   /** The transport part of consumer `index`'s settings. */
-  consumerSettings(index: number): Pick<ConsumerSettings, 'kafka' | 'rabbitmq' | 'sqs'>;
+  consumerSettings(index: number): Pick<ConsumerSettings, 'kafka' | 'rabbitmq' | 'sqs' | 'nats'>;
   /** Sends and waits for the broker's confirmation; retries through outages until it succeeds. */
   send(messages: readonly PlannedMessage[]): Promise<void>;
   /** Messages the broker still holds unsettled (lag, queue depth), or undefined when it cannot tell right now. */

@@ -17,6 +17,8 @@ export interface ConnectionSettings {
   readonly amqpUrl?: string | undefined;
   /** SQS endpoint (ElasticMQ, LocalStack); absent = AWS. Flag `--sqs-endpoint`, env `SQS_ENDPOINT`. */
   readonly sqsEndpoint?: string | undefined;
+  /** NATS server URL (JetStream). Flag `--nats-url`, env `NATS_URL`. */
+  readonly natsUrl?: string | undefined;
   /** AWS region. Flag `--region`, env `AWS_REGION` / `AWS_DEFAULT_REGION`. Default is `us-east-1`. */
   readonly region: string;
 }
@@ -29,6 +31,7 @@ export interface ConnectionFlags {
   readonly 'kafka-brokers'?: string | undefined;
   readonly 'amqp-url'?: string | undefined;
   readonly 'sqs-endpoint'?: string | undefined;
+  readonly 'nats-url'?: string | undefined;
   readonly region?: string | undefined;
 }
 
@@ -60,6 +63,7 @@ export function resolveConnectionSettings(
             .filter(Boolean),
     amqpUrl: nonEmpty(flags['amqp-url']) ?? nonEmpty(env.AMQP_URL),
     sqsEndpoint: nonEmpty(flags['sqs-endpoint']) ?? nonEmpty(env.SQS_ENDPOINT),
+    natsUrl: nonEmpty(flags['nats-url']) ?? nonEmpty(env.NATS_URL),
     region:
       nonEmpty(flags.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
   });
@@ -72,6 +76,7 @@ export function describeConnectionSettings(settings: ConnectionSettings): Record
   out.inbox = `${settings.schema}.${settings.table}`;
   if (settings.kafkaBrokers !== undefined) out.kafka = settings.kafkaBrokers.join(',');
   if (settings.amqpUrl !== undefined) out.rabbitmq = maskConnectionString(settings.amqpUrl);
+  if (settings.natsUrl !== undefined) out.nats = maskConnectionString(settings.natsUrl);
   if (settings.sqsEndpoint !== undefined)
     out.sqs = `${maskConnectionString(settings.sqsEndpoint)} (${settings.region})`;
   else out.sqs = `AWS (${settings.region})`;

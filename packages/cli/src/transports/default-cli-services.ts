@@ -23,6 +23,8 @@ export function defaultCliServices(
           return (await import('./open-rabbitmq.js')).openRabbitmq(settings, options, consumer);
         case 'sqs':
           return (await import('./open-sqs.js')).openSqs(settings, options, env);
+        case 'nats':
+          return (await import('./open-nats.js')).openNats(settings, options);
       }
     },
   };

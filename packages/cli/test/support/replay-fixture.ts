@@ -5,7 +5,7 @@ import type { DeadLetterEntry, IdempotentConsumer } from '@inboxkit/core';
 
 /** A transport bound to fresh names on its real broker. */
 export interface ReplayFixture {
-  readonly transport: 'kafka' | 'rabbitmq' | 'sqs';
+  readonly transport: 'kafka' | 'rabbitmq' | 'sqs' | 'nats';
   /** The `--from` value of the DLQ. */
   readonly dlq: string;
   /** The CLI's connection flags for this broker. */

@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { requireService as shared } from '../../../../test/support/services.js';
 
 /** The value of a connection flag / environment variable for the service the test needs. */
-export function requireService(name: 'DATABASE_URL' | 'KAFKA_BROKERS' | 'AMQP_URL' | 'SQS_ENDPOINT'): string {
+export function requireService(
+  name: 'DATABASE_URL' | 'KAFKA_BROKERS' | 'AMQP_URL' | 'SQS_ENDPOINT' | 'NATS_URL',
+): string {
   switch (name) {
     case 'DATABASE_URL':
       return shared('postgres').url;
@@ -17,6 +19,8 @@ export function requireService(name: 'DATABASE_URL' | 'KAFKA_BROKERS' | 'AMQP_UR
       return shared('rabbitmq').url;
     case 'SQS_ENDPOINT':
       return shared('sqs').endpoint;
+    case 'NATS_URL':
+      return shared('nats').url;
   }
 }
 

@@ -1,0 +1,519 @@
+// The NATS JetStream transport, on core's delivery kit: pulls from a durable consumer and settles each outcome
+// through four JetStream verbs — a confirmed ack only once the effect is durable, nak(delay) for a retry, the
+// dead letter published to the DLQ subject (acknowledged by its stream) and then term(). Held messages are kept
+// with working() (ack-wait extension), so a long handler keeps its message. What to do with an outcome, the
+// store-outage policy and which redeliveries are charged an attempt are the kit's; this file is the broker.
+
+import {
+  abortableSleep,
+  AttemptCharger,
+  backstopLimit,
+  ConfigurationError,
+  deadLetterForms,
+  deadLetterRecord,
+  DeliveryGuard,
+  isBackstop,
+  retryStart,
+  settle,
+  startFailureClassifier,
+  startRetryDelay,
+  TRANSIENT,
+} from '@inboxkit/core';
+import type {
+  BrokerSettlement,
+  DeadLetterOutcome,
+  FormAttempt,
+  GuardedOutcome,
+  IdempotentConsumer,
+  InboundMessage,
+  Logger,
+  TransportConsumer,
+  TransportFeatures,
+} from '@inboxkit/core';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+
+import { isNotFound } from './nats-headers.js';
+import { publishAcknowledged } from './nats-publisher.js';
+import { toInboundMessage } from './to-inbound-message.js';
+
+/**
+ * What JetStream guarantees, for the kit and the conformance suite: a native delay (`nak(delay)`), no ordering
+ * promise across a retry (unless `orderedBySubject`), no delivery count passed to core (JetStream's counts
+ * deliveries, not attempts), and a redelivery spends a delivery against `max_deliver`.
+ */
+export const NATS_FEATURES: TransportFeatures = Object.freeze({
+  ordering: 'none',
+  nativeDelay: true,
+  deliveryCount: false,
+  redeliverSpendsCount: true,
+});
+
+/** The reason a dead letter carries when JetStream's delivery limit (`max_deliver`), not `maxAttempts`, ended it. */
+export const MAX_DELIVERIES_REASON = 'max-deliveries';
+
+/** Options of `natsConsumer`. */
+export interface NatsConsumerOptions<P, Tx> {
+  /** A connection (`connect()` of `@nats-io/transport-node`). The consumer never closes it. */
+  readonly connection: NatsConnection;
+  /** The stream to consume. It must exist (see `ensureStreams`). */
+  readonly stream: string;
+  /** The durable consumer's name; `start()` creates it, or updates its settings. */
+  readonly consumer: string;
+  /** Only these subjects of the stream (JetStream `filter_subjects`). Default is all of the stream's subjects. */
+  readonly filterSubjects?: readonly string[];
+  /** Where dead letters go: a subject that a stream (the DLQ stream) captures. Checked at `start()`. */
+  readonly deadLetterSubject: string;
+  /** The idempotent consumer each message goes through. */
+  readonly handler: IdempotentConsumer<P, Tx>;
+  /** Handlers running at once. Default is 8. */
+  readonly concurrency?: number;
+  /** Messages held unacknowledged (JetStream `max_ack_pending`), running ones included. Default is twice `concurrency`. */
+  readonly maxAckPending?: number;
+  /**
+   * JetStream `ack_wait`: how long a delivery may stay unacknowledged before the server redelivers it. Held
+   * messages are kept with `working()` every third of it. At least 1,000 ms. Default is 30,000 ms.
+   */
+  readonly ackWaitMs?: number;
+  /**
+   * JetStream `max_deliver`, the backstop above `maxAttempts`: a delivery that reaches it and would be retried
+   * is dead-lettered with reason `max-deliveries` instead. Must exceed `maxAttempts`. Default is
+   * `maxAttempts * 2 + 10` (deliveries also rise without an attempt: a crash, a stop, a failed dead letter).
+   */
+  readonly maxDeliver?: number;
+  /**
+   * Keep order per subject: the messages of one subject run one at a time in stream order, and a retry waits in
+   * this process (kept with working()) instead of nak(), so nothing of its subject overtakes it. Subjects run in
+   * parallel up to `concurrency`. Default is false.
+   */
+  readonly orderedBySubject?: boolean;
+  /** How long `stop()` waits for running handlers. Default is 30,000 ms. */
+  readonly closeTimeoutMs?: number;
+  /** How long `start()` keeps trying while JetStream does not answer. Default is 60,000 ms. */
+  readonly startTimeoutMs?: number;
+  /** Where the transport logs. Default is the handler's logger. */
+  readonly logger?: Logger;
+}
+
+/** One delivery while this process holds it. */
+interface Held {
+  readonly msg: JsMsg;
+  readonly inbound: InboundMessage;
+  /** Ordered mode: the subject it waits behind. */
+  readonly key: string;
+  /** A crash suspect: runs alone. */
+  suspect: boolean;
+  /** Its dead letter is confirmed: the `ack` verb terminates it. */
+  deadLettered: boolean;
+}
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+const WHAT = 'natsConsumer';
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isInteger(v) || v <= 0)
+    throw new ConfigurationError(`${WHAT}: \`${name}\` must be a positive integer, got ${v}`);
+  return v;
+}
+
+/** Sends a fire-and-forget settlement; on a closed connection the message comes back after its ack wait. */
+function quietly(send: () => void): void {
+  try {
+    send();
+  } catch {
+    // The connection is gone: JetStream redelivers after the ack wait, which is what leaving it means.
+  }
+}
+
+const natsStartFailure = startFailureClassifier({
+  what: WHAT,
+  known: (error) => {
+    const name = (error as { name?: unknown } | null)?.name;
+    if (name === 'ClosedConnectionError')
+      return new ConfigurationError(`${WHAT}: the NATS connection is closed`, { cause: error });
+    if (name === 'TimeoutError' || name === 'NoRespondersError' || name === 'RequestError') return TRANSIENT;
+    if ((error as { status?: unknown } | null)?.status === 503) return TRANSIENT; // JetStream not ready yet
+    return undefined;
+  },
+  service: 'the NATS server',
+  tlsHint: 'check the server URL and its certificate',
+  doing: 'starting the JetStream consumer',
+  programmerHint: 'check the connection and the stream and consumer names',
+  unknown: 'permanent',
+});
+
+/**
+ * Consumes a JetStream stream through an idempotent consumer, on a durable pull consumer that `start()`
+ * creates or updates (explicit acks, `ack_wait`, `max_deliver` as the backstop, `max_ack_pending`).
+ *
+ * - processed / duplicate → `ackAck()`: acknowledged, and confirmed by the server, only after the commit;
+ * - retry → `nak(delayMs)`: JetStream redelivers after the delay (with `orderedBySubject`, the retry waits here);
+ * - the inbox store down → the message is kept (working()) and tried again here, so an outage spends no delivery;
+ * - dead-letter → the copy goes to `deadLetterSubject` with inboxkit's headers, the DLQ stream's acknowledgement is
+ *   awaited, then `term()`; when the publish fails the message is nak()ed and comes back.
+ *
+ * The id is `Nats-Msg-Id` (then `message-id`, then the CloudEvents id). A redelivery (JetStream `deliveryCount`
+ * above 1) that core names a crash suspect runs alone with a started attempt recorded first, so a message that
+ * kills its process still reaches the DLQ after `maxAttempts`; `max_deliver` ends what nothing else could.
+ *
+ * @example
+ * const nc = await connect({ servers: process.env.NATS_URL });
+ * const consumer = natsConsumer({
+ *   connection: nc,
+ *   stream: 'ORDERS',
+ *   consumer: 'orders-inbox',
+ *   deadLetterSubject: 'dlq.orders',
+ *   handler: idempotentConsumer({ name: 'orders', store, handler: applyOrder }),
+ * });
+ * await consumer.start();
+ * process.once('SIGTERM', () => void consumer.stop());
+ */
+export function natsConsumer<P, Tx>(options: NatsConsumerOptions<P, Tx>): TransportConsumer {
+  return new NatsConsumer(options);
+}
+
+class NatsConsumer<P, Tx> implements TransportConsumer {
+  readonly #o: NatsConsumerOptions<P, Tx>;
+  readonly #concurrency: number;
+  readonly #maxAckPending: number;
+  readonly #ackWaitMs: number;
+  readonly #maxDeliver: number;
+  readonly #closeTimeoutMs: number;
+  readonly #startTimeoutMs: number;
+  readonly #ordered: boolean;
+  readonly #log: Logger;
+  readonly #js: JetStreamClient;
+  readonly #stop = new AbortController();
+  readonly #guard: DeliveryGuard;
+  readonly #charger: AttemptCharger<Held>;
+  readonly #port: BrokerSettlement<Held>;
+  #messages: ConsumerMessages | undefined;
+  #loop: Promise<void> | undefined;
+  #starting: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  /** Received and not settled: each is kept with working() until it is. */
+  readonly #held = new Set<Held>();
+  /** Routed, waiting for a handler, in arrival order. */
+  readonly #waiting: Held[] = [];
+  /** Received, not routed yet (its suspicion being read), in arrival order. */
+  #routing: Promise<void> = Promise.resolve();
+  readonly #busyKeys = new Set<string>();
+  readonly #tasks = new Set<Promise<void>>();
+  #running = 0;
+  #alone = false;
+
+  constructor(options: NatsConsumerOptions<P, Tx>) {
+    if (typeof options.connection?.publish !== 'function') {
+      throw new ConfigurationError(
+        `${WHAT}: \`connection\` must be a NatsConnection (connect() of @nats-io/transport-node)`,
+      );
+    }
+    for (const name of ['stream', 'consumer', 'deadLetterSubject'] as const) {
+      if (typeof options[name] !== 'string' || options[name] === '')
+        throw new ConfigurationError(`${WHAT}: \`${name}\` must be a non-empty string`);
+    }
+    if (typeof options.handler?.handle !== 'function')
+      throw new ConfigurationError(`${WHAT}: \`handler\` must be an idempotentConsumer()`);
+    this.#o = options;
+    this.#concurrency = positiveInteger('concurrency', options.concurrency, 8);
+    this.#maxAckPending = positiveInteger('maxAckPending', options.maxAckPending, this.#concurrency * 2);
+    if (this.#maxAckPending < this.#concurrency) {
+      throw new ConfigurationError(
+        `${WHAT}: \`maxAckPending\` (${this.#maxAckPending}) must be at least \`concurrency\` (${this.#concurrency})`,
+      );
+    }
+    this.#ackWaitMs = positiveInteger('ackWaitMs', options.ackWaitMs, 30_000);
+    if (this.#ackWaitMs < 1_000)
+      throw new ConfigurationError(
+        `${WHAT}: \`ackWaitMs\` must be at least 1,000 ms, got ${this.#ackWaitMs}`,
+      );
+    const maxAttempts = options.handler.config.maxAttempts;
+    this.#maxDeliver = positiveInteger(
+      'maxDeliver',
+      options.maxDeliver,
+      backstopLimit(maxAttempts, { headroom: (n) => n + 10 }),
+    );
+    if (!isBackstop(this.#maxDeliver, maxAttempts)) {
+      throw new ConfigurationError(
+        `${WHAT}: \`maxDeliver\` (${this.#maxDeliver}) must be above the handler's maxAttempts (${maxAttempts}): it is the backstop, and deliveries also rise without an attempt (a crash, a stop)`,
+      );
+    }
+    this.#closeTimeoutMs = positiveInteger('closeTimeoutMs', options.closeTimeoutMs, 30_000);
+    this.#startTimeoutMs = positiveInteger('startTimeoutMs', options.startTimeoutMs, 60_000);
+    this.#ordered = options.orderedBySubject ?? false;
+    this.#log = options.logger ?? options.handler.config.logger ?? silent;
+    this.#js = jetstream(options.connection);
+    const sleep = (ms: number) => abortableSleep(ms, this.#stop.signal);
+    const running = () => !this.#stop.signal.aborted;
+    this.#guard = new DeliveryGuard({ consumer: options.handler, features: NATS_FEATURES, running, sleep });
+    this.#charger = new AttemptCharger<Held>({
+      consumer: options.handler,
+      message: (h) => h.inbound,
+      mayHaveCrashed: (h) => h.msg.info.deliveryCount > 1,
+      // A nak()ed retry comes back with a higher deliveryCount too: the inbox tells it from a crash.
+      retriesLookRedelivered: true,
+      logger: this.#log,
+      what: WHAT,
+    });
+    this.#port = {
+      ack: async (h) => {
+        if (h.deadLettered) {
+          // Terminated, not acked: JetStream stops redelivering it and emits a MSG_TERMINATED advisory.
+          quietly(() => h.msg.term('inboxkit: dead-lettered'));
+          await options.connection.flush().catch(() => {});
+          return;
+        }
+        // Confirmed by the server; when it is not, the message comes back and is a duplicate.
+        await h.msg
+          .ackAck()
+          .catch((error: unknown) =>
+            this.#log.warn(
+              { err: error, messageId: h.inbound.id },
+              `${WHAT}: ack not confirmed; the message may come back as a duplicate`,
+            ),
+          );
+      },
+      redeliver: async (h, delayMs) => {
+        quietly(() => h.msg.nak(delayMs));
+        return { status: 'sent' };
+      },
+      deadLetter: (h, form, outcome) => this.#deadLetter(h, form, outcome),
+      leave: (h, why) => quietly(() => h.msg.nak(why.holdMs)),
+    };
+  }
+
+  start(): Promise<void> {
+    if (this.#stopping) return Promise.reject(new ConfigurationError(`${WHAT}: start() after stop()`));
+    return (this.#starting ??= this.#start());
+  }
+
+  async #start(): Promise<void> {
+    const started = await retryStart({
+      attempt: () => this.#subscribe(),
+      permanent: natsStartFailure,
+      delayMs: (n) => startRetryDelay(n, 200, 5_000),
+      timeoutMs: this.#startTimeoutMs,
+      signal: this.#stop.signal,
+      abandon: (pending) => void pending.then((m) => m.close()).catch(() => {}),
+      logger: this.#log,
+      what: WHAT,
+      context: { stream: this.#o.stream, consumer: this.#o.consumer },
+      service: 'the NATS server',
+    });
+    if (started === undefined) return; // stopped while starting
+    this.#messages = started.value;
+    this.#heartbeat = setInterval(
+      () => {
+        for (const h of this.#held) quietly(() => h.msg.working());
+      },
+      Math.max(250, Math.floor(this.#ackWaitMs / 3)),
+    );
+    this.#heartbeat.unref?.();
+    this.#loop = this.#receive(started.value);
+  }
+
+  async #subscribe(): Promise<ConsumerMessages> {
+    const jsm = await jetstreamManager(this.#o.connection);
+    await this.#checkStreams(jsm);
+    await this.#ensureConsumer(jsm);
+    const consumer = await this.#js.consumers.get(this.#o.stream, this.#o.consumer);
+    return consumer.consume({ max_messages: this.#maxAckPending });
+  }
+
+  async #checkStreams(jsm: JetStreamManager): Promise<void> {
+    try {
+      await jsm.streams.info(this.#o.stream);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      throw new ConfigurationError(
+        `${WHAT}: stream ${JSON.stringify(this.#o.stream)} does not exist (create it, e.g. with ensureStreams())`,
+        { cause: error },
+      );
+    }
+    try {
+      await jsm.streams.find(this.#o.deadLetterSubject);
+    } catch (error) {
+      if ((error as { name?: string }).name !== 'Error' && !isNotFound(error)) throw error;
+      throw new ConfigurationError(
+        `${WHAT}: no stream captures the dead-letter subject ${JSON.stringify(this.#o.deadLetterSubject)}, so dead letters would be lost: create a DLQ stream (e.g. with ensureStreams())`,
+        { cause: error },
+      );
+    }
+  }
+
+  async #ensureConsumer(jsm: JetStreamManager): Promise<void> {
+    const settings = {
+      ack_wait: nanos(this.#ackWaitMs),
+      max_deliver: this.#maxDeliver,
+      max_ack_pending: this.#maxAckPending,
+      ...(this.#o.filterSubjects !== undefined ? { filter_subjects: [...this.#o.filterSubjects] } : {}),
+    };
+    try {
+      await jsm.consumers.info(this.#o.stream, this.#o.consumer);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      await jsm.consumers.add(this.#o.stream, {
+        durable_name: this.#o.consumer,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ...settings,
+      });
+      return;
+    }
+    await jsm.consumers.update(this.#o.stream, this.#o.consumer, settings);
+  }
+
+  async #receive(messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const msg of messages) {
+        if (this.#stop.signal.aborted) {
+          quietly(() => msg.nak()); // received after stop(): back to the broker at once
+          continue;
+        }
+        const held: Held = {
+          msg,
+          inbound: toInboundMessage(msg),
+          key: this.#ordered ? msg.subject : '',
+          suspect: false,
+          deadLettered: false,
+        };
+        this.#held.add(held);
+        // Routed in arrival order once the inbox said whether it may have crashed a process.
+        this.#routing = this.#routing.then(async () => {
+          if (this.#charger.maySuspect(held)) held.suspect = (await this.#charger.suspects([held])).has(held);
+          this.#waiting.push(held);
+          this.#dispatch();
+        });
+      }
+    } catch (error) {
+      if (!this.#stop.signal.aborted) this.#log.error({ err: error }, `${WHAT}: the message iterator failed`);
+    }
+  }
+
+  /**
+   * Starts handlers while slots are free: in arrival order, one per subject at a time when ordered, and a crash
+   * suspect only once nothing else runs, alone (so a crash charges it and nothing fetched beside it).
+   */
+  #dispatch(): void {
+    for (let i = 0; i < this.#waiting.length && this.#running < this.#concurrency && !this.#alone;) {
+      const held = this.#waiting[i]!;
+      if (this.#ordered && this.#busyKeys.has(held.key)) {
+        i++;
+        continue;
+      }
+      if (held.suspect && this.#running > 0) return; // waits for the running ones; nothing overtakes it
+      this.#waiting.splice(i, 1);
+      this.#running++;
+      if (held.suspect) this.#alone = true;
+      if (this.#ordered) this.#busyKeys.add(held.key);
+      const task = this.#run(held).finally(() => {
+        this.#running--;
+        if (held.suspect) this.#alone = false;
+        if (this.#ordered) this.#busyKeys.delete(held.key);
+        this.#held.delete(held);
+        this.#tasks.delete(task);
+        if (!this.#stop.signal.aborted) this.#dispatch();
+      });
+      this.#tasks.add(task);
+    }
+  }
+
+  /** Charge-before-run, handle (guarded), then settle through the kit. Never rejects. */
+  async #run(held: Held): Promise<void> {
+    const release = await this.#charger.start([held]);
+    let outcome: GuardedOutcome;
+    try {
+      outcome = await this.#guard.handle(held.inbound);
+      // Ordered: a retry waits here, kept with working(), so nothing of its subject overtakes it.
+      while (this.#ordered && outcome.status === 'retry' && !this.#stop.signal.aborted) {
+        await abortableSleep(outcome.delayMs, this.#stop.signal);
+        if (this.#stop.signal.aborted) break;
+        outcome = await this.#guard.handle(held.inbound);
+      }
+    } finally {
+      release();
+    }
+    this.#charger.settled(held, outcome);
+    if (outcome.status === 'retry' && held.msg.info.deliveryCount >= this.#maxDeliver) {
+      // JetStream will not deliver it again: dead-letter it with its record rather than lose it to the backstop.
+      outcome = {
+        status: 'dead-letter',
+        messageId: outcome.messageId,
+        reason: MAX_DELIVERIES_REASON,
+        attempts: outcome.attempt,
+        ...(outcome.error !== undefined ? { error: outcome.error } : {}),
+      };
+    }
+    await settle(this.#port, held, outcome, {
+      logger: this.#log,
+      what: WHAT,
+      context: { stream: this.#o.stream, subject: held.msg.subject, seq: held.msg.info.streamSequence },
+    });
+  }
+
+  /** The `deadLetter` verb: the copy in `form`, published to the DLQ subject with the stream's acknowledgement. */
+  async #deadLetter(held: Held, form: string, outcome: DeadLetterOutcome): Promise<FormAttempt> {
+    const spec = deadLetterForms(deadLetterRecord(this.#o.handler.name, held.inbound, outcome)).find(
+      (s) => s.form === form,
+    )!;
+    const original: Record<string, string> = {};
+    // JetStream's own headers of the source copy stay behind (a Nats-Msg-Id would make the DLQ stream drop it).
+    if (spec.originalHeaders)
+      for (const [k, v] of Object.entries(held.inbound.headers)) if (!k.startsWith('nats-')) original[k] = v;
+    const { info } = held.msg;
+    try {
+      await publishAcknowledged(
+        this.#js,
+        this.#o.connection,
+        {
+          subject: this.#o.deadLetterSubject,
+          data: held.msg.data,
+          headers: { ...original, ...spec.headers },
+          // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped by
+          // the DLQ stream's duplicate window; a replayed message is a new source copy, so it gets a new DLQ copy.
+          msgID: `dlq:${info.stream}:${info.streamSequence}`,
+          label: JSON.stringify(held.inbound.id ?? `${info.stream}:${info.streamSequence}`),
+        },
+        30_000,
+      );
+      held.deadLettered = true;
+      return { status: 'sent' };
+    } catch (error) {
+      return {
+        status: (error as { code?: unknown }).code === 'MESSAGE_TOO_LARGE' ? 'too-large' : 'failed',
+        error,
+      };
+    }
+  }
+
+  stop(): Promise<void> {
+    return (this.#stopping ??= this.#stopNow());
+  }
+
+  async #stopNow(): Promise<void> {
+    this.#stop.abort();
+    await this.#starting?.catch(() => {});
+    await this.#messages?.close().catch(() => {});
+    await this.#routing;
+    // Waiting, never started: back to the broker at once, and charged nothing when they come back.
+    const unrun = this.#waiting.splice(0);
+    this.#charger.returned(unrun);
+    for (const held of unrun) {
+      quietly(() => held.msg.nak());
+      this.#held.delete(held);
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.#tasks]),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.#closeTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (this.#heartbeat !== undefined) clearInterval(this.#heartbeat);
+    await this.#loop?.catch(() => {});
+    await this.#o.connection.flush().catch(() => {});
+  }
+}
