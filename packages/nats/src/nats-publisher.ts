@@ -55,10 +55,15 @@ export function toNatsPublish(message: OutgoingMessage): {
   return { subject: message.destination, data, headers };
 }
 
-/** True for the server's refusal of a message above its `max_payload`. */
+/**
+ * True for a refusal of a message as too large, on every attempt: the server's `max_payload`, or a stream's
+ * `max_msg_size` (JetStream error 10054, "message size exceeds maximum allowed").
+ */
 function isPayloadTooLarge(error: unknown): boolean {
   const text = error instanceof Error ? `${error.name} ${error.message}` : String(error);
-  return /max(imum)?[ _]payload|payload.*exceed/i.test(text);
+  if (/max(imum)?[ _]payload|payload.*exceed|message size exceeds maximum/i.test(text)) return true;
+  const api = (error as { api_error?: { err_code?: unknown } } | undefined)?.api_error;
+  return api?.err_code === 10054;
 }
 
 /** One JetStream publish as the publisher and the consumer's dead-letter path send it. */

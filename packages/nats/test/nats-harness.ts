@@ -13,6 +13,9 @@ import { ensureStreams, natsConsumer, natsDeadLetterQueue, natsPublisher } from 
 import type { NatsConsumerOptions } from '../src/index.js';
 import { writeHeaders } from '../src/nats-headers.js';
 
+/** The harness's DLQ stream's `max_msg_size`. */
+const DEAD_LETTER_MAX_BYTES = 64 * 1024;
+
 /** Options of `natsHarness`. */
 export interface NatsHarnessOptions {
   /** The consumers' ack wait. Default is 2,000 ms, so a crashed delivery is back within about two seconds. */
@@ -63,6 +66,11 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
     deadLetterStream,
     deadLetterSubject,
   });
+  // The DLQ stream takes at most 64 KiB a message, so the oversized-dead-letter check's full dead letter (60 kB
+  // of original headers) is refused as too large and a smaller form goes out.
+  const jsm = await jetstreamManager(connection);
+  const dlq = await jsm.streams.info(deadLetterStream);
+  await jsm.streams.update(deadLetterStream, { ...dlq.config, max_msg_size: DEAD_LETTER_MAX_BYTES });
   const publisher = natsPublisher({ connection });
   const js = jetstream(connection);
   const running: { consumer: TransportConsumer; connection: NatsConnection }[] = [];
@@ -98,6 +106,12 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
       await transport.start();
       running.push({ consumer: transport, connection: own });
       return transport;
+    },
+
+    oversizedDeadLetter(id: string): HarnessMessage {
+      // Fits the source stream (the server's 1 MiB max_payload); its full and compact dead letters, which keep the
+      // original headers, are over the DLQ stream's 64 KiB, the minimal form is not.
+      return { id, body: '{"kind":"oversized"}', headers: { 'x-bulk': 'b'.repeat(60_000) } };
     },
 
     async publish(messages: readonly HarnessMessage[]) {
