@@ -264,11 +264,6 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
     // One enqueue at a time in this context, so two clicks in one tick see each other's dedupe key.
     const done = enqueued.then(async () => {
       const stored = await list();
-      const same = dedupeKey === undefined ? undefined : stored.find((i) => i.dedupeKey === dedupeKey);
-      if (same) {
-        notify(same);
-        return handle(same.key);
-      }
       const t = now();
       const intent: Intent = {
         key: uuid(),
@@ -284,6 +279,17 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
         attempts: 0,
         notBefore: 0,
       };
+      // The dedupe check and the insert are one atomic step of the storage, so two tabs cannot both insert.
+      const kept =
+        dedupeKey === undefined
+          ? intent
+          : storage.add
+            ? await storage.add(intent)
+            : (stored.find((i) => i.dedupeKey === dedupeKey) ?? (await storage.put(intent), intent));
+      if (kept.key !== intent.key) {
+        notify(kept);
+        return handle(kept.key);
+      }
       await save(intent);
       void flush();
       return handle(intent.key);
