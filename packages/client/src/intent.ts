@@ -61,6 +61,11 @@ export interface Intent {
   readonly notBefore: number;
   readonly response?: IntentResponse;
   readonly failure?: IntentFailure;
+  /**
+   * Epoch ms when the app was first handed this intent's final record (a listener, `settled()`, `current()` or
+   * `list()` got it): `keepFinishedMs` counts from here. Unset while the final answer is unread.
+   */
+  readonly readAt?: number;
   /** The last error or status seen (for display and logs). */
   readonly lastError?: string;
 }

@@ -203,6 +203,37 @@ describe('createIntentQueue', () => {
     expect(server.sendsOf(handle.key)).toBe(1);
   });
 
+  it('prunes a final intent keepFinishedMs after the app read its answer, never one whose answer is unread', async () => {
+    const { q, clock, storage } = queue([json(201, {}), json(201, {}), json(201, {})], { keepFinishedMs: 60_000 });
+    const stored = async (key: string) => (await storage.list()).find((i) => i.key === key);
+    const read = await q.enqueue({ url: '/orders', dedupeKey: 'cart-1' });
+    expect((await read.settled()).state).toBe('succeeded');
+    await eventually(async () => (await stored(read.key))?.readAt === clock.now());
+    // Sent and final while nothing of the app looked at it (a service worker sending with no tab open).
+    const unread = await q.enqueue({ url: '/orders' });
+    await q.flush();
+    expect(await stored(unread.key)).toMatchObject({ state: 'succeeded' });
+    expect((await stored(unread.key))?.readAt).toBeUndefined();
+
+    clock.advance(60_000);
+    await q.flush();
+    expect(await stored(read.key)).toBeDefined(); // not yet: exactly keepFinishedMs after it was read
+    clock.advance(1);
+    await q.flush();
+    expect(await stored(read.key)).toBeUndefined();
+    expect(await stored(unread.key)).toMatchObject({ state: 'succeeded' });
+    // Its dedupe key is free again: a new intent, a new key.
+    const again = await q.enqueue({ url: '/orders', dedupeKey: 'cart-1' });
+    expect(again.key).not.toBe(read.key);
+
+    // The app reads the unread one at last (after a reload, say): it is kept keepFinishedMs from then.
+    expect((await q.handle(unread.key).settled()).state).toBe('succeeded');
+    await eventually(async () => (await stored(unread.key))?.readAt === clock.now());
+    clock.advance(60_001);
+    await q.flush();
+    expect(await stored(unread.key)).toBeUndefined();
+  });
+
   it('rejects bad input and bad options with a TypeError and stores nothing', async () => {
     const { q } = queue([json(201, {})]);
     await expect(q.enqueue({ url: '' })).rejects.toThrow(TypeError);
@@ -214,6 +245,9 @@ describe('createIntentQueue', () => {
       /retentionMs must be a positive/,
     );
     expect(() => createIntentQueue({ storage: memoryStorage(), baseDelayMs: -1 })).toThrow(TypeError);
+    expect(() => createIntentQueue({ storage: memoryStorage(), keepFinishedMs: 0 })).toThrow(
+      /keepFinishedMs must be a positive/,
+    );
   });
 });
 
