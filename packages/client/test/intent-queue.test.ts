@@ -204,7 +204,9 @@ describe('createIntentQueue', () => {
   });
 
   it('prunes a final intent keepFinishedMs after the app read its answer, never one whose answer is unread', async () => {
-    const { q, clock, storage } = queue([json(201, {}), json(201, {}), json(201, {})], { keepFinishedMs: 60_000 });
+    const { q, clock, storage } = queue([json(201, {}), json(201, {}), json(201, {})], {
+      keepFinishedMs: 60_000,
+    });
     const stored = async (key: string) => (await storage.list()).find((i) => i.key === key);
     const read = await q.enqueue({ url: '/orders', dedupeKey: 'cart-1' });
     expect((await read.settled()).state).toBe('succeeded');

@@ -170,7 +170,8 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
     await arm(a);
     await arm(b);
     await starter.evaluate(() => new BroadcastChannel('race').postMessage('go'));
-    const raced = (page: Page) => page.evaluate(() => (window as unknown as { raced: Promise<string[]> }).raced);
+    const raced = (page: Page) =>
+      page.evaluate(() => (window as unknown as { raced: Promise<string[]> }).raced);
     const [keysA, keysB] = [await raced(a), await raced(b)];
     expect(keysB).toEqual(keysA);
     for (const key of keysA) expect((await settled(a, key)).state).toBe('succeeded');
