@@ -280,6 +280,36 @@ describe('one sender at a time, and resuming', () => {
     expect([server.sendsOf(one.key), server.sendsOf(two.key)]).toEqual([1, 1]);
   }
 
+  it('two queues on one storage enqueueing one dedupe key at the same instant store one intent', async () => {
+    const storage = memoryStorage();
+    const { server } = heldServer();
+    const make = () => createIntentQueue({ storage, fetch: server.fetch, locks: null, autoStart: false });
+    const [a, b] = [make(), make()];
+    queues.push(a, b);
+    const [x, y] = await Promise.all([
+      a.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+      b.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+    ]);
+    expect(y.key).toBe(x.key);
+    expect((await storage.list()).map((i) => i.key)).toEqual([x.key]);
+  });
+
+  it('without IntentStorage.add, a dedupe key still collapses repeats within one queue', async () => {
+    const full = memoryStorage();
+    const storage: IntentStorage = {
+      list: () => full.list(),
+      put: (intent) => full.put(intent),
+      delete: (key) => full.delete(key),
+    };
+    const { q } = queue([json(201, {})], { storage });
+    const [x, y] = await Promise.all([
+      q.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+      q.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+    ]);
+    expect(y.key).toBe(x.key);
+    expect(await storage.list()).toHaveLength(1);
+  });
+
   it('two queues on one storage send each intent once, through the storage lease', async () => {
     await twoQueues(memoryStorage(), null);
   });
