@@ -23,7 +23,8 @@ export interface IntentRequest {
   readonly headers?: Readonly<Record<string, string>>;
   /**
    * Collapses a repeated enqueue of the same logical operation (a double click): while an intent with this
-   * dedupe key is stored, `enqueue` returns it instead of creating another. Default is none.
+   * dedupe key is stored (until it is pruned or removed), `enqueue` returns it instead of creating another;
+   * across tabs too with a storage that implements `add` (IndexedDB does). Default is none.
    */
   readonly dedupeKey?: string;
   /** Intents are sent in order within a group; another group is not held up by this one's retries. Default is one group. */

@@ -1,6 +1,7 @@
 // The queue's policies with an in-memory storage, a fake fetch and a clock the test moves: key per intent,
 // persisted before sending, retries with the same key and bytes, Retry-After, replay as success, 422 and other
-// 4xx final, order per queue and per group, dedupe key, offline, retention horizon, one sender across queues
+// 4xx final, order per queue and per group, dedupe key (atomic across queues), offline, retention horizon,
+// pruning of read final intents, one sender across queues
 // sharing a storage (Web Locks and the lease fallback), resume after a reload.
 
 import { afterEach, describe, expect, it } from 'vitest';

@@ -2,8 +2,8 @@
 // @inboxkit/http's middleware on real Postgres, counting the server's effects and the requests each key
 // brought: offline intents survive a reload and are applied once each, in order; an answer lost after the
 // commit (the connection destroyed, or the server SIGKILLed and restarted) is retried with the same key and
-// replayed; a reload mid-request, two tabs and a double click each
-// give one effect; a 422 for a reused key is surfaced and not retried; an intent past the retention horizon is
+// replayed; a reload mid-request, two tabs (with Web Locks, and with the storage lease when navigator.locks is
+// removed), two tabs racing the same dedupe keys and a double click each give one effect; a 422 for a reused key is surfaced and not retried; an intent past the retention horizon is
 // surfaced and not sent.
 
 import { randomUUID } from 'node:crypto';
