@@ -1,6 +1,6 @@
 // IndexedDB storage, the browser default: intents survive a reload, a crash and a closed tab, and every tab and
 // the service worker of the origin share them. The lease is one readwrite transaction, which IndexedDB runs
-// alone across contexts, so it is atomic.
+// alone across contexts, so it is atomic; so is `add`, the dedupe check and the insert in one transaction.
 
 import type { Intent } from './intent.js';
 import type { IntentStorage } from './intent-storage.js';
@@ -41,6 +41,14 @@ export function indexedDbStorage(name = 'inboxkit-intents'): IntentStorage {
     list: async () => promised((await store('intents')).getAll() as IDBRequest<Intent[]>),
     put: (intent) => write((s) => s.put(intent)),
     delete: (key) => write((s) => s.delete(key)),
+    async add(intent) {
+      const s = await store('intents', 'readwrite');
+      const all = await promised(s.getAll() as IDBRequest<Intent[]>);
+      const same = all.find((i) => i.dedupeKey === intent.dedupeKey);
+      if (!same) s.put(intent);
+      await promised(s.transaction);
+      return same ?? intent;
+    },
     async lease(leaseName, owner, untilMs, nowMs) {
       const s = await store('leases', 'readwrite');
       const held = (await promised(s.get(leaseName))) as { owner: string; until: number } | undefined;

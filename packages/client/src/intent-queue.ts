@@ -20,6 +20,12 @@ export interface IntentQueueOptions extends Backoff {
    * `expired` instead of being sent again. Default is 24 h, the server's default; set it to the server's value.
    */
   readonly retentionMs?: number;
+  /**
+   * How long a final intent stays stored after the app was handed its final answer (see `Intent.readAt`); then the
+   * sender deletes it (on start and on every flush), and its dedupe key is free again. An intent whose final
+   * answer no listener, `settled()`, `current()` or `list()` has returned yet is never deleted. Default is 7 days.
+   */
+  readonly keepFinishedMs?: number;
   /** The fetch used to send. Default is the global fetch. */
   readonly fetch?: typeof fetch;
   /** The sender lock. Default is `navigator.locks` where it exists; `null` uses the storage's lease. */
@@ -90,7 +96,7 @@ const nav = (): (Navigator & { locks?: LockManagerLike }) | undefined =>
  * order.subscribe((intent) => render(intent.state));
  */
 export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue {
-  for (const option of ['retentionMs', 'baseDelayMs', 'maxDelayMs'] as const) {
+  for (const option of ['retentionMs', 'keepFinishedMs', 'baseDelayMs', 'maxDelayMs'] as const) {
     const value = options[option];
     if (value !== undefined && !(value > 0))
       throw new TypeError(`${option} must be a positive number, not ${value}`);
@@ -105,11 +111,12 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
       : indexedDbStorage(`${name}-intents`));
   const now = options.now ?? Date.now;
   const retentionMs = options.retentionMs ?? 86_400_000;
+  const keepFinishedMs = options.keepFinishedMs ?? 604_800_000;
   const locks = options.locks === undefined ? (nav()?.locks ?? null) : options.locks;
   const offline = options.isOffline ?? (() => nav()?.onLine === false);
   const owner = uuid();
   const known = new Map<string, Intent>();
-  const listeners = new Set<(intent: Intent) => void>();
+  const marked = new Set<string>();
   const channel =
     typeof BroadcastChannel === 'undefined' ? undefined : new BroadcastChannel(`inboxkit:${name}`);
   let closed = false;
@@ -118,10 +125,21 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
   let again = false;
   let enqueued: Promise<unknown> = Promise.resolve();
 
+  // Listeners answer whether the app took the record; a final record the app took starts keepFinishedMs.
+  const listeners = new Set<(intent: Intent) => boolean | undefined>();
+  const read = (intent: Intent | undefined) => {
+    if (intent && isFinal(intent) && intent.readAt === undefined && !marked.has(intent.key)) {
+      marked.add(intent.key);
+      save({ ...intent, readAt: now() }).catch(() => marked.delete(intent.key));
+    }
+    return intent;
+  };
   const notify = (intent: Intent) => {
     if (JSON.stringify(known.get(intent.key)) === JSON.stringify(intent)) return;
     known.set(intent.key, intent);
-    for (const listener of listeners) listener(intent);
+    let taken = false;
+    for (const listener of listeners) taken = !!listener(intent) || taken;
+    if (taken) read(intent);
   };
   const save = async (intent: Intent): Promise<Intent> => {
     await storage.put(intent);
@@ -198,10 +216,13 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
   const drain = async (): Promise<void> => {
     while (!closed) {
       const heads = new Map<string, Intent>();
-      for (const intent of await list()) {
-        if (!isFinal(intent) && !heads.has(intent.group ?? '')) heads.set(intent.group ?? '', intent);
-      }
       const t = now();
+      for (const intent of await list()) {
+        if (isFinal(intent) && intent.readAt !== undefined && t - intent.readAt > keepFinishedMs) {
+          await storage.delete(intent.key);
+          known.delete(intent.key);
+        } else if (!isFinal(intent) && !heads.has(intent.group ?? '')) heads.set(intent.group ?? '', intent);
+      }
       const expired = [...heads.values()].find(
         (i) => i.firstSentAt !== undefined && t - i.firstSentAt > retentionMs,
       );
@@ -236,20 +257,20 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
 
   const handle = (key: string): IntentHandle => {
     const subscribe = (listener: (intent: Intent) => void) => {
-      const filtered = (intent: Intent) => intent.key === key && listener(intent);
+      const filtered = (intent: Intent) => intent.key === key && (listener(intent), true);
       listeners.add(filtered);
       return () => void listeners.delete(filtered);
     };
     return {
       key,
-      current: () => known.get(key),
+      current: () => read(known.get(key)),
       subscribe,
       settled: () =>
         new Promise((resolve) => {
           const check = (intent: Intent | undefined) =>
-            intent && isFinal(intent) && (stop(), resolve(intent));
+            intent && isFinal(intent) && (stop(), resolve(intent), true);
           const stop = subscribe(check);
-          check(known.get(key));
+          if (check(known.get(key))) read(known.get(key));
         }),
     };
   };
@@ -264,11 +285,6 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
     // One enqueue at a time in this context, so two clicks in one tick see each other's dedupe key.
     const done = enqueued.then(async () => {
       const stored = await list();
-      const same = dedupeKey === undefined ? undefined : stored.find((i) => i.dedupeKey === dedupeKey);
-      if (same) {
-        notify(same);
-        return handle(same.key);
-      }
       const t = now();
       const intent: Intent = {
         key: uuid(),
@@ -284,6 +300,17 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
         attempts: 0,
         notBefore: 0,
       };
+      // The dedupe check and the insert are one atomic step of the storage, so two tabs cannot both insert.
+      const kept =
+        dedupeKey === undefined
+          ? intent
+          : storage.add
+            ? await storage.add(intent)
+            : (stored.find((i) => i.dedupeKey === dedupeKey) ?? (await storage.put(intent), intent));
+      if (kept.key !== intent.key) {
+        notify(kept);
+        return handle(kept.key);
+      }
       await save(intent);
       void flush();
       return handle(intent.key);
@@ -304,7 +331,7 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
   return {
     enqueue,
     handle,
-    list,
+    list: async () => (await list()).map((intent) => read(intent)!),
     flush,
     async remove(key) {
       await storage.delete(key);
@@ -312,8 +339,9 @@ export function createIntentQueue(options: IntentQueueOptions = {}): IntentQueue
       channel?.postMessage(key);
     },
     subscribe(listener) {
-      listeners.add(listener);
-      return () => void listeners.delete(listener);
+      const taking = (intent: Intent) => (listener(intent), true);
+      listeners.add(taking);
+      return () => void listeners.delete(taking);
     },
     close() {
       closed = true;

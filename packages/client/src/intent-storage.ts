@@ -10,6 +10,11 @@ import type { Intent } from './intent.js';
  * - `list()`: every stored intent, in any order;
  * - `put(intent)`: inserts or replaces the intent with this `key`;
  * - `delete(key)`: removes it (no error when absent);
+ * - `add(intent)` (optional): stores `intent` (which has a `dedupeKey`) unless an intent with the same `dedupeKey`
+ *   is stored, and resolves with the one stored under that dedupe key (the existing one, or `intent`). Must be
+ *   atomic across every context sharing the storage (one IndexedDB transaction, one SQLite transaction with a
+ *   unique index). Without it, `enqueue` lists then puts: a dedupe key then collapses repeats within one context
+ *   only, and two tabs enqueueing it at the same instant can store two intents;
  * - `lease(name, owner, untilMs, nowMs)` (optional): the fallback sender lock where Web Locks are missing. Must be
  *   atomic across every context sharing the storage: grants (and records `owner` until `untilMs`) when no lease
  *   is held, the held one expired (`until < nowMs`) or `owner` already holds it; refuses otherwise.
@@ -29,6 +34,7 @@ export interface IntentStorage {
   list(): Promise<Intent[]>;
   put(intent: Intent): Promise<void>;
   delete(key: string): Promise<void>;
+  add?(intent: Intent): Promise<Intent>;
   lease?(name: string, owner: string, untilMs: number, nowMs: number): Promise<boolean>;
 }
 
@@ -46,6 +52,11 @@ export function memoryStorage(): IntentStorage {
     list: async () => [...intents.values()].map((i) => structuredClone(i)),
     put: async (intent) => void intents.set(intent.key, structuredClone(intent)),
     delete: async (key) => void intents.delete(key),
+    async add(intent) {
+      const same = [...intents.values()].find((i) => i.dedupeKey === intent.dedupeKey);
+      if (!same) intents.set(intent.key, structuredClone(intent));
+      return same ? structuredClone(same) : intent;
+    },
     async lease(name, owner, untilMs, nowMs) {
       const held = leases.get(name);
       if (held && held.owner !== owner && held.until >= nowMs) return false;

@@ -23,7 +23,8 @@ export interface IntentRequest {
   readonly headers?: Readonly<Record<string, string>>;
   /**
    * Collapses a repeated enqueue of the same logical operation (a double click): while an intent with this
-   * dedupe key is stored, `enqueue` returns it instead of creating another. Default is none.
+   * dedupe key is stored (until it is pruned or removed), `enqueue` returns it instead of creating another;
+   * across tabs too with a storage that implements `add` (IndexedDB does). Default is none.
    */
   readonly dedupeKey?: string;
   /** Intents are sent in order within a group; another group is not held up by this one's retries. Default is one group. */
@@ -61,6 +62,11 @@ export interface Intent {
   readonly notBefore: number;
   readonly response?: IntentResponse;
   readonly failure?: IntentFailure;
+  /**
+   * Epoch ms when the app was first handed this intent's final record (a listener, `settled()`, `current()` or
+   * `list()` got it): `keepFinishedMs` counts from here. Unset while the final answer is unread.
+   */
+  readonly readAt?: number;
   /** The last error or status seen (for display and logs). */
   readonly lastError?: string;
 }

@@ -1,6 +1,7 @@
 // The queue's policies with an in-memory storage, a fake fetch and a clock the test moves: key per intent,
 // persisted before sending, retries with the same key and bytes, Retry-After, replay as success, 422 and other
-// 4xx final, order per queue and per group, dedupe key, offline, retention horizon, one sender across queues
+// 4xx final, order per queue and per group, dedupe key (atomic across queues), offline, retention horizon,
+// pruning of read final intents, one sender across queues
 // sharing a storage (Web Locks and the lease fallback), resume after a reload.
 
 import { afterEach, describe, expect, it } from 'vitest';
@@ -203,6 +204,39 @@ describe('createIntentQueue', () => {
     expect(server.sendsOf(handle.key)).toBe(1);
   });
 
+  it('prunes a final intent keepFinishedMs after the app read its answer, never one whose answer is unread', async () => {
+    const { q, clock, storage } = queue([json(201, {}), json(201, {}), json(201, {})], {
+      keepFinishedMs: 60_000,
+    });
+    const stored = async (key: string) => (await storage.list()).find((i) => i.key === key);
+    const read = await q.enqueue({ url: '/orders', dedupeKey: 'cart-1' });
+    expect((await read.settled()).state).toBe('succeeded');
+    await eventually(async () => (await stored(read.key))?.readAt === clock.now());
+    // Sent and final while nothing of the app looked at it (a service worker sending with no tab open).
+    const unread = await q.enqueue({ url: '/orders' });
+    await q.flush();
+    expect(await stored(unread.key)).toMatchObject({ state: 'succeeded' });
+    expect((await stored(unread.key))?.readAt).toBeUndefined();
+
+    clock.advance(60_000);
+    await q.flush();
+    expect(await stored(read.key)).toBeDefined(); // not yet: exactly keepFinishedMs after it was read
+    clock.advance(1);
+    await q.flush();
+    expect(await stored(read.key)).toBeUndefined();
+    expect(await stored(unread.key)).toMatchObject({ state: 'succeeded' });
+    // Its dedupe key is free again: a new intent, a new key.
+    const again = await q.enqueue({ url: '/orders', dedupeKey: 'cart-1' });
+    expect(again.key).not.toBe(read.key);
+
+    // The app reads the unread one at last (after a reload, say): it is kept keepFinishedMs from then.
+    expect((await q.handle(unread.key).settled()).state).toBe('succeeded');
+    await eventually(async () => (await stored(unread.key))?.readAt === clock.now());
+    clock.advance(60_001);
+    await q.flush();
+    expect(await stored(unread.key)).toBeUndefined();
+  });
+
   it('rejects bad input and bad options with a TypeError and stores nothing', async () => {
     const { q } = queue([json(201, {})]);
     await expect(q.enqueue({ url: '' })).rejects.toThrow(TypeError);
@@ -214,6 +248,9 @@ describe('createIntentQueue', () => {
       /retentionMs must be a positive/,
     );
     expect(() => createIntentQueue({ storage: memoryStorage(), baseDelayMs: -1 })).toThrow(TypeError);
+    expect(() => createIntentQueue({ storage: memoryStorage(), keepFinishedMs: 0 })).toThrow(
+      /keepFinishedMs must be a positive/,
+    );
   });
 });
 
@@ -243,6 +280,36 @@ describe('one sender at a time, and resuming', () => {
     expect(server.sent.map((r) => r.body)).toEqual(['one', 'two']);
     expect([server.sendsOf(one.key), server.sendsOf(two.key)]).toEqual([1, 1]);
   }
+
+  it('two queues on one storage enqueueing one dedupe key at the same instant store one intent', async () => {
+    const storage = memoryStorage();
+    const { server } = heldServer();
+    const make = () => createIntentQueue({ storage, fetch: server.fetch, locks: null, autoStart: false });
+    const [a, b] = [make(), make()];
+    queues.push(a, b);
+    const [x, y] = await Promise.all([
+      a.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+      b.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+    ]);
+    expect(y.key).toBe(x.key);
+    expect((await storage.list()).map((i) => i.key)).toEqual([x.key]);
+  });
+
+  it('without IntentStorage.add, a dedupe key still collapses repeats within one queue', async () => {
+    const full = memoryStorage();
+    const storage: IntentStorage = {
+      list: () => full.list(),
+      put: (intent) => full.put(intent),
+      delete: (key) => full.delete(key),
+    };
+    const { q } = queue([json(201, {})], { storage });
+    const [x, y] = await Promise.all([
+      q.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+      q.enqueue({ url: '/orders', dedupeKey: 'cart-1' }),
+    ]);
+    expect(y.key).toBe(x.key);
+    expect(await storage.list()).toHaveLength(1);
+  });
 
   it('two queues on one storage send each intent once, through the storage lease', async () => {
     await twoQueues(memoryStorage(), null);

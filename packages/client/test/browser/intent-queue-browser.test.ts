@@ -2,8 +2,8 @@
 // @inboxkit/http's middleware on real Postgres, counting the server's effects and the requests each key
 // brought: offline intents survive a reload and are applied once each, in order; an answer lost after the
 // commit (the connection destroyed, or the server SIGKILLed and restarted) is retried with the same key and
-// replayed; a reload mid-request, two tabs and a double click each
-// give one effect; a 422 for a reused key is surfaced and not retried; an intent past the retention horizon is
+// replayed; a reload mid-request, two tabs (with Web Locks, and with the storage lease when navigator.locks is
+// removed), two tabs racing the same dedupe keys and a double click each give one effect; a 422 for a reused key is surfaced and not retried; an intent past the retention horizon is
 // surfaced and not sent.
 
 import { randomUUID } from 'node:crypto';
@@ -153,6 +153,48 @@ describe('@inboxkit/client in Chromium against @inboxkit/http on Postgres', () =
     expect(intents).toHaveLength(1);
     expect(server.requests(intents[0]!.key)).toBe(1);
     expect((await server.effects()).filter((e) => e.key === intents[0]!.key)).toHaveLength(1);
+  });
+
+  it('two tabs enqueueing the same dedupe keys at the same instant: one intent and one effect per key', async () => {
+    const [a, b, starter] = [await open(), await open(), await open()];
+    const labels = Array.from({ length: 25 }, (_, i) => `${run}-race${i}`);
+    // Both tabs wait for one BroadcastChannel message, then enqueue every label with itself as the dedupe key.
+    const arm = (page: Page) =>
+      page.evaluate((ls) => {
+        (window as unknown as { raced: Promise<string[]> }).raced = new Promise((resolve) => {
+          const go = new BroadcastChannel('race');
+          go.onmessage = () =>
+            resolve(Promise.all(ls.map((l) => window.send(l, { dedupeKey: l }))).finally(() => go.close()));
+        });
+      }, labels);
+    await arm(a);
+    await arm(b);
+    await starter.evaluate(() => new BroadcastChannel('race').postMessage('go'));
+    const raced = (page: Page) =>
+      page.evaluate(() => (window as unknown as { raced: Promise<string[]> }).raced);
+    const [keysA, keysB] = [await raced(a), await raced(b)];
+    expect(keysB).toEqual(keysA);
+    for (const key of keysA) expect((await settled(a, key)).state).toBe('succeeded');
+    const stored = (await a.evaluate(() => window.queue.list())).filter((i) => i.dedupeKey?.startsWith(run));
+    expect(stored.map((i) => i.key).sort()).toEqual([...keysA].sort());
+    expect((await effectsOfRun()).map((e) => e.label).sort()).toEqual([...labels].sort());
+  });
+
+  it('without Web Locks (the storage lease): two tabs, each intent is sent once, by one of them', async () => {
+    await browser.context.addInitScript(() => {
+      delete (Navigator.prototype as { locks?: unknown }).locks;
+    });
+    const [a, b] = [await open(), await open()];
+    expect(await a.evaluate(() => 'locks' in navigator)).toBe(false);
+    const release = server.hold(`${run}-a1`);
+    const keys = [await send(a, 'a1'), await send(b, 'b1'), await send(a, 'a2'), await send(b, 'b2')];
+    await eventually(async () => server.requests(keys[0]!) >= 1, WAIT_MS);
+    release();
+    for (const key of keys) expect((await settled(b, key)).state).toBe('succeeded');
+    expect(keys.map((k) => server.requests(k))).toEqual([1, 1, 1, 1]);
+    expect((await effectsOfRun()).map((e) => e.label)).toEqual(
+      ['a1', 'b1', 'a2', 'b2'].map((l) => `${run}-${l}`),
+    );
   });
 
   it('a 422 for a reused key is surfaced as key-reused and not retried', async () => {
