@@ -1,6 +1,11 @@
 // `npm run bench` / `npm run bench:quick`: every benchmark side by side in one run, written as Markdown.
 //
-//   npm run bench -- [--quick] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,capacity,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,nats,outbox,http,data,memory]
+//   npm run bench -- [--quick] [--source] [--out docs/benchmarks.md] [--only core,floor,cpu,pgbench,capacity,claim,partitions,crossday,fastpath,httpfastpath,kafka,rabbitmq,sqs,nats,outbox,http,data,memory]
+//
+// The section scripts run the BUILT packages (dist/, what users run): the runner first runs
+// `npx turbo run build` for the packages the benches import (turbo rebuilds what is missing or stale, and
+// replays its cache otherwise). --source runs them on the TypeScript sources instead
+// (--conditions=@inboxkit/source), without building.
 //
 // Sections run one after another, each in its own process with a time limit: the core bench of
 // packages/core/bench (inbox vs bare transaction, duplicates, batch, naive dedupe), the floor of a first
@@ -53,6 +58,8 @@ type Section = (typeof SECTIONS)[number];
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    // The TypeScript sources (--conditions=@inboxkit/source) instead of the built packages.
+    source: { type: 'boolean', default: false },
     out: { type: 'string' },
     only: { type: 'string' },
     // Write the document again from a saved run (bench-results/last-full-run.json) instead of running.
@@ -64,7 +71,13 @@ const only = new Set((values.only?.split(',') ?? SECTIONS) as Section[]);
 for (const s of only)
   if (!SECTIONS.includes(s)) throw new Error(`--only takes ${SECTIONS.join(',')}, got ${s}`);
 const out = values.out ?? (quick ? 'bench-results/benchmarks-quick.md' : 'docs/benchmarks.md');
-const command = `npm run ${quick ? 'bench:quick' : 'bench'}${values.out ? ` -- --out ${values.out}` : ''}${values.only ? ` --only ${values.only}` : ''}`;
+const source = values.source;
+const flags = [
+  ...(source ? ['--source'] : []),
+  ...(values.out ? ['--out', values.out] : []),
+  ...(values.only ? ['--only', values.only] : []),
+];
+const command = `npm run ${quick ? 'bench:quick' : 'bench'}${flags.length > 0 ? ` -- ${flags.join(' ')}` : ''}`;
 const startedNow = new Date();
 const log = (line: string): void =>
   void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -272,8 +285,25 @@ interface SavedRun {
   readonly runs: Partial<Record<Section, ChildRun>>;
 }
 
+/** The packages whose dist/ the section scripts import (by name, or through a package they import). */
+const BUILT_PACKAGES = ['core', 'data', 'http', 'outbox', 'kafka', 'rabbitmq', 'sqs'];
+
+/** Builds what the benches import; turbo skips what is up to date (its cache restores dist/ if it is missing). */
+function buildPackages(): void {
+  const filters = BUILT_PACKAGES.map((p) => `--filter=@inboxkit/${p}`);
+  log(`building the packages the benches run: npx turbo run build ${filters.join(' ')}`);
+  execFileSync('npx', ['turbo', 'run', 'build', ...filters, '--output-logs=errors-only'], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+}
+
 async function runSections(): Promise<SavedRun> {
   const info = await machine();
+  info['packages measured'] = source
+    ? 'TypeScript sources (--source: --conditions=@inboxkit/source)'
+    : 'built (dist/, as users run them)';
+  if (!source) buildPackages();
   log(`${quick ? 'quick' : 'full'} run → ${out}; sections: ${[...only].join(', ')}`);
   const runs: Partial<Record<Section, ChildRun>> = {};
   for (const section of SECTIONS) {
@@ -287,6 +317,7 @@ async function runSections(): Promise<SavedRun> {
         timeoutSeconds: p.timeout,
         ...(p.nodeArgs ? { nodeArgs: p.nodeArgs } : {}),
         echo: true,
+        source,
       });
     } finally {
       release?.();

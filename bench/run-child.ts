@@ -24,7 +24,11 @@ export function killCurrentScript(): void {
   current?.kill('SIGTERM');
 }
 
-/** `node --conditions=@inboxkit/source --import tsx <script> ...args`, from the repository root. */
+/**
+ * `node --import tsx <script> ...args`, from the repository root. By default `@inboxkit/*` imports resolve to
+ * the built packages (dist/, what users run); `source: true` adds `--conditions=@inboxkit/source`, so they
+ * resolve to the TypeScript sources (`npm run bench -- --source`).
+ */
 export async function runScript(
   script: string,
   args: readonly string[],
@@ -32,9 +36,11 @@ export async function runScript(
     readonly timeoutSeconds: number;
     readonly nodeArgs?: readonly string[];
     readonly echo?: boolean;
+    readonly source?: boolean;
   },
 ): Promise<ChildRun> {
-  const command = `node --conditions=@inboxkit/source --import tsx ${script} ${args.join(' ')}`.trim();
+  const conditions = options.source ? ['--conditions=@inboxkit/source'] : [];
+  const command = ['node', ...conditions, '--import tsx', script, ...args].join(' ').trim();
   if (!existsSync(`${REPO_ROOT}${script}`)) {
     return {
       command,
@@ -49,7 +55,7 @@ export async function runScript(
   const started = Date.now();
   const child = spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), '--conditions=@inboxkit/source', '--import', 'tsx', script, ...args],
+    [...(options.nodeArgs ?? []), ...conditions, '--import', 'tsx', script, ...args],
     {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -15,20 +15,29 @@
 // first deliveries only; duplicates only (ids completed before the round). Last, every id twice at the same
 // moment, to count double effects of a naive select-then-insert consumer beside the inbox's.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5]
+// Beside them, in the same rounds: the raw inbox with its effect written through Kysely (what a Kysely user would
+// write by hand, the floor of a Kysely handler), handle() through the pg seam (@inboxkit/data/pg) against the raw
+// pg inbox, and first-only / duplicates-only runs of both, for the CPU budget: Node CPU µs per message
+// (process.cpuUsage over each timed phase) for every scenario, and after the rounds a CPU profile of one extra
+// run of handle() through the pg seam, written to <--profile-dir>/core-bench-handle-pg-seam.cpuprofile.
+//
+//   node --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5] [--profile-dir bench-results]
+//   (the built packages, as users run them; --conditions=@inboxkit/source before --import: the TypeScript sources)
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
 import pg from 'pg';
-import { fingerprintPayload } from '../src/fingerprint.js';
-import { idempotentConsumer } from '../src/idempotent-consumer.js';
-import type { InboundMessage } from '../src/message.js';
-import type { Outcome } from '../src/outcome.js';
-import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
-import { statementHandler } from '../src/statement-handler.js';
+// By package name, as users import them: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source (bench/run-child.ts; `npm run bench -- --source`).
+import { fingerprintPayload, idempotentConsumer, statementHandler } from '@inboxkit/core';
+import type { InboundMessage, Outcome } from '@inboxkit/core';
+import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
+import { pgSeam } from '@inboxkit/data/pg';
 import { databaseUrl } from './database-url.js';
 
 const CONCURRENCY = 16;
@@ -44,6 +53,8 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string' },
     rounds: { type: 'string' },
     url: { type: 'string' },
+    // Where the CPU profile of one extra run of handle() through the pg seam goes ('' for none).
+    'profile-dir': { type: 'string', default: 'bench-results' },
   },
 });
 const deliveries = Number(args.deliveries ?? (args.quick ? 3_000 : 20_000));
@@ -132,6 +143,21 @@ async function leastRow(ids: readonly string[]): Promise<number> {
   });
 }
 
+/**
+ * The same hand-written inbox with its effect written through Kysely: the claim and the effect as a Kysely user
+ * writes them by hand in `db.transaction()` (BEGIN, claim, effect, COMMIT; a duplicate commits nothing).
+ */
+async function leastRowKysely(ids: readonly string[]): Promise<number> {
+  return drive(ids, async (id) => {
+    const fp = fingerprintPayload(payload(id));
+    await db.transaction().execute(async (trx) => {
+      const claimed = await sql`INSERT INTO ${sql.table(`${schema}.least`)} (consumer, message_id, fingerprint, expires_at) VALUES ('bench', ${id}, ${fp}, now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`.execute(trx);
+      if (claimed.rows.length === 0) return;
+      await sql`INSERT INTO ${sql.table(`${schema}.effects`)} (message_id, amount) VALUES (${id}, ${42})`.execute(trx);
+    });
+  });
+}
+
 /** Check-then-act: a read outside the transaction decides, so concurrent duplicates both apply. */
 async function naive(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
@@ -183,7 +209,23 @@ const plainConsumer = idempotentConsumer<{ id: string; amount: number }, Transac
 });
 const plainStatements = statementConsumer('bench-statements-plain', new PostgresInboxStore<BenchDB>({ db, schema, temporaryFunctions: false }));
 
-function handling(through = consumer) {
+// handle() through the pg seam (@inboxkit/data/pg): the effect is the parameterised pg query the raw inbox
+// sends, on the PoolClient the store holds. Same consumer name and table as `consumer`: the seeded ids are
+// duplicates for both.
+const seamConsumer = idempotentConsumer<{ id: string; amount: number }, pg.PoolClient>({
+  name: 'bench',
+  store: new PostgresInboxStore<unknown, pg.PoolClient>({ seam: pgSeam(pool), schema }),
+  handler: async (m, { tx }) => {
+    await tx.query(INSERT_EFFECT, [m.id, m.payload.amount]);
+  },
+});
+
+interface Handles {
+  handle(message: InboundMessage): Promise<Outcome>;
+  handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
+}
+
+function handling(through: Handles = consumer) {
   return (ids: readonly string[]) =>
     drive(ids, async (id) => {
       const o = await through.handle(message(id));
@@ -191,7 +233,7 @@ function handling(through = consumer) {
     });
 }
 
-function batching(through = consumer) {
+function batching(through: Handles = consumer) {
   return (ids: readonly string[]) => {
     const batches: string[][] = [];
     for (let i = 0; i < ids.length; i += BATCH_SIZE) batches.push(ids.slice(i, i + BATCH_SIZE));
@@ -216,6 +258,12 @@ const SCENARIOS: Scenario[] = [
   { name: 'bare pg transaction (no dedupe)', ids: (t) => inFlight(`${t}-bare`, slice), run: bare },
   { name: 'least-row raw inbox, 30% duplicates in flight', ids: (t) => inFlight(`${t}-least`, slice), run: leastRow },
   { name: 'least-row raw inbox, 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-leasts`, slice), run: leastRow },
+  { name: 'least-row raw inbox, first deliveries only', ids: (t) => fresh(`${t}-lfirst`, slice), run: leastRow },
+  { name: 'least-row raw inbox, duplicates only', ids: (t) => fresh(`${t}-lseed`, slice), run: leastRow },
+  { name: 'least-row raw inbox, Kysely effect, 30% duplicates in flight', ids: (t) => inFlight(`${t}-leastk`, slice), run: leastRowKysely },
+  { name: 'handle() pg seam, 30% duplicates in flight', ids: (t) => inFlight(`${t}-pg`, slice), run: handling(seamConsumer) },
+  { name: 'handle() pg seam, first deliveries only', ids: (t) => fresh(`${t}-pgfirst`, slice), run: handling(seamConsumer) },
+  { name: 'handle() pg seam, duplicates only', ids: (t) => fresh(`${t}-seed`, slice), run: handling(seamConsumer) },
   { name: 'handle(), 30% duplicates in flight', ids: (t) => inFlight(`${t}-ik`, slice), run: handling() },
   { name: 'handle(), 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-iks`, slice), run: handling() },
   { name: 'handle(), first deliveries only', ids: (t) => fresh(`${t}-first`, slice), run: handling() },
@@ -238,6 +286,13 @@ const SCENARIOS: Scenario[] = [
 
 /** The figures reported, each a ratio of two scenarios of one round, with the issue's target. */
 const RATIOS: { name: string; of: string; to: string; target?: number }[] = [
+  { name: 'handle() pg seam / least-row raw pg inbox, in flight', of: 'handle() pg seam, 30% duplicates in flight', to: 'least-row raw inbox, 30% duplicates in flight', target: 0.9 },
+  {
+    name: 'handle() Kysely / least-row raw inbox with a Kysely effect, in flight',
+    of: 'handle(), 30% duplicates in flight',
+    to: 'least-row raw inbox, Kysely effect, 30% duplicates in flight',
+    target: 0.9,
+  },
   { name: 'handle() / least-row raw inbox, in flight', of: 'handle(), 30% duplicates in flight', to: 'least-row raw inbox, 30% duplicates in flight', target: 0.9 },
   { name: 'handle() / least-row raw inbox, spaced out', of: 'handle(), 30% duplicates spaced out', to: 'least-row raw inbox, 30% duplicates spaced out', target: 0.9 },
   { name: 'handle() / bare transaction, in flight', of: 'handle(), 30% duplicates in flight', to: 'bare pg transaction (no dedupe)', target: 0.75 },
@@ -278,6 +333,80 @@ const median = (xs: readonly number[]): number => {
 const spread = (xs: readonly number[], digits = 2): string =>
   `${Math.min(...xs).toFixed(digits)}–${median(xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
 
+/**
+ * A CPU profile (V8's sampling profiler, as `node --cpu-prof` writes it) of one extra run of handle() through the
+ * pg seam with 30% duplicates in flight, after the timed rounds (its sampling would weigh on their figures),
+ * written to `<dir>/core-bench-handle-pg-seam.cpuprofile` (open it in Chrome DevTools or speedscope), and its
+ * self time summed by where the code lives.
+ */
+async function profileOneRun(dir: string): Promise<void> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  await handling(seamConsumer)(inFlight('prof-pg', slice));
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  mkdirSync(dir, { recursive: true });
+  const file = `${dir}/core-bench-handle-pg-seam.cpuprofile`;
+  writeFileSync(file, JSON.stringify(profile));
+  // Samples, not the wall time between them: on a loaded machine one sample can stand for a thread descheduled
+  // for 150 ms, which would then be blamed on whatever function it stopped in.
+  const selfUs = new Map<number, number>();
+  for (const id of profile.samples!) selfUs.set(id, (selfUs.get(id) ?? 0) + 1);
+  const groups = new Map<string, number>();
+  const functions = new Map<string, number>();
+  // The profiler's own stop (the inspector's post) is not the bench's work: left out with all it called.
+  const own = new Set<number>();
+  const children = new Map(profile.nodes.map((n) => [n.id, n.children ?? []]));
+  const leaveOut = (id: number): void => {
+    own.add(id);
+    for (const c of children.get(id) ?? []) leaveOut(c);
+  };
+  for (const node of profile.nodes) if (node.callFrame.functionName === 'post' && node.callFrame.url === 'node:inspector') leaveOut(node.id);
+  let total = 0;
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0;
+    const { url, functionName, lineNumber } = node.callFrame;
+    if (functionName === '(idle)' || us === 0 || own.has(node.id)) continue;
+    total += us;
+    const where = whereCodeLives(url, functionName);
+    groups.set(where, (groups.get(where) ?? 0) + us);
+    if (where.startsWith('inboxkit')) {
+      const key = `${functionName || '(anonymous)'} ${url.replace(/^.*\/packages\//, '')}:${lineNumber + 1}`;
+      functions.set(key, (functions.get(key) ?? 0) + us);
+    }
+  }
+  const per = (us: number): string => `${((us / total) * 100).toFixed(1)}%`;
+  console.log(`\nCPU profile of one run of handle() pg seam (${slice} deliveries, not idle): ${file}`);
+  console.log(
+    `share of the samples (self, not idle): ${[...groups]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 14)
+      .map(([g, us]) => `${g} ${per(us)}`)
+      .join(', ')}`,
+  );
+  console.log(
+    `inboxkit's heaviest functions (self time): ${[...functions].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([f, us]) => `${f} ${per(us)}`).join('; ')}`,
+  );
+}
+
+/** The module group a profiled function belongs to. */
+function whereCodeLives(url: string, functionName: string): string {
+  if (functionName === '(garbage collector)') return 'GC';
+  if (functionName === '(program)') return 'V8 and native (program)';
+  if (url.includes('/packages/core/')) return 'inboxkit core';
+  if (url.includes('/packages/data/')) return 'inboxkit data';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+  if (pkg) return pkg[1]!;
+  if (url.startsWith('node:')) return 'Node internals';
+  if (url.includes('/bench/')) return 'the bench itself';
+  // Wall time in the socket write calls, the kernel's loopback TCP (it wakes the backend) included.
+  if (url === '' && (functionName === 'writeBuffer' || functionName === 'writev')) return 'socket writes (native)';
+  return url === '' ? `native (${functionName || 'anonymous'})` : 'other';
+}
+
 async function main(): Promise<void> {
   await migrateInbox(db, { schema });
   await pool.query(`CREATE TABLE "${schema}".effects (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)`);
@@ -294,25 +423,52 @@ async function main(): Promise<void> {
   for (const s of SCENARIOS) await s.run(s.ids('warm').slice(0, 400));
 
   const rates = new Map<string, number[]>();
+  // Node CPU (user + system, process.cpuUsage over the timed phase) per delivery, in µs, per scenario and round.
+  const cpu = new Map<string, number[]>();
   for (let round = 0; round < rounds; round++) {
     const tag = `r${round}`;
-    // The duplicates-only scenario repeats ids completed before the round.
+    // The duplicates-only scenarios repeat ids completed before the round.
     await handling()(fresh(`${tag}-seed`, slice));
+    await leastRow(fresh(`${tag}-lseed`, slice));
     for (let k = 0; k < SCENARIOS.length; k++) {
       const s = SCENARIOS[(k + round) % SCENARIOS.length]!;
-      const rate = await s.run(s.ids(tag));
+      const ids = s.ids(tag);
+      const cpuBefore = process.cpuUsage();
+      const rate = await s.run(ids);
+      const used = process.cpuUsage(cpuBefore);
       rates.set(s.name, [...(rates.get(s.name) ?? []), rate]);
+      cpu.set(s.name, [...(cpu.get(s.name) ?? []), (used.user + used.system) / ids.length]);
     }
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
 
   console.log('');
-  console.log('| scenario | deliveries/s (min–median–max over the rounds) | × bare (median) |');
-  console.log('|---|---:|---:|');
+  console.log('| scenario | deliveries/s (min–median–max over the rounds) | × bare (median) | Node CPU µs per delivery (min–median–max) |');
+  console.log('|---|---:|---:|---:|');
   const bareRates = rates.get('bare pg transaction (no dedupe)')!;
   for (const s of SCENARIOS) {
     const r = rates.get(s.name)!;
-    console.log(`| ${s.name} | ${spread(r, 0)} | ${median(r.map((v, i) => v / bareRates[i]!)).toFixed(2)} |`);
+    console.log(`| ${s.name} | ${spread(r, 0)} | ${median(r.map((v, i) => v / bareRates[i]!)).toFixed(2)} | ${spread(cpu.get(s.name)!, 0)} |`);
+  }
+  // The CPU budget: inboxkit's Node CPU per message beside the raw inbox's, ratios taken round by round.
+  console.log('');
+  console.log('| Node CPU per message | µs (min–median–max) | × raw pg inbox (min–median–max) |');
+  console.log('|---|---:|---:|');
+  const cpuBudget: Record<string, { us: number[]; vsRaw?: number[] }> = {};
+  for (const [label, name, raw] of [
+    ['raw pg inbox, first delivery', 'least-row raw inbox, first deliveries only', undefined],
+    ['raw pg inbox, duplicate', 'least-row raw inbox, duplicates only', undefined],
+    ['handle() pg seam, first delivery', 'handle() pg seam, first deliveries only', 'least-row raw inbox, first deliveries only'],
+    ['handle() pg seam, duplicate', 'handle() pg seam, duplicates only', 'least-row raw inbox, duplicates only'],
+    ['handle() Kysely, first delivery', 'handle(), first deliveries only', 'least-row raw inbox, first deliveries only'],
+    ['handle() Kysely, duplicate', 'handle(), duplicates only', 'least-row raw inbox, duplicates only'],
+    [`handleBatch(${BATCH_SIZE}) Kysely, per message (30% duplicates in flight)`, `handleBatch(${BATCH_SIZE}), 30% duplicates in flight`, undefined],
+    ['bare pg transaction, per transaction', 'bare pg transaction (no dedupe)', undefined],
+  ] as const) {
+    const us = cpu.get(name)!;
+    const vsRaw = raw === undefined ? undefined : us.map((v, i) => v / cpu.get(raw)![i]!);
+    cpuBudget[label] = { us, ...(vsRaw === undefined ? {} : { vsRaw }) };
+    console.log(`| ${label} | ${spread(us, 0)} | ${vsRaw === undefined ? '' : `${spread(vsRaw)}×`} |`);
   }
   const ratios: Record<string, { rounds: number[]; target?: number }> = {};
   console.log('');
@@ -344,8 +500,11 @@ async function main(): Promise<void> {
   console.log(
     `concurrent duplicates (${pairs.length / 2} ids, 2 copies at once): naive applied ${nc.total - nc.distinct} twice (${(((nc.total - nc.distinct) / (pairs.length / 2)) * 100).toFixed(0)}%), inboxkit ${ic.total - ic.distinct} (${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')})`,
   );
+  const pgDoubles = await effectsOf('%-pg-%');
+  console.log(`double effects, handle() pg seam with duplicates in flight: ${pgDoubles.total - pgDoubles.distinct}`);
+  if (args['profile-dir']) await profileOneRun(args['profile-dir']);
   process.stdout.write(
-    `BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, rates: Object.fromEntries(rates), ratios, doubles: ic.total - ic.distinct, naiveDoubles: nc.total - nc.distinct, pairs: pairs.length / 2 })}\n`,
+    `BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios, doubles: ic.total - ic.distinct, naiveDoubles: nc.total - nc.distinct, pairs: pairs.length / 2 })}\n`,
   );
 }
 

@@ -22,10 +22,10 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { createClient } from 'redis';
-import { idempotentConsumer } from '../src/idempotent-consumer.js';
-import type { InboundMessage } from '../src/message.js';
-import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
-import { redisFastPath } from '../src/redis/index.js';
+import { idempotentConsumer } from '@inboxkit/core';
+import type { InboundMessage } from '@inboxkit/core';
+import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
+import { redisFastPath } from '@inboxkit/core/redis';
 import { databaseUrl } from './database-url.js';
 
 const { values } = parseArgs({

@@ -34,13 +34,12 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
 
-import { fingerprintPayload } from '../src/fingerprint.js';
-import { idempotentConsumer } from '../src/idempotent-consumer.js';
-import type { InboundMessage } from '../src/message.js';
-import { literalStatement } from '../src/postgres/sql-literal.js';
+// The library by package name (built by default, sources under --conditions=@inboxkit/source); InboxSql, which
+// only writes the claim's SQL text for the hand-built steps, is internal and comes from the sources.
+import { fingerprintPayload, idempotentConsumer } from '@inboxkit/core';
+import type { InboundMessage } from '@inboxkit/core';
+import { literalStatement, migrateInbox, PostgresInboxStore, resolveInboxTableNames } from '@inboxkit/core/postgres';
 import { InboxSql } from '../src/postgres/inbox-sql.js';
-import { resolveInboxTableNames } from '../src/postgres/inbox-table-names.js';
-import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
 import { databaseUrl } from './database-url.js';
 
 const { values } = parseArgs({

@@ -34,7 +34,7 @@ import type { DeadLetterReason, ErrorInfo, Outcome, RetryReason } from './outcom
 import { recordableDate } from './recordable.js';
 import { silentLogger } from './silent-logger.js';
 import { compileStatements, statementBuilderOf, type StatementBuilder } from './statement-handler.js';
-import { deliveryContext, endDeliverySpan, inboxkitTracer, startDeliverySpan, withHandlerSpan } from './trace-context.js';
+import { deliveryContext, endDeliverySpan, inboxkitTracer, startDeliverySpan, tracingIsIdle, withHandlerSpan } from './trace-context.js';
 import type {
   BatchRun,
   ClaimedDelivery,
@@ -180,9 +180,15 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
-    const span = startDeliverySpan(this.#tracer, this.name, message);
-    const outcome = await context.with(deliveryContext(message), () => this.#guarded(message, () => this.#handleOne(message)));
-    endDeliverySpan(span, outcome);
+    let outcome: Outcome;
+    if (tracingIsIdle(this.config.tracerProvider)) {
+      // Nothing records or carries a trace: no span, and the delivery's context is the active one.
+      outcome = await this.#guarded(message, () => this.#handleOne(message));
+    } else {
+      const span = startDeliverySpan(this.#tracer, this.name, message);
+      outcome = await context.with(deliveryContext(message), () => this.#guarded(message, () => this.#handleOne(message)));
+      endDeliverySpan(span, outcome);
+    }
     const reported = this.#report(message, outcome);
     if (reported !== undefined) await reported;
     return outcome;
@@ -332,7 +338,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
       outbox: this.config.outbox,
     });
     try {
-      await withHandlerSpan(this.#tracer, this.name, prepared.message, claimed.attempt, () => this.config.handler(prepared.decoded, run));
+      if (tracingIsIdle(this.config.tracerProvider)) await this.config.handler(prepared.decoded, run);
+      else await withHandlerSpan(this.#tracer, this.name, prepared.message, claimed.attempt, () => this.config.handler(prepared.decoded, run));
       this.#metrics.handlerDuration(run.elapsedMs, true);
     } catch (error) {
       this.#metrics.handlerDuration(run.elapsedMs, false);

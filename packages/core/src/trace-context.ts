@@ -17,6 +17,7 @@ import {
   SpanStatusCode,
   trace,
   type Context,
+  type ProxyTracerProvider,
   type Span,
   type Tracer,
   type TracerProvider,
@@ -37,6 +38,23 @@ const MESSAGING_SYSTEM: Readonly<Record<string, string>> = {
 // The context each delivery's consumer span runs in, for the handler span and the dead-letter copy. Weak: it
 // lives as long as the transport holds the message.
 const deliveryContexts = new WeakMap<InboundMessage, Context>();
+
+/**
+ * True when nothing would record or carry a delivery's trace: the consumer was given no tracer provider, none is
+ * registered globally (the API's proxy has no delegate) and no propagator is (it reads no header). A delivery's
+ * spans would then be non-recording, its context the active one: handle() skips them, which saves their
+ * per-delivery allocations (docs/benchmarks.md, "CPU per message"). Checked per delivery, so an SDK registered
+ * later is seen at once.
+ */
+export function tracingIsIdle(provider: TracerProvider | undefined): boolean {
+  if (provider !== undefined) return false;
+  const global = trace.getTracerProvider() as Partial<ProxyTracerProvider>;
+  return (
+    typeof global.getDelegateTracer === 'function' &&
+    global.getDelegateTracer(TRACER_NAME) === undefined &&
+    propagation.fields().length === 0
+  );
+}
 
 /** The tracer of a consumer: its own provider, or the global one (no-op until an SDK registers). */
 export function inboxkitTracer(provider?: TracerProvider): Tracer {

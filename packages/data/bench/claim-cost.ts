@@ -26,7 +26,7 @@ import {
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { setting } from '../../../bench/settings.js';
-import { pgSeam } from '../src/pg/index.js';
+import { pgSeam } from '@inboxkit/data/pg';
 
 const { values } = parseArgs({
   options: {

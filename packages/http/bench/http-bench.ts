@@ -28,8 +28,8 @@ import type { Generated } from 'kysely';
 import pg from 'pg';
 
 import { percentile, printResult, setting } from '../../../bench/settings.js';
-import { idempotencyKeys, migrateIdempotencyKeys } from '../src/index.js';
-import { idempotentNodeHandler } from '../src/node/index.js';
+import { idempotencyKeys, migrateIdempotencyKeys } from '@inboxkit/http';
+import { idempotentNodeHandler } from '@inboxkit/http/node';
 
 const { values: args } = parseArgs({
   options: {

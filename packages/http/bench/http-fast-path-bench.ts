@@ -29,8 +29,8 @@ import { Kysely, PostgresDialect, sql, type Generated } from 'kysely';
 import pg from 'pg';
 import { createClient } from 'redis';
 import { printResult, setting } from '../../../bench/settings.js';
-import { idempotencyKeys, migrateIdempotencyKeys } from '../src/index.js';
-import { idempotentNodeHandler } from '../src/node/index.js';
+import { idempotencyKeys, migrateIdempotencyKeys } from '@inboxkit/http';
+import { idempotentNodeHandler } from '@inboxkit/http/node';
 
 const { values: args } = parseArgs({
   options: {

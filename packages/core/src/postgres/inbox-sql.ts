@@ -320,9 +320,18 @@ export class InboxSql {
     this.#crossDay = options.crossDayCheck ?? true;
   }
 
+  /** Each call's text, built once: it depends only on the function, its types and the alias (not the values). */
+  readonly #texts = new Map<string, string>();
+
   #call(fn: string, types: string, parameters: unknown[], as = ' AS answer'): SqlStatement {
-    const casts = types.split(' ').map((type, i) => `$${i + 1}::${type}`);
-    return { sql: `SELECT ${this.#n.qualified(fn)}(${casts.join(', ')})${as}`, parameters };
+    const key = `${fn} ${types}${as}`;
+    let text = this.#texts.get(key);
+    if (text === undefined) {
+      const casts = types.split(' ').map((type, i) => `$${i + 1}::${type}`);
+      text = `SELECT ${this.#n.qualified(fn)}(${casts.join(', ')})${as}`;
+      this.#texts.set(key, text);
+    }
+    return { sql: text, parameters };
   }
 
   /** The partitioned layout's parameters after the common ones: the intent's time and the cross-day check. */

@@ -41,10 +41,34 @@ function literal(value: unknown): string {
  * a cast (`$1::text`), which types the literal as the bind parameter would have been typed.
  */
 export function literalStatement(statement: SqlStatement): string {
-  // Text and parameter numbers alternating.
-  const parts = statement.sql.split(/\$(\d+)/);
-  let out = parts[0]!;
-  for (let i = 1; i < parts.length; i += 2)
-    out += literal(statement.parameters[Number(parts[i]) - 1]) + parts[i + 1]!;
+  const { text, slots } = splitAtParameters(statement.sql);
+  let out = text[0]!;
+  for (let i = 0; i < slots.length; i++) out += literal(statement.parameters[slots[i]!]) + text[i + 1]!;
   return out;
+}
+
+/** A statement's text around its `$n`, and the parameter index (n - 1) of each. */
+interface SplitStatement {
+  readonly text: readonly string[];
+  readonly slots: readonly number[];
+}
+
+/**
+ * The store sends a few statement texts over and over (the claim above all): each is split once. Bounded, so
+ * texts that vary (an IN list of n ids) cannot grow it without end; past the bound a text is split each time.
+ */
+const SPLIT_TEXTS = new Map<string, SplitStatement>();
+const SPLIT_TEXTS_KEPT = 256;
+
+function splitAtParameters(sql: string): SplitStatement {
+  const known = SPLIT_TEXTS.get(sql);
+  if (known !== undefined) return known;
+  // Text and parameter numbers alternating.
+  const parts = sql.split(/\$(\d+)/);
+  const split: SplitStatement = {
+    text: parts.filter((_, i) => i % 2 === 0),
+    slots: parts.filter((_, i) => i % 2 === 1).map((n) => Number(n) - 1),
+  };
+  if (SPLIT_TEXTS.size < SPLIT_TEXTS_KEPT) SPLIT_TEXTS.set(sql, split);
+  return split;
 }
