@@ -67,7 +67,7 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
     deadLetterSubject,
   });
   // The DLQ stream takes at most 64 KiB a message, so the oversized-dead-letter check's full dead letter (60 kB
-  // of original headers) is refused as too large and a smaller form goes out.
+  // of original headers and an 8 kB body) is refused as too large and a smaller form goes out.
   const jsm = await jetstreamManager(connection);
   const dlq = await jsm.streams.info(deadLetterStream);
   await jsm.streams.update(deadLetterStream, { ...dlq.config, max_msg_size: DEAD_LETTER_MAX_BYTES });
@@ -109,9 +109,12 @@ export async function natsHarness(options: NatsHarnessOptions = {}): Promise<Nat
     },
 
     oversizedDeadLetter(id: string): HarnessMessage {
-      // Fits the source stream (the server's 1 MiB max_payload); its full and compact dead letters, which keep the
-      // original headers, are over the DLQ stream's 64 KiB, the minimal form is not.
-      return { id, body: '{"kind":"oversized"}', headers: { 'x-bulk': 'b'.repeat(60_000) } };
+      // Fits the source stream (headers under NATS's 64 KiB header limit, the whole under its 1 MiB max_payload);
+      // its full and compact dead letters, which keep the original headers and body, are over the DLQ stream's
+      // 64 KiB whatever the error's stack, the minimal form (no original headers) is not. (With a bare body the full
+      // form fitted once the handler's stack got shorter: the check then saw no smaller form.)
+      const body = JSON.stringify({ kind: 'oversized', padding: 'p'.repeat(8_000) });
+      return { id, body, headers: { 'x-bulk': 'b'.repeat(60_000) } };
     },
 
     async publish(messages: readonly HarnessMessage[]) {
