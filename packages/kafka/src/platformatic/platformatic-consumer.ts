@@ -27,6 +27,7 @@ import type {
   PlatformaticMessage,
   PlatformaticMessagesStream,
 } from './platformatic-types.js';
+import { kafkajsShaped } from './platformatic-errors.js';
 
 /** Options of the adapter's consumer beyond what the Consumer was created with. */
 export interface PlatformaticConsumerAdapterOptions {
@@ -186,12 +187,16 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
   }
 
   async #consume(): Promise<void> {
-    const stream = await this.#consumer.consume({
-      topics: this.#topics,
-      mode: 'committed',
-      fallbackMode: this.#fromBeginning ? 'earliest' : 'latest',
-      autocommit: false,
-    });
+    const stream = await this.#consumer
+      .consume({
+        topics: this.#topics,
+        mode: 'committed',
+        fallbackMode: this.#fromBeginning ? 'earliest' : 'latest',
+        autocommit: false,
+      })
+      .catch((error: unknown) => {
+        throw kafkajsShaped(error);
+      });
     if (!this.#running) {
       await stream.close().catch(() => undefined);
       return;
@@ -348,7 +353,11 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
         leaderEpoch: epoch,
       })),
     );
-    if (offsets.length > 0) await this.#consumer.commit({ offsets });
+    if (offsets.length > 0) {
+      await this.#consumer.commit({ offsets }).catch((error: unknown) => {
+        throw kafkajsShaped(error);
+      });
+    }
   }
 
   async stop(): Promise<void> {

@@ -10,6 +10,7 @@ import type {
   KafkaProducerLike,
 } from '../kafka-client-types.js';
 import { platformaticConsumer } from './platformatic-consumer.js';
+import { kafkajsShaped } from './platformatic-errors.js';
 import type { PlatformaticConsumerAdapterOptions } from './platformatic-consumer.js';
 import type {
   PlatformaticAdmin,
@@ -99,7 +100,11 @@ export function platformaticProducer(producer: PlatformaticProducer): KafkaProdu
         t.messages.map((m) => toProduced(t.topic, m)),
       );
       if (messages.length === 0) return [];
-      return producer.send({ messages, ...(batch.acks !== undefined ? { acks: batch.acks } : {}) });
+      return producer
+        .send({ messages, ...(batch.acks !== undefined ? { acks: batch.acks } : {}) })
+        .catch((error: unknown) => {
+          throw kafkajsShaped(error);
+        });
     },
   };
 }
