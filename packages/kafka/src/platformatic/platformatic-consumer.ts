@@ -153,8 +153,9 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
       // Batches in flight are stale from now: their commits are refused, nothing more is handed out.
       this.#generation++;
     };
+    // Emitted when a heartbeat (or a join) hears REBALANCE_IN_PROGRESS; a join follows. (`consumer:rejoin`
+    // comes after that join, so it is not a rebalance signal.)
     on('consumer:group:rebalance', rebalancing);
-    on('consumer:group:rejoin', rebalancing);
     on('consumer:group:join', (payload: { assignments?: { topic: string; partitions: number[] }[] | null }) =>
       this.#joined(payload.assignments ?? []),
     );
