@@ -6,7 +6,9 @@ import { uniqueName } from '@inboxkit/testing';
 import type { Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { kafkaDeadLetterQueue, kafkaPublisher } from '../src/index.js';
+import * as platformatic from '@platformatic/kafka';
+
+import { kafkaDeadLetterQueue, kafkaPublisher, platformaticKafka } from '../src/index.js';
 import type { KafkaClientLike, KafkaDeadLetterQueueReader } from '../src/index.js';
 import { FAST_GROUP, createTopics, testKafka } from './kafka-harness.js';
 import { readTopicLike, testPlatformaticKafka } from './platformatic-harness.js';
@@ -178,5 +180,24 @@ describe('kafkaDeadLetterQueue on @platformatic/kafka', () => {
     expect(await collect(dlq.take({ limit: 10 }))).toEqual([]);
     await dlq.close();
     await cleanup();
+  });
+});
+
+describe('platformaticKafka', () => {
+  it('refuses a missing module, client id or broker list, and a run() with autoCommit, with a TypeError saying what to pass', async () => {
+    expect(() => platformaticKafka({} as never, { clientId: 'x', bootstrapBrokers: ['b:9092'] })).toThrow(
+      /pass the @platformatic\/kafka module/,
+    );
+    expect(() => platformaticKafka(platformatic, { clientId: '', bootstrapBrokers: ['b:9092'] })).toThrow(
+      TypeError,
+    );
+    expect(() => platformaticKafka(platformatic, { clientId: 'x', bootstrapBrokers: [] })).toThrow(
+      /bootstrapBrokers/,
+    );
+    const consumer = kafka.consumer({ groupId: uniqueName('plt-refuse') });
+    await expect(consumer.run({ autoCommit: true, eachBatch: async () => undefined })).rejects.toThrow(
+      TypeError,
+    );
+    await consumer.disconnect();
   });
 });

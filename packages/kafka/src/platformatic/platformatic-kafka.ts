@@ -51,6 +51,15 @@ export function platformaticKafka(
   platformatic: PlatformaticKafkaModule,
   options: PlatformaticKafkaOptions,
 ): KafkaClientLike {
+  if (
+    typeof platformatic?.Consumer !== 'function' ||
+    typeof platformatic.Producer !== 'function' ||
+    typeof platformatic.Admin !== 'function'
+  ) {
+    throw new TypeError(
+      "platformaticKafka: pass the @platformatic/kafka module first: import * as platformatic from '@platformatic/kafka'",
+    );
+  }
   const { adapter, ...base } = options;
   if (typeof base.clientId !== 'string' || base.clientId === '') {
     throw new TypeError('platformaticKafka: clientId must be a non-empty string');
