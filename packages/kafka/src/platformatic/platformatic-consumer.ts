@@ -303,6 +303,8 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
       batch: {
         topic: p.topic,
         partition: p.partition,
+        // Not the partition's high watermark (the stream does not expose it): one past the batch. Nothing in
+        // this package reads it.
         highWatermark: String(batch.at(-1)!.offset + 1n),
         messages: batch.map((h) => h.message),
         lastOffset: () => batch.at(-1)!.message.offset,
