@@ -20,3 +20,8 @@ export type {
 export type { ReaderConsumerConfig } from './topic-reader.js';
 export type { KafkaRecord } from './to-inbound-message.js';
 export type * from './kafka-client-types.js';
+export { platformaticKafka, platformaticProducer, platformaticAdmin } from './platformatic/platformatic-kafka.js';
+export type { PlatformaticKafkaOptions } from './platformatic/platformatic-kafka.js';
+export { platformaticConsumer } from './platformatic/platformatic-consumer.js';
+export type { PlatformaticConsumerAdapterOptions } from './platformatic/platformatic-consumer.js';
+export type * from './platformatic/platformatic-types.js';
