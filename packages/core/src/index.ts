@@ -103,3 +103,11 @@ export {
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
+export {
+  optionChecks,
+  settledWithin,
+  transportLogger,
+  type BackoffOptions,
+  type IntegerRange,
+  type OptionChecks,
+} from './delivery/transport-options.js';

@@ -3,7 +3,14 @@
 // examples and first setups; production queues usually come from infrastructure code, with the same settings.
 
 import { CreateQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { ConfigurationError, retryStart, silentLogger, startRetryDelay, tlsFailure } from '@inboxkit/core';
+import {
+  ConfigurationError,
+  optionChecks,
+  retryStart,
+  silentLogger,
+  startRetryDelay,
+  tlsFailure,
+} from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import { redrivePolicyFor } from './redrive-policy.js';
 import type { SqsAdminClient } from './sqs-client.js';
@@ -60,18 +67,14 @@ const FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600;
  * await createQueues({ client, name: 'orders', startTimeoutMs: 60_000, logger });
  */
 export async function createQueues(options: CreateQueuesOptions): Promise<CreatedQueues> {
-  const initialMs = positiveMs('reconnect.initialDelayMs', options.reconnect?.initialDelayMs, 500);
-  const maxMs = positiveMs(
-    'reconnect.maxDelayMs',
-    options.reconnect?.maxDelayMs,
-    Math.max(30_000, initialMs),
-  );
-  const timeoutMs = positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
+  const check = optionChecks('createQueues');
+  const backoff = check.backoff('reconnect', options.reconnect);
+  const timeoutMs = check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
   const signal = options.signal ?? new AbortController().signal;
   const created = await retryStart({
     attempt: () => createOnce(options),
     permanent: createQueuesFailure,
-    delayMs: (n) => startRetryDelay(n, initialMs, maxMs),
+    delayMs: (n) => startRetryDelay(n, backoff.initialDelayMs, backoff.maxDelayMs),
     timeoutMs,
     signal,
     abandon: (attempt) => void attempt.catch(() => undefined),
@@ -82,16 +85,6 @@ export async function createQueues(options: CreateQueuesOptions): Promise<Create
   });
   if (created === undefined) throw signal.reason ?? new Error('createQueues: aborted');
   return created.value;
-}
-
-function positiveMs(name: string, value: number | undefined, fallback: number): number {
-  const ms = value ?? fallback;
-  if (typeof ms !== 'number' || Number.isNaN(ms) || ms <= 0) {
-    throw new ConfigurationError(
-      `createQueues: ${name} must be a positive number of ms, got ${String(value)}`,
-    );
-  }
-  return ms;
 }
 
 function field(error: unknown, name: string): string {
