@@ -10,6 +10,7 @@ import {
   DeliveryGuard,
   retryStart,
   settle,
+  settledWithin,
   startRetryDelay,
 } from '@inboxkit/core';
 import type { GuardedOutcome, Outcome, SettleOptions, TransportConsumer } from '@inboxkit/core';
@@ -154,12 +155,7 @@ class RabbitmqConsumer implements TransportConsumer {
   /** Waits for running handlers (and their acks) up to `timeoutMs`. */
   async #drain(timeoutMs: number): Promise<void> {
     if (this.#running.size === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
-    });
-    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
-    clearTimeout(timer);
+    await settledWithin(Promise.allSettled([...this.#running]), timeoutMs);
     if (this.#running.size > 0) {
       this.#o.logger.warn(
         { running: this.#running.size, closeTimeoutMs: timeoutMs },

@@ -6,7 +6,14 @@ import { randomUUID } from 'node:crypto';
 
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import { abortableSleep, AttemptCharger, DeliveryGuard, FIRST_OUTAGE_PAUSE_MS, settle } from '@inboxkit/core';
+import {
+  abortableSleep,
+  AttemptCharger,
+  DeliveryGuard,
+  FIRST_OUTAGE_PAUSE_MS,
+  settle,
+  settledWithin,
+} from '@inboxkit/core';
 import type { GuardedOutcome, SettleOptions, TransportConsumer, TransportFeatures } from '@inboxkit/core';
 import { checkQueuesAtStart } from './check-queues.js';
 import { DEFAULT_MAX_SQS_MESSAGE_BYTES } from './dead-letter-message.js';
@@ -191,13 +198,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     this.#abort.abort();
     if (config.abortReceiveOnStop) this.#abortReceive.abort();
     await Promise.all(this.#pollers);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      this.#drainTasks().then(() => false),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), config.closeTimeoutMs))),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) {
+    if (!(await settledWithin(this.#drainTasks(), config.closeTimeoutMs))) {
       this.#port.closed = true;
       config.logger.warn(
         { queueUrl: config.queueUrl, held: this.#heartbeat.size },
