@@ -101,6 +101,7 @@ export {
   type HandleRejected,
 } from './delivery/delivery-guard.js';
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
+export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
 export {
