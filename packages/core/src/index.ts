@@ -77,6 +77,7 @@ export {
   StartTimeoutError,
   retryStart,
   errorChain,
+  errorField,
   isTransientSocketError,
   tlsFailure,
   isProgrammerError,

@@ -5,6 +5,7 @@
 import { CreateQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import {
   ConfigurationError,
+  errorField as field,
   optionChecks,
   retryStart,
   silentLogger,
@@ -87,18 +88,12 @@ export async function createQueues(options: CreateQueuesOptions): Promise<Create
   return created.value;
 }
 
-function field(error: unknown, name: string): string {
-  return String(
-    typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : error,
-  );
-}
-
 /** What retrying cannot fix, as the error to reject with; `undefined` while SQS may still come up. */
 function createQueuesFailure(error: unknown): unknown {
   const auth = sqsAuthFailure(error);
   if (auth !== undefined) {
     return new ConfigurationError(
-      `createQueues: SQS refused the request (${field(auth, 'name')}: ${field(auth, 'message')}): check the ` +
+      `createQueues: SQS refused the request (${String(field(auth, 'name'))}: ${String(field(auth, 'message'))}): check the ` +
         "client's credentials and region, and allow it sqs:CreateQueue and sqs:GetQueueAttributes",
       { cause: error },
     );
@@ -106,7 +101,7 @@ function createQueuesFailure(error: unknown): unknown {
   const tls = tlsFailure(error);
   if (tls !== undefined) {
     return new ConfigurationError(
-      `createQueues: the TLS handshake with the SQS endpoint failed (${field(tls, 'message')}): check the ` +
+      `createQueues: the TLS handshake with the SQS endpoint failed (${String(field(tls, 'message'))}): check the ` +
         'endpoint URL and its certificate',
       { cause: error },
     );
