@@ -103,6 +103,7 @@ export {
 } from './delivery/delivery-guard.js';
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
 export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
+export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
 export {
