@@ -77,6 +77,7 @@ export {
   StartTimeoutError,
   retryStart,
   errorChain,
+  errorField,
   isTransientSocketError,
   tlsFailure,
   isProgrammerError,
@@ -101,5 +102,15 @@ export {
   type HandleRejected,
 } from './delivery/delivery-guard.js';
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
+export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
+export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
+export {
+  optionChecks,
+  settledWithin,
+  transportLogger,
+  type BackoffOptions,
+  type IntegerRange,
+  type OptionChecks,
+} from './delivery/transport-options.js';

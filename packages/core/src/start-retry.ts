@@ -58,8 +58,16 @@ export function errorChain(error: unknown): unknown[] {
   return chain;
 }
 
+/**
+ * The property `name` of `error` when it is an object, else `undefined`: how the transports' error tables read
+ * a client's errors (`errorField(e, 'type')`, `errorField(e, '$fault')`) without a cast.
+ */
+export function errorField(error: unknown, name: string): unknown {
+  return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
+}
+
 function codeOf(error: unknown): unknown {
-  return typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return errorField(error, 'code');
 }
 
 /** True when some error of the chain has a socket-level code of a broker that is down or unreachable. */

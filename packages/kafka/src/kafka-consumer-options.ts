@@ -1,9 +1,8 @@
 // The options of kafkaConsumer(), their defaults, and their one validation (at creation): every problem is a
 // ConfigurationError that says what to change. The resolved options are frozen.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, optionChecks, transportLogger } from '@inboxkit/core';
 import type { IdempotentConsumer, Logger } from '@inboxkit/core';
-import { oneOf, optionalFunction, positiveInteger } from './config-checks.js';
 import type { KafkaClientLike, KafkaConsumerLike, KafkaProducerLike } from './kafka-client-types.js';
 import type { KafkaRecord } from './to-inbound-message.js';
 
@@ -144,8 +143,7 @@ export interface ResolvedKafkaConsumerOptions {
   readonly logger: Logger;
 }
 
-const noop = (): void => undefined;
-const silentLogger: Logger = { debug: noop, info: noop, warn: noop, error: noop };
+const check = optionChecks('kafkaConsumer');
 
 function hasMethods(value: unknown, methods: readonly string[]): boolean {
   return (
@@ -153,13 +151,6 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
     value !== null &&
     methods.every((m) => typeof (value as Record<string, unknown>)[m] === 'function')
   );
-}
-
-function optionalBoolean(name: string, value: boolean | undefined, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean')
-    throw new ConfigurationError(`${name} must be true or false, got ${String(value)}`);
-  return value;
 }
 
 /** Validates once and fills defaults. Throws a ConfigurationError that says what to change. */
@@ -207,7 +198,7 @@ export function resolveKafkaConsumerOptions<P, Tx>(
   if (new Set(topics).size !== topics.length)
     throw new ConfigurationError('kafkaConsumer `topics` lists a topic twice');
   const deadLetterTopic =
-    optionalFunction('kafkaConsumer deadLetterTopic', options.deadLetterTopic) ?? ((t: string) => `${t}.dlq`);
+    check.optionalFunction('deadLetterTopic', options.deadLetterTopic) ?? ((t: string) => `${t}.dlq`);
   for (const topic of topics) {
     const dlq = deadLetterTopic(topic);
     if (typeof dlq !== 'string' || dlq === '') {
@@ -219,38 +210,18 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       );
     }
   }
-  const mode = oneOf('kafkaConsumer mode', options.mode, ['message', 'batch'], 'message');
-  const keyConcurrency = positiveInteger('kafkaConsumer keyConcurrency', options.keyConcurrency, 1);
+  const mode = check.oneOf('mode', options.mode, ['message', 'batch'], 'message');
+  const keyConcurrency = check.integer('keyConcurrency', options.keyConcurrency, 1);
   if (keyConcurrency > 1 && mode !== 'message') {
     throw new ConfigurationError(
       "kafkaConsumer keyConcurrency applies to mode 'message'; remove it or use mode 'message'",
     );
   }
-  const startTimeoutMs = options.startTimeoutMs ?? Infinity;
-  if (typeof startTimeoutMs !== 'number' || Number.isNaN(startTimeoutMs) || startTimeoutMs <= 0) {
-    throw new ConfigurationError(
-      `kafkaConsumer startTimeoutMs must be a positive number of ms (or Infinity), got ${String(startTimeoutMs)}`,
-    );
-  }
-  const startRetryInitialDelayMs = positiveInteger(
-    'kafkaConsumer startRetry.initialDelayMs',
-    options.startRetry?.initialDelayMs,
-    500,
-  );
-  const startRetryMaxDelayMs = positiveInteger(
-    'kafkaConsumer startRetry.maxDelayMs',
-    options.startRetry?.maxDelayMs,
-    Math.max(30_000, startRetryInitialDelayMs),
-  );
-  if (startRetryMaxDelayMs < startRetryInitialDelayMs) {
-    throw new ConfigurationError(
-      'kafkaConsumer startRetry.maxDelayMs must be at least startRetry.initialDelayMs',
-    );
-  }
-  const logger =
-    options.logger ?? (options.handler.config as { logger?: Logger } | undefined)?.logger ?? silentLogger;
-  const counting = oneOf(
-    'kafkaConsumer countStartedAttempts',
+  const startTimeoutMs = check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
+  const startRetry = check.backoff('startRetry', options.startRetry, true);
+  const logger = transportLogger(options.logger, options.handler);
+  const counting = check.oneOf(
+    'countStartedAttempts',
     options.countStartedAttempts,
     ['every-batch', 'after-join'],
     'after-join',
@@ -269,38 +240,26 @@ export function resolveKafkaConsumerOptions<P, Tx>(
     topics: Object.freeze([...topics]),
     handler: options.handler as unknown as IdempotentConsumer<unknown, unknown>,
     mode,
-    partitionConcurrency: positiveInteger(
-      'kafkaConsumer partitionConcurrency',
-      options.partitionConcurrency,
-      1,
-    ),
+    partitionConcurrency: check.integer('partitionConcurrency', options.partitionConcurrency, 1),
     keyConcurrency,
-    batchSize: positiveInteger('kafkaConsumer batchSize', options.batchSize, 500),
-    messageId: optionalFunction('kafkaConsumer messageId', options.messageId),
-    useCoordinatesAsId: optionalBoolean(
-      'kafkaConsumer useCoordinatesAsId',
-      options.useCoordinatesAsId,
-      false,
-    ),
+    batchSize: check.integer('batchSize', options.batchSize, 500),
+    messageId: check.optionalFunction('messageId', options.messageId),
+    useCoordinatesAsId: check.optionalBoolean('useCoordinatesAsId', options.useCoordinatesAsId, false),
     deadLetterTopic,
-    tombstones: oneOf(
-      'kafkaConsumer tombstones',
+    tombstones: check.oneOf(
+      'tombstones',
       options.tombstones,
       ['dead-letter', 'skip', 'handle'],
       'dead-letter',
     ),
-    fromBeginning: optionalBoolean('kafkaConsumer fromBeginning', options.fromBeginning, false),
-    closeTimeoutMs: positiveInteger('kafkaConsumer closeTimeoutMs', options.closeTimeoutMs, 30_000),
-    publishTimeoutMs: positiveInteger('kafkaConsumer publishTimeoutMs', options.publishTimeoutMs, 30_000),
-    pauseOnFailureMs: positiveInteger('kafkaConsumer pauseOnFailureMs', options.pauseOnFailureMs, 1_000),
-    heartbeatIntervalMs: positiveInteger(
-      'kafkaConsumer heartbeatIntervalMs',
-      options.heartbeatIntervalMs,
-      3_000,
-    ),
+    fromBeginning: check.optionalBoolean('fromBeginning', options.fromBeginning, false),
+    closeTimeoutMs: check.integer('closeTimeoutMs', options.closeTimeoutMs, 30_000),
+    publishTimeoutMs: check.integer('publishTimeoutMs', options.publishTimeoutMs, 30_000),
+    pauseOnFailureMs: check.integer('pauseOnFailureMs', options.pauseOnFailureMs, 1_000),
+    heartbeatIntervalMs: check.integer('heartbeatIntervalMs', options.heartbeatIntervalMs, 3_000),
     startTimeoutMs,
-    startRetryInitialDelayMs,
-    startRetryMaxDelayMs,
+    startRetryInitialDelayMs: startRetry.initialDelayMs,
+    startRetryMaxDelayMs: startRetry.maxDelayMs,
     logger,
   });
 }

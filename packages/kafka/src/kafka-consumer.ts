@@ -8,7 +8,7 @@ import { DeadLetterProducer } from './dead-letter-producer.js';
 import { resolveKafkaConsumerOptions } from './kafka-consumer-options.js';
 import type { KafkaConsumerOptions, ResolvedKafkaConsumerOptions } from './kafka-consumer-options.js';
 import { RetryScheduler } from './retry-scheduler.js';
-import { retryStart, startRetryDelay } from '@inboxkit/core';
+import { retryStart, settledWithin, startRetryDelay } from '@inboxkit/core';
 import { kafkaStartFailure } from './start-retry.js';
 
 /** A running Kafka transport. */
@@ -224,7 +224,7 @@ class KafkaTransport implements KafkaTransportConsumer {
     // undone, within closeTimeoutMs).
     this.#startAbort.abort();
     await this.#starting?.catch(() => undefined);
-    if (this.#abandoned !== undefined) await withTimeout(this.#abandoned, closeTimeoutMs);
+    if (this.#abandoned !== undefined) await settledWithin(this.#abandoned, closeTimeoutMs);
     if (this.#state === 'idle' || this.#state === 'stopped') {
       this.#state = 'stopped';
       return;
@@ -232,20 +232,10 @@ class KafkaTransport implements KafkaTransportConsumer {
     this.#scheduler.cancel();
     // kafkajs' stop waits for the batches in flight (each ends after its current record and commits what
     // finished), then leaves the group.
-    const stopped = consumer.stop();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      stopped.then(
-        () => false,
-        (error: unknown) => {
-          logger.warn({ err: error }, 'inboxkit: the kafkajs consumer failed to stop cleanly');
-          return false;
-        },
-      ),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), closeTimeoutMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
+    const stopped = consumer.stop().catch((error: unknown) => {
+      logger.warn({ err: error }, 'inboxkit: the kafkajs consumer failed to stop cleanly');
+    });
+    const timedOut = !(await settledWithin(stopped, closeTimeoutMs));
     if (timedOut) {
       logger.warn(
         { consumer: this.options.handler.name, closeTimeoutMs },
@@ -266,13 +256,6 @@ class KafkaTransport implements KafkaTransportConsumer {
     for (const remove of this.#removeListeners) remove();
     this.#removeListeners = [];
   }
-}
-
-/** Waits for `promise`, at most `ms`. */
-async function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
 }
 
 interface Deferred {

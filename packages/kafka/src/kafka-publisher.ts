@@ -6,12 +6,12 @@ import {
   HEADERS,
   injectTraceHeaders,
   MessageTooLargeError,
+  optionChecks,
   PublishError,
 } from '@inboxkit/core';
 import { isRecordTooLarge } from './dead-letter-producer.js';
 import type { OutgoingMessage, Publisher } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaProducerLike } from './kafka-client-types.js';
-import { positiveInteger } from './config-checks.js';
 import { ReplaceableProducer } from './replaceable-producer.js';
 import { sendConfirmed } from './send-confirmed.js';
 import type { TopicRecords } from './send-confirmed.js';
@@ -61,7 +61,7 @@ class KafkaPublisher implements Publisher {
         'kafkaPublisher needs `producer` (a connected kafkajs producer) or `kafka` (a kafkajs client)',
       );
     }
-    this.#timeoutMs = positiveInteger('kafkaPublisher timeoutMs', options.timeoutMs, 30_000);
+    this.#timeoutMs = optionChecks('kafkaPublisher').integer('timeoutMs', options.timeoutMs, 30_000);
     this.#producer = new ReplaceableProducer(
       options.producer,
       options.kafka,

@@ -7,6 +7,7 @@
 import {
   ConfigurationError,
   errorChain,
+  errorField as field,
   isTransientSocketError,
   startFailureClassifier,
 } from '@inboxkit/core';
@@ -45,10 +46,6 @@ const TRANSIENT_NAMES = new Set([
   'KafkaJSLockTimeout',
   'KafkaJSStaleTopicMetadataAssignment',
 ]);
-
-function field(error: unknown, name: string): unknown {
-  return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
-}
 
 /** Kafka's own table: credentials, ACLs and invalid settings reject at once with what to change. */
 function kafkaKnownFailure(error: unknown): unknown {

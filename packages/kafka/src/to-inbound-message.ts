@@ -1,7 +1,7 @@
 // Turns a fetched kafkajs record into core's InboundMessage: lower-cased string headers, the message id
 // resolved in a fixed order, source coordinates, the record timestamp and the replay marker.
 
-import { HEADERS, parseReplayMarker } from '@inboxkit/core';
+import { HEADERS, nonEmptyText as nonEmpty, parseReplayMarker } from '@inboxkit/core';
 import type { InboundMessage, Logger } from '@inboxkit/core';
 import type { KafkaHeaders, KafkaMessageLike } from './kafka-client-types.js';
 
@@ -38,10 +38,6 @@ export function decodeHeaders(headers: KafkaHeaders | undefined): Record<string,
     out[name.toLowerCase()] = typeof value === 'string' ? value : value.toString('utf8');
   }
   return out;
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value === '' ? undefined : value;
 }
 
 /** `topic:partition:offset`, the coordinates fallback id. */

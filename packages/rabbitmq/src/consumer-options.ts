@@ -1,6 +1,6 @@
 // The options of rabbitmqConsumer(), their defaults, and their one validation.
 
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, optionChecks, transportLogger } from '@inboxkit/core';
 import type { InboundMessage, Logger, Outcome } from '@inboxkit/core';
 import type { AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { resolveTopology } from './declare-topology.js';
@@ -116,25 +116,7 @@ export interface ResolvedConsumerOptions {
   readonly logger: Logger;
 }
 
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
-
-function positiveInt(name: string, value: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new ConfigurationError(
-      `rabbitmqConsumer: \`${name}\` must be an integer from 1 to ${max}, got ${value}`,
-    );
-  }
-  return value;
-}
-
-function positive(name: string, value: number): number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
-    throw new ConfigurationError(
-      `rabbitmqConsumer: \`${name}\` must be a positive number of ms, got ${value}`,
-    );
-  }
-  return value;
-}
+const check = optionChecks('rabbitmqConsumer');
 
 /** Validates `options` once and fills in every default. Throws `ConfigurationError` saying what to change. */
 export function resolveConsumerOptions(options: RabbitmqConsumerOptions): ResolvedConsumerOptions {
@@ -161,13 +143,10 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
       'rabbitmqConsumer: `handler` must be an idempotent consumer (idempotentConsumer(...))',
     );
   }
-  const concurrency = positiveInt('concurrency', options.concurrency ?? 1, 65_535);
-  const maxBatchSize = positiveInt('maxBatchSize', options.maxBatchSize ?? 1, 1_000);
-  const prefetch = positiveInt(
-    'prefetch',
-    options.prefetch ?? Math.min(65_535, concurrency * maxBatchSize),
-    65_535,
-  );
+  const concurrency = check.integer('concurrency', options.concurrency, 1, { max: 65_535 });
+  const maxBatchSize = check.integer('maxBatchSize', options.maxBatchSize, 1, { max: 1_000 });
+  const fullBatches = Math.min(65_535, concurrency * maxBatchSize);
+  const prefetch = check.integer('prefetch', options.prefetch, fullBatches, { max: 65_535 });
   if (prefetch < concurrency) {
     throw new ConfigurationError(
       `rabbitmqConsumer: \`prefetch\` (${prefetch}) is below \`concurrency\` (${concurrency}), so handlers would idle; raise prefetch or lower concurrency`,
@@ -179,17 +158,8 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
     );
   }
   const maxMessageBytes = options.maxMessageBytes ?? 1024 * 1024;
-  if (maxMessageBytes !== Infinity) positiveInt('maxMessageBytes', maxMessageBytes);
-  const reconnectInitialDelayMs = positive(
-    'reconnect.initialDelayMs',
-    options.reconnect?.initialDelayMs ?? 500,
-  );
-  const reconnectMaxDelayMs = positive('reconnect.maxDelayMs', options.reconnect?.maxDelayMs ?? 30_000);
-  if (reconnectMaxDelayMs < reconnectInitialDelayMs) {
-    throw new ConfigurationError(
-      'rabbitmqConsumer: `reconnect.maxDelayMs` must be at least `reconnect.initialDelayMs`',
-    );
-  }
+  if (maxMessageBytes !== Infinity) check.integer('maxMessageBytes', maxMessageBytes, 0);
+  const reconnect = check.backoff('reconnect', options.reconnect);
   const { declare, ...topologyOptions } = options.topology ?? {};
   const maxAttempts = handler.config?.maxAttempts ?? 5;
   let topology: DeclaredTopology;
@@ -208,13 +178,13 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
     messageId: options.messageId,
     contentIdFallback: options.contentIdFallback === true,
     maxMessageBytes,
-    closeTimeoutMs: positive('closeTimeoutMs', options.closeTimeoutMs ?? 30_000),
-    confirmTimeoutMs: positive('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000),
-    reconnectInitialDelayMs,
-    reconnectMaxDelayMs,
-    startTimeoutMs: positive('startTimeoutMs', options.startTimeoutMs ?? Infinity),
+    closeTimeoutMs: check.positiveMs('closeTimeoutMs', options.closeTimeoutMs, 30_000),
+    confirmTimeoutMs: check.positiveMs('confirmTimeoutMs', options.confirmTimeoutMs, 30_000),
+    reconnectInitialDelayMs: reconnect.initialDelayMs,
+    reconnectMaxDelayMs: reconnect.maxDelayMs,
+    startTimeoutMs: check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity),
     declare: declare !== false,
     topology,
-    logger: options.logger ?? handler.config?.logger ?? silent,
+    logger: transportLogger(options.logger, handler),
   });
 }

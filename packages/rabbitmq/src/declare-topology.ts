@@ -6,6 +6,7 @@ import {
   backstopLimit,
   ConfigurationError,
   isBackstop,
+  optionChecks,
   retryStart,
   silentLogger,
   startRetryDelay,
@@ -199,16 +200,6 @@ export interface DeclareTopologyRetryOptions {
   readonly signal?: AbortSignal;
 }
 
-function positiveMs(name: string, value: number | undefined, fallback: number): number {
-  const ms = value ?? fallback;
-  if (typeof ms !== 'number' || Number.isNaN(ms) || ms <= 0) {
-    throw new ConfigurationError(
-      `declareTopology: ${name} must be a positive number of ms, got ${String(value)}`,
-    );
-  }
-  return ms;
-}
-
 /**
  * Declares the work queue, the delay queues, the dead-letter exchange and the DLQ, and binds the work queue
  * to `bindings`. Safe to call on every start. Fails when a queue already exists with other arguments
@@ -235,8 +226,8 @@ export async function declareTopology(
   const topology = resolveTopology(options);
   if (typeof target !== 'function') return declareOn(target, topology, options);
   const connect = target;
-  const initialMs = positiveMs('reconnect.initialDelayMs', retry.reconnect?.initialDelayMs, 500);
-  const maxMs = positiveMs('reconnect.maxDelayMs', retry.reconnect?.maxDelayMs, Math.max(30_000, initialMs));
+  const check = optionChecks('declareTopology');
+  const backoff = check.backoff('reconnect', retry.reconnect);
   const signal = retry.signal ?? new AbortController().signal;
   const declared = await retryStart({
     attempt: async () => {
@@ -253,8 +244,8 @@ export async function declareTopology(
       }
     },
     permanent: (err) => startFailure(err, topology.queue),
-    delayMs: (n) => startRetryDelay(n, initialMs, maxMs),
-    timeoutMs: positiveMs('startTimeoutMs', retry.startTimeoutMs, Infinity),
+    delayMs: (n) => startRetryDelay(n, backoff.initialDelayMs, backoff.maxDelayMs),
+    timeoutMs: check.positiveMs('startTimeoutMs', retry.startTimeoutMs, Infinity),
     signal,
     abandon: (attempt) => void attempt.catch(() => undefined),
     logger: retry.logger ?? silentLogger,

@@ -3,7 +3,7 @@
 // coordinates.
 
 import { createHash } from 'node:crypto';
-import { HEADERS, parseReplayMarker } from '@inboxkit/core';
+import { HEADERS, nonEmptyText as nonEmpty, parseReplayMarker, positiveIntegerText } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
 import type { AmqpMessage } from './amqp-types.js';
 
@@ -45,10 +45,6 @@ export function stringHeaders(
   return out;
 }
 
-function nonEmpty(value: unknown): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
 /**
  * The message id: the AMQP `messageId` property, then the `message-id` header, then a CloudEvents id header
  * (`ce-id`, `ce_id`), then `options.messageId` (a throw counts as no id), then (opt-in) a hash of the body;
@@ -79,12 +75,6 @@ export function resolveMessageId(
   return undefined;
 }
 
-function nonNegativeInt(value: string | undefined): number {
-  if (value === undefined) return 0;
-  const n = Number(value);
-  return Number.isInteger(n) && n > 0 ? n : 0;
-}
-
 /**
  * The attempt this delivery would be by what the message carries: the attempts made before it, recorded on a
  * delay-queue copy (`x-inboxkit-attempt`), plus one. Not a quorum queue's `x-delivery-count`: the broker raises
@@ -93,7 +83,7 @@ function nonNegativeInt(value: string | undefined): number {
  * counted by the started attempt recorded before each redelivery runs; see `rabbitmqConsumer`.)
  */
 export function deliveryCountOf(headers: Readonly<Record<string, string>>): number {
-  return nonNegativeInt(headers[HEADERS.attempt]) + 1;
+  return (positiveIntegerText(headers[HEADERS.attempt]) ?? 0) + 1;
 }
 
 /**

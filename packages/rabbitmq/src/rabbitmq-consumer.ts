@@ -5,14 +5,13 @@
 
 import {
   abortableSleep,
-  AttemptCharger,
   ConfigurationError,
-  DeliveryGuard,
+  DeliveryKit,
   retryStart,
-  settle,
+  settledWithin,
   startRetryDelay,
 } from '@inboxkit/core';
-import type { GuardedOutcome, Outcome, SettleOptions, TransportConsumer } from '@inboxkit/core';
+import type { GuardedOutcome, Outcome, TransportConsumer } from '@inboxkit/core';
 import type { AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { AckCoalescer } from './ack-coalescer.js';
 import { resolveConsumerOptions } from './consumer-options.js';
@@ -53,35 +52,30 @@ class RabbitmqConsumer implements TransportConsumer {
   #alone: Promise<void> | undefined;
   /** RabbitMQ's settlement verbs, driven by core's `settle()`. */
   readonly #port: RabbitmqSettlement;
-  readonly #guard: DeliveryGuard;
-  readonly #charger: AttemptCharger<Item>;
-  readonly #settleOptions: SettleOptions;
+  /** Core's delivery kit over those verbs: guarded handle, attempt charger, settle. */
+  readonly #kit: DeliveryKit<Item>;
 
   constructor(options: ResolvedConsumerOptions) {
     this.#o = options;
     this.#port = new RabbitmqSettlement(options, this.#stopSignal.signal);
-    // A retry goes through the delay queue as a fresh copy carrying its attempt count: redelivering costs the
-    // broker's delivery limit nothing, so a store outage's retry is settled like any other.
-    this.#guard = new DeliveryGuard({
+    this.#kit = new DeliveryKit<Item>({
       consumer: options.handler,
+      port: this.#port,
+      // A retry goes through the delay queue as a fresh copy carrying its attempt count: redelivering costs the
+      // broker's delivery limit nothing, so a store outage's retry is settled like any other.
       features: { redeliverSpendsCount: false },
       running: () => this.#state === 'running',
       sleep: (ms) => abortableSleep(ms, this.#stopSignal.signal),
-    });
-    // The redelivered flag is set only after a channel closed holding the message (a crash, a lost connection,
-    // a broker restart): a retry comes back unflagged from the delay queue, so every flagged one is a suspect.
-    this.#charger = new AttemptCharger<Item>({
-      consumer: options.handler,
       message: (item) => item.inbound,
+      // The redelivered flag is set only after a channel closed holding the message (a crash, a lost
+      // connection, a broker restart): a retry comes back unflagged from the delay queue, so every flagged one
+      // is a suspect.
       mayHaveCrashed: redelivered,
       logger: options.logger,
       what: 'rabbitmq consumer',
-    });
-    this.#settleOptions = {
-      logger: options.logger,
-      what: 'rabbitmq consumer',
       context: { queue: options.topology.queue },
-    };
+      deliveryContext: (item) => ({ messageId: item.inbound.id }),
+    });
   }
 
   /**
@@ -154,12 +148,7 @@ class RabbitmqConsumer implements TransportConsumer {
   /** Waits for running handlers (and their acks) up to `timeoutMs`. */
   async #drain(timeoutMs: number): Promise<void> {
     if (this.#running.size === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
-    });
-    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
-    clearTimeout(timer);
+    await settledWithin(Promise.allSettled([...this.#running]), timeoutMs);
     if (this.#running.size > 0) {
       this.#o.logger.warn(
         { running: this.#running.size, closeTimeoutMs: timeoutMs },
@@ -362,9 +351,7 @@ class RabbitmqConsumer implements TransportConsumer {
       this.#port.requeue(delivery);
       return;
     }
-    const outcome =
-      this.#oversize(item) ?? (await this.#charger.charged([item], () => this.#guard.handle(item.inbound)));
-    await this.#settle(item, outcome);
+    await this.#kit.settle(item, this.#oversize(item) ?? (await this.#kit.handle(item)));
   }
 
   /** Fresh deliveries of one channel, claimed and applied in one inbox transaction, then settled one by one. */
@@ -389,10 +376,9 @@ class RabbitmqConsumer implements TransportConsumer {
       if (oversize) outcomes.set(item, oversize);
       return oversize === undefined;
     });
-    const inbound = toHandle.map((item) => item.inbound);
-    const handled = await this.#charger.charged(toHandle, () => this.#guard.handleBatch(inbound));
+    const handled = await this.#kit.handleBatch(toHandle);
     toHandle.forEach((item, k) => outcomes.set(item, handled[k]!));
-    await Promise.all([...outcomes].map(([item, outcome]) => this.#settle(item, outcome)));
+    await Promise.all([...outcomes].map(([item, outcome]) => this.#kit.settle(item, outcome)));
   }
 
   #oversize({ message, inbound }: Item): Outcome | undefined {
@@ -407,14 +393,6 @@ class RabbitmqConsumer implements TransportConsumer {
         message: `body of ${message.content.length} bytes exceeds maxMessageBytes (${this.#o.maxMessageBytes})`,
       },
     };
-  }
-
-  async #settle(item: Item, outcome: GuardedOutcome): Promise<void> {
-    this.#charger.settled(item, outcome);
-    await settle(this.#port, item, outcome, {
-      ...this.#settleOptions,
-      context: { ...this.#settleOptions.context, messageId: item.inbound.id },
-    });
   }
 }
 

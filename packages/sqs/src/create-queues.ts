@@ -3,7 +3,15 @@
 // examples and first setups; production queues usually come from infrastructure code, with the same settings.
 
 import { CreateQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { ConfigurationError, retryStart, silentLogger, startRetryDelay, tlsFailure } from '@inboxkit/core';
+import {
+  ConfigurationError,
+  errorField as field,
+  optionChecks,
+  retryStart,
+  silentLogger,
+  startRetryDelay,
+  tlsFailure,
+} from '@inboxkit/core';
 import type { Logger } from '@inboxkit/core';
 import { redrivePolicyFor } from './redrive-policy.js';
 import type { SqsAdminClient } from './sqs-client.js';
@@ -60,18 +68,14 @@ const FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600;
  * await createQueues({ client, name: 'orders', startTimeoutMs: 60_000, logger });
  */
 export async function createQueues(options: CreateQueuesOptions): Promise<CreatedQueues> {
-  const initialMs = positiveMs('reconnect.initialDelayMs', options.reconnect?.initialDelayMs, 500);
-  const maxMs = positiveMs(
-    'reconnect.maxDelayMs',
-    options.reconnect?.maxDelayMs,
-    Math.max(30_000, initialMs),
-  );
-  const timeoutMs = positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
+  const check = optionChecks('createQueues');
+  const backoff = check.backoff('reconnect', options.reconnect);
+  const timeoutMs = check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
   const signal = options.signal ?? new AbortController().signal;
   const created = await retryStart({
     attempt: () => createOnce(options),
     permanent: createQueuesFailure,
-    delayMs: (n) => startRetryDelay(n, initialMs, maxMs),
+    delayMs: (n) => startRetryDelay(n, backoff.initialDelayMs, backoff.maxDelayMs),
     timeoutMs,
     signal,
     abandon: (attempt) => void attempt.catch(() => undefined),
@@ -84,28 +88,12 @@ export async function createQueues(options: CreateQueuesOptions): Promise<Create
   return created.value;
 }
 
-function positiveMs(name: string, value: number | undefined, fallback: number): number {
-  const ms = value ?? fallback;
-  if (typeof ms !== 'number' || Number.isNaN(ms) || ms <= 0) {
-    throw new ConfigurationError(
-      `createQueues: ${name} must be a positive number of ms, got ${String(value)}`,
-    );
-  }
-  return ms;
-}
-
-function field(error: unknown, name: string): string {
-  return String(
-    typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : error,
-  );
-}
-
 /** What retrying cannot fix, as the error to reject with; `undefined` while SQS may still come up. */
 function createQueuesFailure(error: unknown): unknown {
   const auth = sqsAuthFailure(error);
   if (auth !== undefined) {
     return new ConfigurationError(
-      `createQueues: SQS refused the request (${field(auth, 'name')}: ${field(auth, 'message')}): check the ` +
+      `createQueues: SQS refused the request (${String(field(auth, 'name'))}: ${String(field(auth, 'message'))}): check the ` +
         "client's credentials and region, and allow it sqs:CreateQueue and sqs:GetQueueAttributes",
       { cause: error },
     );
@@ -113,7 +101,7 @@ function createQueuesFailure(error: unknown): unknown {
   const tls = tlsFailure(error);
   if (tls !== undefined) {
     return new ConfigurationError(
-      `createQueues: the TLS handshake with the SQS endpoint failed (${field(tls, 'message')}): check the ` +
+      `createQueues: the TLS handshake with the SQS endpoint failed (${String(field(tls, 'message'))}): check the ` +
         'endpoint URL and its certificate',
       { cause: error },
     );

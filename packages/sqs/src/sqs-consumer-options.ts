@@ -2,7 +2,7 @@
 // configuration with messages that say what to change.
 
 import type { Message } from '@aws-sdk/client-sqs';
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, optionChecks, transportLogger } from '@inboxkit/core';
 import type { IdempotentConsumer, Logger } from '@inboxkit/core';
 import { isFifoQueue } from './fifo.js';
 import type { SqsClient } from './sqs-client.js';
@@ -159,16 +159,7 @@ export function defaultVisibilityTimeoutSeconds(handlerTimeoutMs: number): numbe
   return Math.min(MAX_VISIBILITY_SECONDS, Math.max(30, Math.ceil(handlerTimeoutMs / 1000) + 10));
 }
 
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
-
-function integerIn(name: string, value: number, min: number, max: number, hint = ''): number {
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(
-      `sqsConsumer: ${name} must be an integer from ${min} to ${max}, got ${String(value)}${hint}`,
-    );
-  }
-  return value;
-}
+const check = optionChecks('sqsConsumer');
 
 /** Validates `options` against the handler's configuration. Throws a `ConfigurationError` saying what to change. */
 export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, Tx>): SqsConsumerConfig {
@@ -181,28 +172,18 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
   if (deadLetterQueueUrl === queueUrl) {
     throw new ConfigurationError('sqsConsumer: deadLetterQueueUrl must name another queue than queueUrl');
   }
-  const mode = options.mode ?? 'message';
-  if (mode !== 'message' && mode !== 'batch') {
-    throw new ConfigurationError(
-      `sqsConsumer: mode must be 'message' or 'batch', got ${JSON.stringify(mode)}`,
-    );
-  }
-  const concurrency = integerIn('concurrency', options.concurrency ?? 10, 1, 10_000);
-  const batchSize = integerIn(
-    'batchSize',
-    options.batchSize ?? 10,
-    1,
-    10,
-    ' (SQS returns at most 10 messages per receive)',
-  );
-  const prefetch = integerIn('prefetch', options.prefetch ?? batchSize, 0, 10_000);
-  const waitTimeSeconds = integerIn('waitTimeSeconds', options.waitTimeSeconds ?? 20, 0, 20);
+  const mode = check.oneOf('mode', options.mode, ['message', 'batch'], 'message');
+  const concurrency = check.integer('concurrency', options.concurrency, 10, { max: 10_000 });
+  const hint = ' (SQS returns at most 10 messages per receive)';
+  const batchSize = check.integer('batchSize', options.batchSize, 10, { max: 10, hint });
+  const prefetch = check.integer('prefetch', options.prefetch, batchSize, { min: 0, max: 10_000 });
+  const waitTimeSeconds = check.integer('waitTimeSeconds', options.waitTimeSeconds, 20, { min: 0, max: 20 });
   const handlerTimeoutMs = handler.config.handlerTimeoutMs;
-  const visibilityTimeoutSeconds = integerIn(
+  const visibilityTimeoutSeconds = check.integer(
     'visibilityTimeoutSeconds',
-    options.visibilityTimeoutSeconds ?? defaultVisibilityTimeoutSeconds(handlerTimeoutMs),
-    1,
-    MAX_VISIBILITY_SECONDS,
+    options.visibilityTimeoutSeconds,
+    defaultVisibilityTimeoutSeconds(handlerTimeoutMs),
+    { max: MAX_VISIBILITY_SECONDS },
   );
   if (visibilityTimeoutSeconds * 1000 <= handlerTimeoutMs) {
     throw new ConfigurationError(
@@ -256,12 +237,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
       `sqsConsumer: deleteBatchMaxDelayMs must be from deleteBatchDelayMs (${deleteBatchDelayMs}) to 1000, got ${String(deleteBatchMaxDelayMs)}`,
     );
   }
-  const startTimeoutMs = options.startTimeoutMs ?? Infinity;
-  if (typeof startTimeoutMs !== 'number' || Number.isNaN(startTimeoutMs) || startTimeoutMs <= 0) {
-    throw new ConfigurationError(
-      `sqsConsumer: startTimeoutMs must be a positive number of ms (or Infinity), got ${String(startTimeoutMs)}`,
-    );
-  }
+  const startTimeoutMs = check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
   return Object.freeze({
     queueUrl,
     deadLetterQueueUrl,
@@ -283,6 +259,6 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     deleteBatchMaxDelayMs,
     checkQueues: options.checkQueues ?? true,
     startTimeoutMs,
-    logger: options.logger ?? handler.config.logger ?? silent,
+    logger: transportLogger(options.logger, handler),
   });
 }

@@ -6,8 +6,8 @@ import { randomUUID } from 'node:crypto';
 
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import { abortableSleep, AttemptCharger, DeliveryGuard, FIRST_OUTAGE_PAUSE_MS, settle } from '@inboxkit/core';
-import type { GuardedOutcome, SettleOptions, TransportConsumer, TransportFeatures } from '@inboxkit/core';
+import { abortableSleep, DeliveryKit, FIRST_OUTAGE_PAUSE_MS, settledWithin } from '@inboxkit/core';
+import type { GuardedOutcome, TransportConsumer, TransportFeatures } from '@inboxkit/core';
 import { checkQueuesAtStart } from './check-queues.js';
 import { DEFAULT_MAX_SQS_MESSAGE_BYTES } from './dead-letter-message.js';
 import { resolveSqsConsumerConfig } from './sqs-consumer-options.js';
@@ -84,9 +84,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
   #stopping: Promise<void> | undefined;
   /** SQS's settlement verbs, driven by core's `settle()`. */
   readonly #port: SqsSettlement;
-  readonly #guard: DeliveryGuard;
-  readonly #charger: AttemptCharger<Held>;
-  readonly #settleOptions: SettleOptions;
+  /** Core's delivery kit over those verbs: guarded handle, attempt charger, settle. */
+  readonly #kit: DeliveryKit<Held>;
   #running = false;
   /** Aborted by `stop()`: ends the back-off pause after a failed receive. */
   readonly #abort = new AbortController();
@@ -109,28 +108,22 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     const { client, handler } = options;
     this.#port = new SqsSettlement(client, config, handler.name);
     this.#heartbeat = this.#port.heartbeat;
-    this.#guard = new DeliveryGuard({
+    this.#kit = new DeliveryKit<Held>({
       consumer: handler,
+      port: this.#port,
       features: SQS_OUTAGE,
       running: () => this.#running,
       sleep: (ms) => this.#sleep(ms),
-    });
-    // SQS's receive count is no attempt count (it also rises for receives that ran nothing), so it is not passed
-    // to core; a receive count above 1 only says the message may have crashed a process. A plain retry comes
-    // back the same way, so the charger asks the inbox which are suspects.
-    this.#charger = new AttemptCharger({
-      consumer: handler,
       message: (h) => h.inbound,
+      // SQS's receive count is no attempt count (it also rises for receives that ran nothing), so it is not
+      // passed to core; a receive count above 1 only says the message may have crashed a process. A plain retry
+      // comes back the same way, so the charger asks the inbox which are suspects.
       mayHaveCrashed: (h) => h.receiveCount > 1,
       retriesLookRedelivered: true,
       logger: config.logger,
       what: 'sqsConsumer',
-    });
-    this.#settleOptions = {
-      logger: config.logger,
-      what: 'sqsConsumer',
       context: { queueUrl: config.queueUrl },
-    };
+    });
   }
 
   start(): Promise<void> {
@@ -191,13 +184,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
     this.#abort.abort();
     if (config.abortReceiveOnStop) this.#abortReceive.abort();
     await Promise.all(this.#pollers);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      this.#drainTasks().then(() => false),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), config.closeTimeoutMs))),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) {
+    if (!(await settledWithin(this.#drainTasks(), config.closeTimeoutMs))) {
       this.#port.closed = true;
       config.logger.warn(
         { queueUrl: config.queueUrl, held: this.#heartbeat.size },
@@ -354,8 +341,8 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
    * receive) and marks them; `undefined` when none can be. Never rejects.
    */
   #readSuspects(held: readonly Held[]): Promise<void> | undefined {
-    if (!held.some((h) => this.#charger.maySuspect(h))) return undefined;
-    return this.#charger.suspects(held).then((suspects) => {
+    if (!held.some((h) => this.#kit.charger.maySuspect(h))) return undefined;
+    return this.#kit.charger.suspects(held).then((suspects) => {
       for (const [h, used] of suspects) h.suspect = used;
     });
   }
@@ -375,8 +362,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       return 'stopped';
     }
     try {
-      const outcome = await this.#charger.charged([held], () => this.#guard.handle(held.inbound));
-      return await this.#settle(held, outcome);
+      return await this.#settle(held, await this.#kit.handle(held));
     } finally {
       this.#handlers.release(alone ? this.#handlers.size : 1);
       this.#buffer.release();
@@ -408,8 +394,7 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
       return;
     }
     try {
-      const inbound = chunk.map((h) => h.inbound);
-      const outcomes = await this.#charger.charged(chunk, () => this.#guard.handleBatch(inbound));
+      const outcomes = await this.#kit.handleBatch(chunk);
       await Promise.all(chunk.map((h, i) => this.#settle(h, outcomes[i]!)));
     } finally {
       this.#handlers.release(chunk.length);
@@ -419,18 +404,18 @@ class SqsConsumer<P, Tx> implements TransportConsumer {
 
   /** Settles one outcome through core's `settle()`: settled for good, or back in the queue. Never rejects. */
   async #settle(held: Held, outcome: GuardedOutcome): Promise<Settlement> {
-    this.#charger.settled(held, outcome);
     if (this.#port.closed) {
       // stop() gave up waiting: a late outcome is left to the visibility timeout.
+      this.#kit.charger.settled(held, outcome);
       await this.#heartbeat.untrack(held);
       return 'returned';
     }
-    const done = await settle(this.#port, held, outcome, this.#settleOptions);
+    const done = await this.#kit.settle(held, outcome);
     return done.action === 'acked' || done.action === 'dead-lettered' ? 'settled' : 'returned';
   }
 
   async #returnAndFree(held: readonly Held[]): Promise<void> {
-    this.#charger.returned(held);
+    this.#kit.charger.returned(held);
     try {
       await this.#port.returnToQueue(held);
     } finally {

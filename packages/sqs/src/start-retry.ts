@@ -7,6 +7,7 @@
 import {
   ConfigurationError,
   errorChain,
+  errorField as field,
   isTransientSocketError,
   startFailureClassifier,
 } from '@inboxkit/core';
@@ -58,10 +59,6 @@ export function isSqsTransient(error: unknown): boolean {
       (typeof status === 'number' && (status >= 500 || status === 429))
     );
   });
-}
-
-function field(error: unknown, name: string): unknown {
-  return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
 }
 
 /** SQS's own table for the start-up classifier: a credentials or permission failure says what to grant. */

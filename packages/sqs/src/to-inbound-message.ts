@@ -3,7 +3,7 @@
 // sqsConsumer's started attempts).
 
 import type { Message } from '@aws-sdk/client-sqs';
-import { parseReplayMarker } from '@inboxkit/core';
+import { parseReplayMarker, positiveIntegerText as positiveInteger } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
 import { decodeMessageAttributes, SQS_ATTRIBUTES } from './message-attributes.js';
 import { resolveMessageId } from './message-id.js';
@@ -14,12 +14,6 @@ export interface InboundMessageOptions extends MessageIdResolution {
   readonly queueUrl: string;
   /** Replaces the built-in id resolution when given. */
   readonly resolveMessageId: ((message: Message) => string | undefined) | undefined;
-}
-
-function positiveInteger(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
 /** The latest time a Date can hold, in epoch milliseconds. */

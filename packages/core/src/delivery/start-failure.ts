@@ -3,7 +3,7 @@
 // order of the checks, the TLS rule, the programmer-error rule and the default are the same for every broker.
 
 import { ConfigurationError, isInboxkitError } from '../errors.js';
-import { isProgrammerError, tlsFailure } from '../start-retry.js';
+import { errorField as field, isProgrammerError, tlsFailure } from '../start-retry.js';
 
 /** A transport's own reading of its client's errors, for `startFailureClassifier`. */
 export interface StartFailureTables {
@@ -33,10 +33,6 @@ export interface StartFailureTables {
 
 /** What `known` answers for a failure a later attempt may get past. */
 export const TRANSIENT = 'transient';
-
-function field(error: unknown, name: string): unknown {
-  return typeof error === 'object' && error !== null ? (error as Record<string, unknown>)[name] : undefined;
-}
 
 /**
  * The `permanent` function of `retryStart` for a transport: the error to reject with when retrying cannot help
