@@ -229,13 +229,14 @@ try {
   const project = join(work, 'project');
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }, null, 2));
-  // The optional peers (express, fastify for their adapters) as a user of those adapters has them. Kysely is a
+  // The optional peers (express, fastify for their adapters; @nestjs/terminus for @inboxkit/nestjs/terminus) as a
+  // user of those has them. Kysely is a
   // peer (^0.28 || ^0.29) that npm installs at its newest; 0.29 needs Node 22, so on older Nodes the project
   // names 0.28, as a user there must (README: supported runtimes).
   const kyselyForThisNode = Number(process.versions.node.split('.')[0]) >= 22 ? [] : ['kysely@~0.28.0'];
   await must(
     'npm',
-    ['install', ...NPM_FLAGS, ...packed.map((p) => p.tarball), 'express', 'fastify', ...kyselyForThisNode],
+    ['install', ...NPM_FLAGS, ...packed.map((p) => p.tarball), 'express', 'fastify', '@nestjs/terminus', ...kyselyForThisNode],
     { cwd: project },
   );
   const ls = JSON.parse((await run('npm', ['ls', '--all', '--json'], { cwd: project })).stdout) as {
