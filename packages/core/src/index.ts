@@ -106,6 +106,7 @@ export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js
 export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
+export { deadLetterEntry, deadLetterId, takenDeadLetter, type TakenVerbs } from './delivery/dead-letter-reader.js';
 export {
   optionChecks,
   settledWithin,

@@ -2,7 +2,7 @@
 // Reading a topic consumes nothing, so browsing is non-destructive; "removing" a dead letter means committing
 // the replay group's offset past it.
 
-import { ConfigurationError, HEADERS } from '@inboxkit/core';
+import { ConfigurationError, deadLetterEntry, takenDeadLetter } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
 import { randomUUID } from 'node:crypto';
 import { positiveInteger } from './config-checks.js';
@@ -47,16 +47,14 @@ export interface KafkaDeadLetterQueueOptions {
   readonly consumerConfig?: ReaderConsumerConfig;
 }
 
-function toEntry(topic: string, record: ReadRecord): KafkaDeadLetterEntry {
-  const headers = decodeHeaders(record.message.headers);
-  const id = headers[HEADERS.originalId] ?? headers[HEADERS.messageId];
-  return {
-    id: id === '' ? undefined : id,
-    body: record.message.value,
-    headers,
-    position: `${topic}:${record.partition}:${record.message.offset}`,
-    key: record.message.key === null ? undefined : record.message.key.toString('utf8'),
-  };
+function toEntry(topic: string, { partition, message }: ReadRecord): KafkaDeadLetterEntry {
+  const key = message.key === null ? undefined : message.key.toString('utf8');
+  return deadLetterEntry(
+    decodeHeaders(message.headers),
+    message.value,
+    `${topic}:${partition}:${message.offset}`,
+    { key },
+  );
 }
 
 /**
@@ -139,19 +137,12 @@ class KafkaDeadLetterQueue implements KafkaDeadLetterQueueReader {
       const { partition } = record;
       const { offset } = record.message;
       tracker.taken(partition, offset);
-      let settled = false;
-      yield {
-        ...toEntry(this.#topic, record),
+      yield takenDeadLetter(toEntry(this.#topic, record), {
         remove: async () => {
-          if (settled) return;
-          settled = true;
           const commit = tracker.removed(partition, offset);
           if (commit !== undefined) await read.commit(partition, commit);
         },
-        release: async () => {
-          settled = true;
-        },
-      };
+      });
     }
   }
 

@@ -2,7 +2,7 @@
 // messages by sequence, so browsing reads them in place (nothing is received, nothing moves) and a replayed dead
 // letter is removed by deleting its sequence once its copy is published back.
 
-import { HEADERS } from '@inboxkit/core';
+import { deadLetterEntry, takenDeadLetter } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
@@ -22,12 +22,7 @@ function entryOf(stream: string, m: StoredMsg): DeadLetterEntry {
   const headers = readHeaders(m.header);
   // The DLQ copy's own JetStream headers (its Nats-Msg-Id) are not the message's.
   for (const name of Object.keys(headers)) if (name.startsWith('nats-')) delete headers[name];
-  return {
-    id: headers[HEADERS.originalId] ?? headers[HEADERS.messageId],
-    body: m.data,
-    headers,
-    position: `${stream}:${m.seq}`,
-  };
+  return deadLetterEntry(headers, m.data, `${stream}:${m.seq}`);
 }
 
 /**
@@ -64,15 +59,10 @@ export function natsDeadLetterQueue(options: NatsDeadLetterQueueOptions): DeadLe
     async *take({ limit }: { readonly limit: number }): AsyncIterable<TakenDeadLetter> {
       const m = await jsm();
       for await (const stored of read(limit)) {
-        yield {
-          ...entryOf(options.stream, stored),
-          async remove() {
-            await m.streams.deleteMessage(options.stream, stored.seq, false);
-          },
-          async release() {
-            // A stream keeps the message in place: nothing to do.
-          },
-        };
+        // release(): a stream keeps the message in place, nothing to do.
+        yield takenDeadLetter(entryOf(options.stream, stored), {
+          remove: async () => void (await m.streams.deleteMessage(options.stream, stored.seq, false)),
+        });
       }
     },
     async close(): Promise<void> {

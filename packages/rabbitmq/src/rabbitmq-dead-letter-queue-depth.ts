@@ -1,15 +1,11 @@
 // The depth of a RabbitMQ DLQ for the DLQ gauges (`observeDeadLetters` in @inboxkit/core/postgres): a passive
 // queue.declare (`checkQueue`) on a channel of its own, which the broker answers from the queue's counters.
 
+import type { BrokerDeadLetterQueueDepth } from '@inboxkit/core/postgres';
 import type { AmqpChannel, AmqpConnection } from './amqp-types.js';
 
 /** A broker DLQ's depth, as `observeDeadLetters` (`@inboxkit/core/postgres`) takes it in `brokerQueues`. */
-export interface RabbitmqDeadLetterQueueDepth {
-  /** The gauge's `dlq` attribute: the queue's name. */
-  readonly name: string;
-  /** Ready messages in the DLQ now. */
-  depth(): Promise<number>;
-}
+export type RabbitmqDeadLetterQueueDepth = BrokerDeadLetterQueueDepth;
 
 /** Options of `rabbitmqDeadLetterQueueDepth`. */
 export interface RabbitmqDeadLetterQueueDepthOptions {

@@ -2,7 +2,7 @@
 // messages without acking them and returns them all when the channel closes, which can reorder the queue
 // (and, on a quorum DLQ, raises each message's delivery count).
 
-import { ConfigurationError, HEADERS } from '@inboxkit/core';
+import { ConfigurationError, deadLetterEntry, HEADERS, takenDeadLetter } from '@inboxkit/core';
 import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
 import type { AmqpChannel, AmqpConnection, AmqpMessage } from './amqp-types.js';
 import { topologyNames } from './declare-topology.js';
@@ -78,13 +78,7 @@ class RabbitmqDeadLetterQueue implements DeadLetterQueueReader {
   }
 
   #entry(message: AmqpMessage, index: number): DeadLetterEntry {
-    const headers = entryHeaders(message, this.#consumer);
-    return {
-      id: headers[HEADERS.originalId] ?? headers[HEADERS.messageId],
-      body: message.content,
-      headers,
-      position: `${this.#dlq}#${index}`,
-    };
+    return deadLetterEntry(entryHeaders(message, this.#consumer), message.content, `${this.#dlq}#${index}`);
   }
 
   async #open(): Promise<AmqpChannel> {
@@ -139,23 +133,16 @@ class RabbitmqDeadLetterQueue implements DeadLetterQueueReader {
       for (let i = 0; i < options.limit; i++) {
         const message = await channel.get(this.#dlq, { noAck: false });
         if (message === false) return;
-        let settled = false;
-        yield {
-          ...this.#entry(message, i),
-          remove: async () => {
-            if (settled) return;
+        yield takenDeadLetter(this.#entry(message, i), {
+          remove: () => {
             if (done) {
               throw new ConfigurationError(
                 'remove() after its take() iteration ended: the message went back to the DLQ',
               );
             }
-            settled = true;
             channel.ack(message);
           },
-          release: async () => {
-            settled = true;
-          },
-        };
+        });
       }
     } finally {
       done = true;

@@ -3,15 +3,11 @@
 // per message.
 
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import type { BrokerDeadLetterQueueDepth } from '@inboxkit/core/postgres';
 import type { SqsClient } from './sqs-client.js';
 
 /** A broker DLQ's depth, as `observeDeadLetters` (`@inboxkit/core/postgres`) takes it in `brokerQueues`. */
-export interface SqsDeadLetterQueueDepth {
-  /** The gauge's `dlq` attribute. */
-  readonly name: string;
-  /** Messages in the DLQ now (approximate, as SQS counts). */
-  depth(): Promise<number>;
-}
+export type SqsDeadLetterQueueDepth = BrokerDeadLetterQueueDepth;
 
 /** Options of `sqsDeadLetterQueueDepth`. */
 export interface SqsDeadLetterQueueDepthOptions {

@@ -8,8 +8,8 @@ import {
   ReceiveMessageCommand,
 } from '@aws-sdk/client-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import { HEADERS } from '@inboxkit/core';
-import type { DeadLetterEntry, DeadLetterQueueReader, TakenDeadLetter } from '@inboxkit/core';
+import { deadLetterEntry, takenDeadLetter } from '@inboxkit/core';
+import type { DeadLetterEntry, DeadLetterQueueReader } from '@inboxkit/core';
 import { SQS_ATTRIBUTES, decodeMessageAttributes, expandDeadLetterHeaders } from './message-attributes.js';
 import type { SqsClient } from './sqs-client.js';
 
@@ -41,14 +41,10 @@ function toEntry(message: Message): SqsDeadLetterEntry {
   const headers = expandDeadLetterHeaders(decodeMessageAttributes(message.MessageAttributes));
   const key = headers[SQS_ATTRIBUTES.sourceMessageGroupId] ?? message.Attributes?.MessageGroupId;
   const sent = Number(message.Attributes?.SentTimestamp);
-  return {
-    id: headers[HEADERS.originalId] ?? headers[HEADERS.messageId],
-    body: message.Body ?? null,
-    headers,
-    position: message.MessageId ?? '?',
+  return deadLetterEntry(headers, message.Body ?? null, message.MessageId ?? '?', {
     ...(key !== undefined ? { key } : {}),
     ...(Number.isFinite(sent) && sent > 0 ? { timestamp: new Date(sent) } : {}),
-  };
+  });
 }
 
 /**
@@ -129,21 +125,12 @@ export function sqsDeadLetterQueue(options: SqsDeadLetterQueueOptions): DeadLett
           const handle = message.ReceiptHandle;
           if (handle === undefined) continue;
           count++;
-          let settled = false;
-          const taken: TakenDeadLetter & SqsDeadLetterEntry = {
-            ...toEntry(message),
-            async remove() {
-              if (settled) return;
+          yield takenDeadLetter(toEntry(message), {
+            remove: async () => {
               await client.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: handle }));
-              settled = true;
             },
-            async release() {
-              if (settled) return;
-              settled = true;
-              released.push(handle);
-            },
-          };
-          yield taken;
+            release: () => void released.push(handle),
+          });
         }
       } finally {
         await makeVisible(released);
