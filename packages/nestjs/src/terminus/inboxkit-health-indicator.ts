@@ -24,14 +24,14 @@ export interface InboxkitHealthDetails extends Record<string, unknown> {
  * `down` into a 503.
  *
  * @example
- * // health.controller.ts
+ * // the health controller
  * @Controller('health')
  * class HealthController {
  *   constructor(private readonly health: HealthCheckService, private readonly inbox: InboxkitHealthIndicator) {}
  *   @Get() @HealthCheck()
  *   check() { return this.health.check([() => this.inbox.isHealthy()]); }
  * }
- * // app.module.ts: imports: [TerminusModule, InboxkitModule.forRoot(…)], providers: [InboxkitHealthIndicator]
+ * // the application module: imports: [TerminusModule, InboxkitModule.forRoot(…)], providers: [InboxkitHealthIndicator]
  */
 @Injectable()
 export class InboxkitHealthIndicator {
