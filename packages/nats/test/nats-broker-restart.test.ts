@@ -81,8 +81,13 @@ it(
     const sending = send(200, 400);
     await restartService('nats', { timeoutMs: 240_000 });
     await sending;
-    const after = (await (await jetstreamManager(harness.connection)).streams.info(harness.stream)).state
-      .messages;
+    // The harness's connection may still be reconnecting when the restart script returns (a request then times
+    // out, as in a CI rehearsal): ask again until the server answers.
+    let after = -1;
+    await until('the stream answers after the restart', async () => {
+      after = (await (await jetstreamManager(harness.connection)).streams.info(harness.stream)).state.messages;
+      return true;
+    });
     expect(after, 'the file store kept the stream across the restart').toBeGreaterThanOrEqual(stored);
     await until('all 400 applied', () => applied.size === 400);
     expect(
