@@ -234,9 +234,13 @@ try {
   // peer (^0.28 || ^0.29) that npm installs at its newest; 0.29 needs Node 22, so on older Nodes the project
   // names 0.28, as a user there must (README: supported runtimes).
   const kyselyForThisNode = Number(process.versions.node.split('.')[0]) >= 22 ? [] : ['kysely@~0.28.0'];
+  // @nestjs/terminus does not install beside the Nest 12 peers on Node 20 (npm's ERESOLVE through terminus's
+  // optional @mikro-orm/nestjs peer, which wants Nest 11): there the terminus entry is neither installed nor loaded.
+  const terminusHere = Number(process.versions.node.split('.')[0]) >= 22;
+  const terminusForThisNode = terminusHere ? ['@nestjs/terminus'] : [];
   await must(
     'npm',
-    ['install', ...NPM_FLAGS, ...packed.map((p) => p.tarball), 'express', 'fastify', '@nestjs/terminus', ...kyselyForThisNode],
+    ['install', ...NPM_FLAGS, ...packed.map((p) => p.tarball), 'express', 'fastify', ...terminusForThisNode, ...kyselyForThisNode],
     { cwd: project },
   );
   const ls = JSON.parse((await run('npm', ['ls', '--all', '--json'], { cwd: project })).stdout) as {
@@ -247,7 +251,9 @@ try {
     if (!resolved.startsWith('file:'))
       problem(`${json.name} was not installed from its tarball (${resolved})`);
   }
-  const entries = packed.flatMap((p) => entryPoints(p.json));
+  const entries = packed
+    .flatMap((p) => entryPoints(p.json))
+    .filter((entry) => terminusHere || entry !== '@inboxkit/nestjs/terminus');
   writeFileSync(
     join(project, 'load.mjs'),
     `import { createRequire } from 'node:module';
