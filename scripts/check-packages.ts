@@ -63,21 +63,46 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(0)}s`;
 }
 
+/**
+ * Each command this check starts is bounded (npm installs 10 minutes, tsc 5, anything else 2): a command that hangs —
+ * a process kept alive by a handle, an install stuck on the network — ends the check with its name and
+ * output instead of holding CI until its own limit.
+ */
+const LIMIT_MS = { npm: 10 * 60_000, other: 2 * 60_000 };
+
 function run(
   file: string,
   args: string[],
   options: ExecFileOptions = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
+  const timeout = options.timeout ?? (file === 'npm' ? LIMIT_MS.npm : LIMIT_MS.other);
+  const began = Date.now();
   return new Promise((resolvePromise) => {
-    execFile(file, args, { maxBuffer: 64 * 1024 * 1024, ...options }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolvePromise({ code, stdout: String(stdout), stderr: String(stderr) });
-    });
+    execFile(
+      file,
+      args,
+      { maxBuffer: 64 * 1024 * 1024, killSignal: 'SIGKILL', ...options, timeout },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        const timedOut = error !== null && error.killed === true && Date.now() - began >= timeout;
+        const note = timedOut
+          ? `\n[check-packages] ${file} ${args.join(' ')}: no exit after ${seconds(timeout)}, killed`
+          : '';
+        if (timedOut) console.log(note.trim());
+        resolvePromise({
+          code: timedOut ? 124 : code,
+          stdout: String(stdout),
+          stderr: `${String(stderr)}${note}`,
+        });
+      },
+    );
   });
 }
 
 async function must(file: string, args: string[], options: ExecFileOptions = {}): Promise<string> {
-  const result = await run(file, args, options);
+  let result = await run(file, args, options);
+  // An npm install that hung (a registry request that never answered) is tried once more; a second hang fails.
+  if (result.code === 124 && file === 'npm') result = await run(file, args, options);
   if (result.code !== 0) {
     throw new Error(
       `${file} ${args.join(' ')} exited with ${result.code}\n${result.stdout}\n${result.stderr}`,
@@ -240,7 +265,15 @@ try {
   const terminusForThisNode = terminusHere ? ['@nestjs/terminus'] : [];
   await must(
     'npm',
-    ['install', ...NPM_FLAGS, ...packed.map((p) => p.tarball), 'express', 'fastify', ...terminusForThisNode, ...kyselyForThisNode],
+    [
+      'install',
+      ...NPM_FLAGS,
+      ...packed.map((p) => p.tarball),
+      'express',
+      'fastify',
+      ...terminusForThisNode,
+      ...kyselyForThisNode,
+    ],
     { cwd: project },
   );
   const ls = JSON.parse((await run('npm', ['ls', '--all', '--json'], { cwd: project })).stdout) as {
@@ -320,6 +353,7 @@ console.log(JSON.stringify(results));
   );
   const tsc = await run('node', [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
     cwd: project,
+    timeout: 5 * 60_000,
   });
   if (tsc.code !== 0) problem(`TypeScript consumers do not compile:\n${tsc.stdout}${tsc.stderr}`);
   else console.log(`  TypeScript (module nodenext): ${entries.length} entry points typed from .mts and .cts`);

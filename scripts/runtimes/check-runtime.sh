@@ -49,8 +49,9 @@ quietly npm run -s build
 say "typecheck"
 quietly npm run -s typecheck
 say "packed tarballs (check:packages)"
-npm run -s check:packages >"$scratch/packages.log" 2>&1 || { cat "$scratch/packages.log"; exit 1; }
-tail -1 "$scratch/packages.log"
+# Its step lines and problems are shown as they come (a hang shows where it stands); the whole log on failure.
+npm run -s check:packages 2>&1 | tee "$scratch/packages.log" | grep --line-buffered -E '^\[check-packages|PROBLEM' ||
+  { cat "$scratch/packages.log"; exit 1; }
 if [[ -f "$root/.services/env" ]]; then
   set -a
   # shellcheck disable=SC1091
