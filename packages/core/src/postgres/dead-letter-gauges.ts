@@ -57,7 +57,7 @@ export interface DeadLetterGaugesOptions {
 }
 
 /** Default of `DeadLetterGaugesOptions.cacheMs`. */
-export const DEFAULT_DEAD_LETTER_GAUGES_CACHE_MS = 30_000;
+export const DEFAULT_DEAD_LETTER_GAUGES_CACHE_MS: number = 30_000;
 
 /** Registered gauges; `stop()` unregisters them. */
 export interface DeadLetterGauges {
