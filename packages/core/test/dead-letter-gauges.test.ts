@@ -34,6 +34,18 @@ function collectingMeterProvider(): { provider: MeterProvider; collect(): Promis
   };
 }
 
+/** Dead-letters `ids` through a consumer `name` on `store` whose handler refuses everything. */
+async function deadLetter(store: PostgresInboxStore<TestDB>, name: string, ids: readonly string[]): Promise<void> {
+  const consumer = idempotentConsumer<unknown, TestTx>({
+    name,
+    store,
+    handler: async () => {
+      throw new PermanentError('no such account');
+    },
+  });
+  for (const id of ids) expect(await consumer.handle(testMessage(id))).toMatchObject({ status: 'dead-letter' });
+}
+
 describe('DLQ gauges', () => {
   let t: TestDatabase;
   beforeAll(async () => {
@@ -46,14 +58,7 @@ describe('DLQ gauges', () => {
   it('reports each consumer’s dead letters and the oldest one’s age, broker DLQ depths, and 0 once the last is discarded', async () => {
     const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
     const c = 'gauged';
-    const consumer = idempotentConsumer<unknown, TestTx>({
-      name: c,
-      store,
-      handler: async () => {
-        throw new PermanentError('no such account');
-      },
-    });
-    for (const id of ['g-1', 'g-2']) await consumer.handle(testMessage(id));
+    await deadLetter(store, c, ['g-1', 'g-2']);
     await t.pool.query(`UPDATE "${t.schema}".inbox_details SET dead_lettered_at = now() - interval '2 hours' WHERE message_id = 'g-1'`);
     const meters = collectingMeterProvider();
     const gauges = observeDeadLetters(store, {
@@ -83,14 +88,7 @@ describe('DLQ gauges', () => {
     try {
       const store = new PostgresInboxStore({ db, schema: t.schema });
       const c = 'scraped';
-      const consumer = idempotentConsumer<unknown, TestTx>({
-        name: c,
-        store,
-        handler: async () => {
-          throw new PermanentError('no such account');
-        },
-      });
-      await consumer.handle(testMessage('s-1'));
+      await deadLetter(store, c, ['s-1']);
       await t.pool.query(`UPDATE "${t.schema}".inbox_details SET dead_lettered_at = now() - interval '1 hour' WHERE consumer = $1`, [c]);
       let brokerReads = 0;
       const brokerQueues = [{ name: 'scraped.dlq', depth: async () => ++brokerReads }];

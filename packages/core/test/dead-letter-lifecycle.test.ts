@@ -195,8 +195,12 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
     });
 
     if (layout === 'daily-partitions') {
-      it('joins a row to the details of its own day: one id on two days (no cross-day check) reads as two rows', async () => {
-        const c = 'two-days';
+      /**
+       * A store without the cross-day check, and a consumer on it that dead-letters a copy stamped before
+       * `stamped` and applies the rest; `onTwoDays(id)` gives the id a dead letter yesterday and a completed
+       * row today.
+       */
+      const twoDays = (c: string) => {
         const loose = new PostgresInboxStore({ db: t.db, schema: t.schema, layout, crossDayCheck: false });
         const run = idempotentConsumer<unknown, TestTx>({
           name: c,
@@ -208,8 +212,17 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
           },
         });
         const yesterday = new Date(stamped.getTime() - 86_400_000);
-        expect(await run.handle(testMessage('twice', { id: 'twice' }, { timestamp: yesterday }))).toMatchObject({ status: 'dead-letter' });
-        expect(await run.handle(testMessage('twice', { id: 'twice' }, { timestamp: stamped }))).toMatchObject({ status: 'processed' });
+        const onTwoDays = async (id: string) => {
+          expect(await run.handle(testMessage(id, { id }, { timestamp: yesterday }))).toMatchObject({ status: 'dead-letter' });
+          expect(await run.handle(testMessage(id, { id }, { timestamp: stamped }))).toMatchObject({ status: 'processed' });
+        };
+        return { loose, onTwoDays };
+      };
+
+      it('joins a row to the details of its own day: one id on two days (no cross-day check) reads as two rows', async () => {
+        const c = 'two-days';
+        const { loose, onTwoDays } = twoDays(c);
+        await onTwoDays('twice');
         const rows = await loose.findRows(c, ['twice']);
         expect(rows.map((r) => [r.status, r.deadLetterReason]).sort()).toEqual([
           ['completed', null],
@@ -224,23 +237,10 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
 
       it('acts on one id on two days through the row of the state the act needs, and touches only that day (edit and retry, forget)', async () => {
         const c = 'two-days-acts';
-        const loose = new PostgresInboxStore({ db: t.db, schema: t.schema, layout, crossDayCheck: false });
-        const run = idempotentConsumer<unknown, TestTx>({
-          name: c,
-          store: loose,
-          maxAttempts: 1,
-          handler: async (m, { tx }) => {
-            if (m.timestamp!.getTime() < stamped.getTime()) throw new PermanentError('stale copy');
-            await insertEffect(tx, t.schema, c, m.id);
-          },
-        });
+        const { loose, onTwoDays } = twoDays(c);
         // Yesterday's copy a dead letter, today's completed: the same id, a row (and details) on each day. The
         // completed row is the later one, so the acts below cannot take it by its position either way.
-        const yesterday = new Date(stamped.getTime() - 86_400_000);
-        for (const id of ['amended', 'forgotten']) {
-          expect(await run.handle(testMessage(id, { id }, { timestamp: yesterday }))).toMatchObject({ status: 'dead-letter' });
-          expect(await run.handle(testMessage(id, { id }, { timestamp: stamped }))).toMatchObject({ status: 'processed' });
-        }
+        for (const id of ['amended', 'forgotten']) await onTwoDays(id);
         const byStatus = async (id: string) => new Map((await loose.findRows(c, [id])).map((r) => [r.status, r]));
         const before = await byStatus('amended');
         const dead = before.get('dead_lettered')!;
