@@ -86,5 +86,5 @@ export type {
 } from './settings/key-value-connection-string.js';
 export { editAndRetry, checkEditedPayload } from './replay/edit-and-retry.js';
 export type { EditAndRetryContext, EditAndRetryRequest, EditAndRetryResult } from './replay/edit-and-retry.js';
-export { loadSchemas } from './settings/load-schemas.js';
-export type { ConsumerSchemas } from './settings/load-schemas.js';
+export { loadConsumerModule, loadSchemas } from './settings/load-schemas.js';
+export type { ConsumerFingerprints, ConsumerModule, ConsumerSchemas } from './settings/load-schemas.js';

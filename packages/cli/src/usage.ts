@@ -65,7 +65,8 @@ the path of \`dlq replay\`: publish, confirm, then remove; the inbox decides.
                      user name takes its place
   --sample-interval  how often the chart's counts are read (default 10s)
   --schemas MODULE   a module exporting \`schemas\` (payload schemas by consumer
-                     name): edits from the page are checked against them
+                     name): edits from the page are checked against them, and
+                     \`fingerprints\` (the consumers' fingerprint options), if any
   --redis-url URL    the consumers' fast-path Redis (env REDIS_URL): forgetting
                      an id on the page deletes its fast-path entry too
   --fast-path-prefix P  the consumers' keyPrefix (env
@@ -173,7 +174,8 @@ payload, or another one sent without this act, stays payload-mismatch.
   --payload-file F  the corrected payload (JSON); - reads stdin
   --reason TEXT     why, for the audit (required)
   --schemas MODULE  a module exporting \`schemas\`: payload schemas by consumer
-                    name (the ones the consumers use)
+                    name (the ones the consumers use), and \`fingerprints\`:
+                    their fingerprint options, for a consumer that has one
   --to SOURCE       publish here instead of the recorded source
   --by NAME         who asked (default $USER)
   --group G         Kafka: consumer group that tracks the DLQ topic`,

@@ -1,5 +1,5 @@
-// `inboxkit discard` and `inboxkit archive` through runCli on the real Postgres (and the real SQS and RabbitMQ
-// DLQs): nothing changes without --yes, a selection is retired with its audit, the broker DLQ copies of
+// `inboxkit discard` and `inboxkit archive` through runCli on the real Postgres (and the real SQS, RabbitMQ and
+// Kafka DLQs): nothing changes without --yes, a selection is retired with its audit, the broker DLQ copies of
 // discarded dead letters are removed and the others left, `prune --retired-retention` deletes retired rows,
 // and `status` reads a partitioned inbox through core (a row's details on its own day).
 
@@ -13,6 +13,7 @@ import { runCli } from '../src/run-cli.js';
 import { captureIo } from './support/capture-io.js';
 import { eventually } from './support/eventually.js';
 import { effectConsumer, inboxDatabase } from './support/inbox-database.js';
+import { kafkaFixture } from './support/kafka-fixture.js';
 import type { InboxDatabase } from './support/inbox-database.js';
 import { rabbitmqFixture } from './support/rabbitmq-fixture.js';
 import type { ReplayFixture } from './support/replay-fixture.js';
@@ -105,6 +106,7 @@ describe('inboxkit discard / archive', () => {
 for (const [name, makeFixture] of [
   ['sqs', sqsFixture],
   ['rabbitmq', rabbitmqFixture],
+  ['kafka', kafkaFixture],
 ] as const) {
   describe(`inboxkit discard --transport ${name} (real broker)`, () => {
     let fixture: ReplayFixture | undefined;
@@ -118,9 +120,17 @@ for (const [name, makeFixture] of [
       const { consumer, failing } = effectConsumer(database, consumerName);
       for (const id of ['x-1', 'x-2', 'x-3']) failing.add(id);
       await f.start(consumer);
-      await f.publish(['x-1', 'x-2', 'x-3', 'ok-1'].map((id) => ({ id, body: JSON.stringify({ id }) })));
+      // The kept dead letter reaches the DLQ last: a Kafka DLQ is a log, whose copies are removed by moving the
+      // replay group's offset past a prefix of them (a removed copy behind a kept one stays, for the next run).
+      await f.publish(['x-1', 'x-2', 'ok-1'].map((id) => ({ id, body: JSON.stringify({ id }) })));
       await eventually(
-        async () => (await f.dlqDepth()) === 3 && (await statuses(consumerName))['ok-1'] === 'completed',
+        async () => (await f.dlqDepth()) === 2 && (await statuses(consumerName))['ok-1'] === 'completed',
+        async () => `DLQ depth ${await f.dlqDepth()}, rows ${JSON.stringify(await statuses(consumerName))}`,
+        60_000,
+      );
+      await f.publish([{ id: 'x-3', body: JSON.stringify({ id: 'x-3' }) }]);
+      await eventually(
+        async () => (await f.dlqDepth()) === 3,
         async () => `DLQ depth ${await f.dlqDepth()}, rows ${JSON.stringify(await statuses(consumerName))}`,
         60_000,
       );

@@ -1,7 +1,8 @@
 // The lifecycle of dead letters on real Postgres, in both layouts: discard (one id, a reason group) and archive,
 // each audited in the same statement as the row's new state; a discarded or archived id delivered again is a
 // duplicate (counted under the act's name) and never runs; the retention pruner deletes retired rows and keeps
-// live dead letters and the audit; the aggregate reads join a row's details on its whole key (the `day` too);
+// live dead letters and the audit; the aggregate reads and the one-row acts (edit and retry, forget) join a
+// row's details on its whole key (the `day` too);
 // a dead letter moved to the default partition by a dropped day stays in the lifecycle.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -194,8 +195,12 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
     });
 
     if (layout === 'daily-partitions') {
-      it('joins a row to the details of its own day: one id on two days (no cross-day check) reads as two rows', async () => {
-        const c = 'two-days';
+      /**
+       * A store without the cross-day check, and a consumer on it that dead-letters a copy stamped before
+       * `stamped` and applies the rest; `onTwoDays(id)` gives the id a dead letter yesterday and a completed
+       * row today.
+       */
+      const twoDays = (c: string) => {
         const loose = new PostgresInboxStore({ db: t.db, schema: t.schema, layout, crossDayCheck: false });
         const run = idempotentConsumer<unknown, TestTx>({
           name: c,
@@ -207,8 +212,17 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
           },
         });
         const yesterday = new Date(stamped.getTime() - 86_400_000);
-        expect(await run.handle(testMessage('twice', { id: 'twice' }, { timestamp: yesterday }))).toMatchObject({ status: 'dead-letter' });
-        expect(await run.handle(testMessage('twice', { id: 'twice' }, { timestamp: stamped }))).toMatchObject({ status: 'processed' });
+        const onTwoDays = async (id: string) => {
+          expect(await run.handle(testMessage(id, { id }, { timestamp: yesterday }))).toMatchObject({ status: 'dead-letter' });
+          expect(await run.handle(testMessage(id, { id }, { timestamp: stamped }))).toMatchObject({ status: 'processed' });
+        };
+        return { loose, onTwoDays };
+      };
+
+      it('joins a row to the details of its own day: one id on two days (no cross-day check) reads as two rows', async () => {
+        const c = 'two-days';
+        const { loose, onTwoDays } = twoDays(c);
+        await onTwoDays('twice');
         const rows = await loose.findRows(c, ['twice']);
         expect(rows.map((r) => [r.status, r.deadLetterReason]).sort()).toEqual([
           ['completed', null],
@@ -219,6 +233,44 @@ for (const layout of ['table', 'daily-partitions'] as const satisfies readonly I
         // Discarding the dead letter leaves the completed row of the other day as it is.
         expect((await loose.discardDeadLetters(act(c, { messageIds: ['twice'] }))).changed).toHaveLength(1);
         expect((await loose.findRows(c, ['twice'])).map((r) => r.status).sort()).toEqual(['completed', 'discarded']);
+      });
+
+      it('acts on one id on two days through the row of the state the act needs, and touches only that day (edit and retry, forget)', async () => {
+        const c = 'two-days-acts';
+        const { loose, onTwoDays } = twoDays(c);
+        // Yesterday's copy a dead letter, today's completed: the same id, a row (and details) on each day. The
+        // completed row is the later one, so the acts below cannot take it by its position either way.
+        for (const id of ['amended', 'forgotten']) await onTwoDays(id);
+        const byStatus = async (id: string) => new Map((await loose.findRows(c, [id])).map((r) => [r.status, r]));
+        const before = await byStatus('amended');
+        const dead = before.get('dead_lettered')!;
+        const done = before.get('completed')!;
+
+        const amended = await loose.amendDeadLetter({
+          consumer: c,
+          messageId: 'amended',
+          fromFingerprint: dead.fingerprint,
+          toFingerprint: 'corrected',
+          replayId: 'edit-1',
+          requestedBy: 'ana',
+          reason: 'the stale copy, corrected',
+        });
+        expect(amended).toMatchObject({ kind: 'amended', row: { status: 'dead_lettered', deadLetterReason: 'permanent-error', fingerprint: 'corrected' } });
+        const after = await byStatus('amended');
+        expect(after.get('dead_lettered')).toMatchObject({ fingerprint: 'corrected', deadLetterReason: 'permanent-error' });
+        expect(after.get('completed')).toMatchObject({ fingerprint: done.fingerprint, deadLetterReason: null });
+
+        const forgotten = await loose.forgetCompleted({ consumer: c, messageId: 'forgotten', actionId: 'forget-1', requestedBy: 'ana', reason: 'run it again' });
+        expect(forgotten).toMatchObject({ kind: 'forgotten', row: { status: 'completed', deadLetterReason: null } });
+        // The dead letter of the other day keeps its row and its details (its reason, its time).
+        const left = await loose.findRows(c, ['forgotten']);
+        expect(left).toHaveLength(1);
+        expect(left[0]).toMatchObject({ status: 'dead_lettered', deadLetterReason: 'permanent-error', lastError: expect.objectContaining({ message: 'stale copy' }) });
+        expect(left[0]!.deadLetteredAt).toBeInstanceOf(Date);
+        expect((await loose.listReplays({ consumer: c })).map((r) => [r.messageId, r.replayId]).sort()).toEqual([
+          ['amended', 'edit-1'],
+          ['forgotten', 'forget-1'],
+        ]);
       });
 
       it('keeps a dead letter of a dropped day in the lifecycle: in inbox_default, still listed, discarded and pruned there', async () => {

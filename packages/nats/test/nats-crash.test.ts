@@ -5,16 +5,13 @@
 // the started attempt recorded before each redelivery runs (JetStream's deliveryCount says which are
 // redeliveries) — while its neighbours are applied once.
 
-import { spawn } from 'node:child_process';
-import type { ChildProcessByStdio } from 'node:child_process';
-import type { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import * as crashProcess from '../../../test/support/crash-process.js';
 import { requireService, uniqueTestName } from '../../../test/support/services.js';
 import { ensureStreams, natsDeadLetterQueue, natsPublisher } from '../src/index.js';
 import { testNatsConnection } from './nats-harness.js';
@@ -22,7 +19,6 @@ import { effectCounts, openTestDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/crash-consumer.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const MESSAGES = 600;
 
 interface Streams {
@@ -71,14 +67,12 @@ afterAll(async () => {
   await t?.close();
 });
 
-type Child = ChildProcessByStdio<null, Readable, Readable>;
-
 async function startProcess(
   consumer: string,
   s: Streams,
   extra: { concurrency?: number; maxAttempts?: number; crashOnId?: string } = {},
-): Promise<{ child: Child; output: () => string }> {
-  const settings = {
+): Promise<crashProcess.ConsumerProcess> {
+  return crashProcess.startConsumerProcess(FIXTURE, {
     natsUrl: requireService('nats').url,
     databaseUrl: t.url,
     schema: t.schema,
@@ -88,43 +82,11 @@ async function startProcess(
     consumer,
     concurrency: extra.concurrency ?? 10,
     ...extra,
-  };
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@inboxkit/source', '--import', 'tsx', FIXTURE, JSON.stringify(settings)],
-    {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', () => {
-      if (out.includes('READY\n')) resolve();
-    });
-    child.once('exit', (code) =>
-      reject(new Error(`consumer process exited with ${String(code)} before READY:\n${err}`)),
-    );
   });
-  return { child, output: () => out };
-}
-
-async function exited(child: Child): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
 }
 
 /** Polls until `condition` holds (a database or stream state, not a message). */
-async function until(what: string, condition: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(25);
-  }
-}
+const until = (what: string, condition: () => Promise<boolean>, timeoutMs = 90_000) => crashProcess.until(what, condition, timeoutMs);
 
 /** The durable consumer's messages not yet delivered, and delivered but not acknowledged. */
 async function unsettled(s: Streams): Promise<{ pending: number; unacked: number }> {
@@ -159,7 +121,7 @@ describe('a NATS consumer process killed mid-stream', () => {
         const { child } = await startProcess(consumer, s);
         await until(`${killAt} effects are applied`, async () => (await applied()) >= killAt);
         child.kill('SIGKILL');
-        await exited(child);
+        await crashProcess.exited(child);
         unackedAtKill.push((await unsettled(s)).unacked);
       }
       expect(
@@ -172,18 +134,8 @@ describe('a NATS consumer process killed mid-stream', () => {
         const u = await unsettled(s);
         return (await applied()) === MESSAGES && u.pending + u.unacked === 0;
       });
-      last.child.kill('SIGTERM');
-      await exited(last.child);
-
-      const counts = await effectCounts(t.db, t.schema, consumer);
-      expect(
-        ids.filter((id) => !counts.has(id)),
-        'missing',
-      ).toEqual([]);
-      expect(
-        [...counts].filter(([, n]) => n !== 1),
-        'applied more than once',
-      ).toEqual([]);
+      await crashProcess.stopConsumerProcess(last.child);
+      crashProcess.expectEachAppliedOnce(ids, await effectCounts(t.db, t.schema, consumer));
       expect(await deadLetters(s), 'dead letters').toEqual([]);
     },
   );
@@ -204,26 +156,14 @@ describe('a NATS consumer process killed mid-stream', () => {
         const u = await unsettled(s).catch(() => ({ pending: 1, unacked: 1 }));
         return u.pending + u.unacked === 0;
       };
-      let deaths = 0;
-      for (;;) {
-        const { child, output } = await startProcess(consumer, s, {
-          concurrency: 1,
-          maxAttempts,
-          crashOnId: crasher,
-        });
-        const died = new Promise<'died'>((resolve) => child.once('exit', () => resolve('died')));
-        const done = until('the stream is settled', settled, 90_000).then(() => 'done' as const);
-        const outcome = await Promise.race([died, done]);
-        if (outcome === 'done') {
-          child.kill('SIGTERM');
-          await exited(child);
-          expect(output()).toContain(`OUTCOME dead-letter ${crasher}`);
-          break;
-        }
-        expect(child.signalCode).toBe('SIGKILL');
-        deaths += 1;
-        expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(maxAttempts + 1);
-      }
+      const deaths = await crashProcess.deathsUntilDeadLettered({
+        start: () => startProcess(consumer, s, { concurrency: 1, maxAttempts, crashOnId: crasher }),
+        settled,
+        what: 'the stream is settled',
+        timeoutMs: 90_000,
+        crasher,
+        maxAttempts,
+      });
       // Its first death, on its first delivery, left no trace; every redelivery recorded an attempt first.
       expect(deaths).toBe(maxAttempts + 1);
       const counts = await effectCounts(t.db, t.schema, consumer);

@@ -6,9 +6,6 @@
 // And a process killed as soon as it applies anything, six times over, costs one attempt per kill at most: the
 // redelivered messages that may have crashed (crash suspects) run one at a time.
 
-import { spawn } from 'node:child_process';
-import type { ChildProcessByStdio } from 'node:child_process';
-import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
@@ -18,6 +15,15 @@ import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { uniqueName } from '@inboxkit/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import {
+  deathsUntilDeadLettered,
+  expectEachAppliedOnce,
+  exited,
+  startConsumerProcess,
+  stopConsumerProcess,
+  until as untilState,
+} from '../../../test/support/crash-process.js';
+import type { ConsumerProcess } from '../../../test/support/crash-process.js';
 import { sqsDeadLetterQueue, sqsPublisher } from '../src/index.js';
 import type { CreatedQueues } from '../src/index.js';
 import { effectCounts, openTestDatabase } from './support/postgres.js';
@@ -25,7 +31,6 @@ import type { TestDatabase } from './support/postgres.js';
 import { deleteQueues, freshQueues, sqsEndpoint, testSqsClient } from './support/sqs-test-client.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/crash-consumer.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const MESSAGES = 600;
 
 let client: SQSClient;
@@ -43,8 +48,6 @@ afterAll(async () => {
   await t?.close();
 });
 
-type Child = ChildProcessByStdio<null, Readable, Readable>;
-
 /** Starts a consumer process; resolves once it polls. */
 async function startProcess(
   consumer: string,
@@ -58,9 +61,9 @@ async function startProcess(
     prefetch?: number;
     mode?: 'message' | 'batch';
   } = {},
-): Promise<{ child: Child; output: () => string }> {
+): Promise<ConsumerProcess> {
   const { queues = q, concurrency = 10, ...rest } = extra;
-  const settings = {
+  return startConsumerProcess(FIXTURE, {
     sqsEndpoint: sqsEndpoint(),
     databaseUrl: t.url,
     schema: t.schema,
@@ -69,44 +72,11 @@ async function startProcess(
     consumer,
     concurrency,
     ...rest,
-  };
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@inboxkit/source', '--import', 'tsx', FIXTURE, JSON.stringify(settings)],
-    {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  await new Promise<void>((resolve, reject) => {
-    const check = () => {
-      if (out.includes('READY\n')) resolve();
-    };
-    child.stdout.on('data', check);
-    child.once('exit', (code) =>
-      reject(new Error(`consumer process exited with ${String(code)} before READY:\n${err}`)),
-    );
   });
-  return { child, output: () => out };
-}
-
-async function exited(child: Child): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
 }
 
 /** Polls until `condition` holds (a database or queue state, not a message). */
-async function until(what: string, condition: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(25);
-  }
-}
+const until = (what: string, condition: () => Promise<boolean>, timeoutMs = 60_000) => untilState(what, condition, timeoutMs);
 
 async function depth(queueUrl: string): Promise<{ visible: number; inFlight: number }> {
   const { Attributes: a = {} } = await client.send(
@@ -153,18 +123,8 @@ describe('a consumer process killed mid-batch', () => {
           (await applied()) === MESSAGES &&
           (await depth(q.queueUrl)).inFlight + (await depth(q.queueUrl)).visible === 0,
       );
-      last.child.kill('SIGTERM');
-      await exited(last.child);
-
-      const counts = await effectCounts(t.db, t.schema, consumer);
-      expect(
-        ids.filter((id) => !counts.has(id)),
-        'missing',
-      ).toEqual([]);
-      expect(
-        [...counts].filter(([, n]) => n !== 1),
-        'applied more than once',
-      ).toEqual([]);
+      await stopConsumerProcess(last.child);
+      expectEachAppliedOnce(ids, await effectCounts(t.db, t.schema, consumer));
       expect(await depth(q.deadLetterQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
       // The restarted process met messages whose effect had committed before the kill: absorbed as duplicates.
       const outcomes = last
@@ -195,27 +155,14 @@ describe('a consumer process killed mid-batch', () => {
           const d = await depth(loop.queueUrl);
           return d.visible + d.inFlight === 0;
         };
-        let deaths = 0;
-        for (;;) {
-          const { child, output } = await startProcess(consumer, {
-            queues: loop,
-            concurrency: 1,
-            maxAttempts,
-            crashOnId: crasher,
-          });
-          const died = new Promise<'died'>((resolve) => child.once('exit', () => resolve('died')));
-          const done = until('the queue is empty', settled, 60_000).then(() => 'done' as const);
-          const outcome = await Promise.race([died, done]);
-          if (outcome === 'done') {
-            child.kill('SIGTERM');
-            await exited(child);
-            expect(output()).toContain(`OUTCOME dead-letter ${crasher}`);
-            break;
-          }
-          expect(child.signalCode).toBe('SIGKILL');
-          deaths += 1;
-          expect(deaths, 'the crash loop never reached the DLQ').toBeLessThanOrEqual(maxAttempts + 1);
-        }
+        const deaths = await deathsUntilDeadLettered({
+          start: () => startProcess(consumer, { queues: loop, concurrency: 1, maxAttempts, crashOnId: crasher }),
+          settled,
+          what: 'the queue is empty',
+          timeoutMs: 60_000,
+          crasher,
+          maxAttempts,
+        });
         // Its first death, on its first receive, left no trace; every later receive recorded an attempt first.
         expect(deaths).toBe(maxAttempts + 1);
         const counts = await effectCounts(t.db, t.schema, consumer);

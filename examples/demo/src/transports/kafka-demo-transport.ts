@@ -1,15 +1,12 @@
 // The demo on Kafka: fresh topics per run (source with 3 partitions, DLQ), @inboxkit/kafka's consumer,
 // publisher and DLQ reader on one kafkajs client.
 
-import type { DeadLetterQueueReader, IdempotentConsumer, Publisher } from '@inboxkit/core';
+import type { DeadLetterQueueReader, IdempotentConsumer, Publisher, TransportConsumer } from '@inboxkit/core';
 import { kafkaConsumer, kafkaDeadLetterQueue, kafkaPublisher } from '@inboxkit/kafka';
-import type { KafkaTransportConsumer } from '@inboxkit/kafka';
 import { uniqueName } from '@inboxkit/testing';
 import { Kafka, logLevel } from 'kafkajs';
-import type { Consumer } from 'kafkajs';
 
-import type { DeliveryCounts, DemoCrashSeam, DemoTransport } from '../demo-transport.js';
-import { FaultInjector } from '../fault-injector.js';
+import { BrokerDemoTransport } from './broker-demo-transport.js';
 import { COPY_HEADER } from '../story.js';
 import type { StoryMessage } from '../story.js';
 
@@ -21,22 +18,23 @@ const FAST_GROUP = {
   maxWaitTimeInMs: 100,
 };
 
-export class KafkaDemoTransport implements DemoTransport {
+export class KafkaDemoTransport extends BrokerDemoTransport {
   readonly name = 'kafka' as const;
   readonly label: readonly string[];
   readonly replayTransport = 'kafka';
   readonly publisher: Publisher;
+  protected readonly deadLetterPlace: string;
   readonly #kafka: Kafka;
   readonly #topic: string;
   readonly #deadLetterTopic: string;
   readonly #groupId = uniqueName('demo-payments');
-  readonly #faults = new FaultInjector();
-  #running: { transport: KafkaTransportConsumer; consumer: Consumer } | undefined;
 
   private constructor(kafka: Kafka, topic: string, brokers: readonly string[]) {
+    super();
     this.#kafka = kafka;
     this.#topic = topic;
     this.#deadLetterTopic = `${topic}.dlq`;
+    this.deadLetterPlace = this.#deadLetterTopic;
     this.publisher = kafkaPublisher({ kafka });
     this.label = [
       `Kafka at ${brokers.join(',')}: kafkaConsumer, kafkaPublisher, kafkaDeadLetterQueue`,
@@ -71,30 +69,27 @@ export class KafkaDemoTransport implements DemoTransport {
     return new KafkaDemoTransport(kafka, topic, brokers);
   }
 
-  async startConsumer<P, Tx>(consumer: IdempotentConsumer<P, Tx>): Promise<void> {
-    const kafkaConsumerClient = this.#kafka.consumer({ groupId: this.#groupId, ...FAST_GROUP });
+  /** The transport consumer on a kafkajs consumer of its own, which its stop() disconnects. */
+  protected transportConsumer<P, Tx>(handler: IdempotentConsumer<P, Tx>): TransportConsumer {
+    const client = this.#kafka.consumer({ groupId: this.#groupId, ...FAST_GROUP });
     const transport = kafkaConsumer({
-      consumer: kafkaConsumerClient,
+      consumer: client,
       kafka: this.#kafka,
       topics: [this.#topic],
-      handler: this.#faults.wrap(consumer),
+      handler,
       fromBeginning: true,
       heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
     });
-    await transport.start();
-    this.#running = { transport, consumer: kafkaConsumerClient };
+    return {
+      start: () => transport.start(),
+      stop: async () => {
+        await transport.stop();
+        await client.disconnect();
+      },
+    };
   }
 
-  async stopConsumer(): Promise<void> {
-    const running = this.#running;
-    this.#running = undefined;
-    if (running === undefined) return;
-    await running.transport.stop();
-    await running.consumer.disconnect();
-  }
-
-  async publish(messages: readonly StoryMessage[]): Promise<void> {
-    this.#faults.sent(messages);
+  protected async send(messages: readonly StoryMessage[]): Promise<void> {
     await this.publisher.publish(
       messages.map((m) => ({
         destination: this.#topic,
@@ -104,24 +99,6 @@ export class KafkaDemoTransport implements DemoTransport {
         headers: { [COPY_HEADER]: String(m.copy), 'content-type': 'application/json' },
       })),
     );
-  }
-
-  injectCrash(seam: DemoCrashSeam, id: string): void {
-    this.#faults.arm(seam, id);
-  }
-
-  async settle(deadLetters: number, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    await this.#faults.whenAllFinal(timeoutMs);
-    while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#deadLetterTopic}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  deliveryCounts(): DeliveryCounts {
-    return this.#faults.counts();
   }
 
   /** Records in the DLQ topic after the replay group's committed offset: a topic never shrinks. */

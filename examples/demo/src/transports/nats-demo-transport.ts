@@ -9,22 +9,21 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 
-import type { DeliveryCounts, DemoCrashSeam, DemoTransport } from '../demo-transport.js';
-import { FaultInjector } from '../fault-injector.js';
+import { BrokerDemoTransport } from './broker-demo-transport.js';
 import { COPY_HEADER } from '../story.js';
 import type { StoryMessage } from '../story.js';
 
-export class NatsDemoTransport implements DemoTransport {
+export class NatsDemoTransport extends BrokerDemoTransport {
   readonly name = 'nats' as const;
   readonly label: readonly string[];
   readonly replayTransport = 'nats';
   readonly publisher: Publisher;
+  protected readonly deadLetterPlace = 'the DLQ';
   readonly #nc: NatsConnection;
   readonly #base: string;
-  readonly #faults = new FaultInjector();
-  #running: TransportConsumer | undefined;
 
   private constructor(nc: NatsConnection, base: string, url: string) {
+    super();
     this.#nc = nc;
     this.#base = base;
     this.publisher = natsPublisher({ connection: nc });
@@ -64,29 +63,20 @@ export class NatsDemoTransport implements DemoTransport {
     }
   }
 
-  async startConsumer<P, Tx>(consumer: IdempotentConsumer<P, Tx>): Promise<void> {
-    const transport = natsConsumer({
+  protected transportConsumer<P, Tx>(handler: IdempotentConsumer<P, Tx>): TransportConsumer {
+    return natsConsumer({
       connection: this.#nc,
       stream: this.#stream,
       consumer: 'payments',
       deadLetterSubject: this.#deadLetterSubject,
-      handler: this.#faults.wrap(consumer),
+      handler,
       concurrency: 4,
       // A crashed delivery is back within seconds; working() keeps the running ones.
       ackWaitMs: 2_000,
     });
-    await transport.start();
-    this.#running = transport;
   }
 
-  async stopConsumer(): Promise<void> {
-    const running = this.#running;
-    this.#running = undefined;
-    await running?.stop();
-  }
-
-  async publish(messages: readonly StoryMessage[]): Promise<void> {
-    this.#faults.sent(messages);
+  protected async send(messages: readonly StoryMessage[]): Promise<void> {
     const js = jetstream(this.#nc);
     for (const m of messages) {
       const h = headers();
@@ -94,24 +84,6 @@ export class NatsDemoTransport implements DemoTransport {
       h.set(COPY_HEADER, String(m.copy));
       await js.publish(this.#subject, m.body, { headers: h });
     }
-  }
-
-  injectCrash(seam: DemoCrashSeam, id: string): void {
-    this.#faults.arm(seam, id);
-  }
-
-  async settle(deadLetters: number, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    await this.#faults.whenAllFinal(timeoutMs);
-    while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${deadLetters} dead letters in the DLQ`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  deliveryCounts(): DeliveryCounts {
-    return this.#faults.counts();
   }
 
   async deadLetterCount(): Promise<number> {

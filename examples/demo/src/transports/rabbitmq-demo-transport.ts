@@ -14,8 +14,7 @@ import type { TransportConsumer } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
 import amqp from 'amqplib';
 
-import type { DeliveryCounts, DemoCrashSeam, DemoTransport } from '../demo-transport.js';
-import { FaultInjector } from '../fault-injector.js';
+import { BrokerDemoTransport } from './broker-demo-transport.js';
 import { CONSUMER_NAME } from '../payments.js';
 import { COPY_HEADER } from '../story.js';
 import type { StoryMessage } from '../story.js';
@@ -23,23 +22,24 @@ import type { StoryMessage } from '../story.js';
 /** Small delay buckets: the demo's retries wait 50–100 ms, not the production buckets' 250 ms and up. */
 const TOPOLOGY: RabbitmqTopologySettings = { delayBucketsMs: [100, 250, 1_000], deliveryLimit: 20 };
 
-export class RabbitmqDemoTransport implements DemoTransport {
+export class RabbitmqDemoTransport extends BrokerDemoTransport {
   readonly name = 'rabbitmq' as const;
   readonly label: readonly string[];
   readonly replayTransport = 'rabbitmq';
   readonly publisher: Publisher;
+  protected readonly deadLetterPlace: string;
   readonly #url: string;
   readonly #queue: string;
   readonly #admin: amqp.ChannelModel;
   readonly #channel: amqp.ConfirmChannel;
-  readonly #faults = new FaultInjector();
-  #running: TransportConsumer | undefined;
 
   private constructor(url: string, queue: string, admin: amqp.ChannelModel, channel: amqp.ConfirmChannel) {
+    super();
     this.#url = url;
     this.#queue = queue;
     this.#admin = admin;
     this.#channel = channel;
+    this.deadLetterPlace = `${queue}.dlq`;
     this.publisher = rabbitmqPublisher({ channel });
     this.label = [
       `RabbitMQ at ${new URL(url).host}: rabbitmqConsumer, rabbitmqPublisher, rabbitmqDeadLetterQueue`,
@@ -58,27 +58,18 @@ export class RabbitmqDemoTransport implements DemoTransport {
     return new RabbitmqDemoTransport(url, queue, admin, channel);
   }
 
-  async startConsumer<P, Tx>(consumer: IdempotentConsumer<P, Tx>): Promise<void> {
-    const transport = rabbitmqConsumer({
+  protected transportConsumer<P, Tx>(handler: IdempotentConsumer<P, Tx>): TransportConsumer {
+    return rabbitmqConsumer({
       connect: () =>
         amqp.connect(this.#url, { clientProperties: { connection_name: 'inboxkit-demo-consumer' } }),
       queue: this.#queue,
-      handler: this.#faults.wrap(consumer),
+      handler,
       topology: TOPOLOGY,
       concurrency: 4,
     });
-    await transport.start();
-    this.#running = transport;
   }
 
-  async stopConsumer(): Promise<void> {
-    const running = this.#running;
-    this.#running = undefined;
-    await running?.stop();
-  }
-
-  async publish(messages: readonly StoryMessage[]): Promise<void> {
-    this.#faults.sent(messages);
+  protected async send(messages: readonly StoryMessage[]): Promise<void> {
     await this.publisher.publish(
       messages.map((m) => ({
         destination: '',
@@ -88,24 +79,6 @@ export class RabbitmqDemoTransport implements DemoTransport {
         headers: { [COPY_HEADER]: String(m.copy), 'content-type': 'application/json' },
       })),
     );
-  }
-
-  injectCrash(seam: DemoCrashSeam, id: string): void {
-    this.#faults.arm(seam, id);
-  }
-
-  async settle(deadLetters: number, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    await this.#faults.whenAllFinal(timeoutMs);
-    while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${deadLetters} dead letters in ${this.#queue}.dlq`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  deliveryCounts(): DeliveryCounts {
-    return this.#faults.counts();
   }
 
   async deadLetterCount(): Promise<number> {

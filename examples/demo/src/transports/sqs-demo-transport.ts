@@ -7,8 +7,7 @@ import { createQueues, sqsConsumer, sqsDeadLetterQueue, sqsPublisher } from '@in
 import type { CreatedQueues } from '@inboxkit/sqs';
 import { uniqueName } from '@inboxkit/testing';
 
-import type { DeliveryCounts, DemoCrashSeam, DemoTransport } from '../demo-transport.js';
-import { FaultInjector } from '../fault-injector.js';
+import { BrokerDemoTransport } from './broker-demo-transport.js';
 import { COPY_HEADER } from '../story.js';
 import type { StoryMessage } from '../story.js';
 
@@ -19,17 +18,17 @@ export interface SqsSettings {
   readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
 }
 
-export class SqsDemoTransport implements DemoTransport {
+export class SqsDemoTransport extends BrokerDemoTransport {
   readonly name = 'sqs' as const;
   readonly label: readonly string[];
   readonly replayTransport = 'sqs';
   readonly publisher: Publisher;
+  protected readonly deadLetterPlace = 'the DLQ';
   readonly #client: SQSClient;
   readonly #queues: CreatedQueues;
-  readonly #faults = new FaultInjector();
-  #running: TransportConsumer | undefined;
 
   private constructor(client: SQSClient, queues: CreatedQueues, endpoint: string) {
+    super();
     this.#client = client;
     this.#queues = queues;
     this.publisher = sqsPublisher({ client });
@@ -57,28 +56,19 @@ export class SqsDemoTransport implements DemoTransport {
     }
   }
 
-  async startConsumer<P, Tx>(consumer: IdempotentConsumer<P, Tx>): Promise<void> {
-    const transport = sqsConsumer({
+  protected transportConsumer<P, Tx>(handler: IdempotentConsumer<P, Tx>): TransportConsumer {
+    return sqsConsumer({
       client: this.#client,
       queueUrl: this.#queues.queueUrl,
       deadLetterQueueUrl: this.#queues.deadLetterQueueUrl,
-      handler: this.#faults.wrap(consumer),
+      handler,
       concurrency: 4,
       // A short poll so stop() returns quickly; production keeps 20 s.
       waitTimeSeconds: 1,
     });
-    await transport.start();
-    this.#running = transport;
   }
 
-  async stopConsumer(): Promise<void> {
-    const running = this.#running;
-    this.#running = undefined;
-    await running?.stop();
-  }
-
-  async publish(messages: readonly StoryMessage[]): Promise<void> {
-    this.#faults.sent(messages);
+  protected async send(messages: readonly StoryMessage[]): Promise<void> {
     await this.publisher.publish(
       messages.map((m) => ({
         destination: this.#queues.queueUrl,
@@ -87,24 +77,6 @@ export class SqsDemoTransport implements DemoTransport {
         headers: { [COPY_HEADER]: String(m.copy) },
       })),
     );
-  }
-
-  injectCrash(seam: DemoCrashSeam, id: string): void {
-    this.#faults.arm(seam, id);
-  }
-
-  async settle(deadLetters: number, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    await this.#faults.whenAllFinal(timeoutMs);
-    while ((await this.deadLetterCount()) < deadLetters) {
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${deadLetters} dead letters in the DLQ`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  deliveryCounts(): DeliveryCounts {
-    return this.#faults.counts();
   }
 
   async deadLetterCount(): Promise<number> {

@@ -10,7 +10,7 @@ import { ConfigurationError } from '@inboxkit/core';
 import type { ConsoleCommand } from '../command-line.js';
 import { startConsoleServer } from '../console/console-server.js';
 import { openFastPathEntries } from '../inbox/fast-path-entries.js';
-import { loadSchemas } from '../settings/load-schemas.js';
+import { loadConsumerModule } from '../settings/load-schemas.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -47,12 +47,13 @@ export async function runConsole(command: ConsoleCommand, context: CommandContex
     throw error;
   }
   try {
-    const schemas =
+    const module =
       command.schemasModule === undefined
         ? undefined
-        : await loadSchemas(command.schemasModule, io.cwd ?? process.cwd());
+        : await loadConsumerModule(command.schemasModule, io.cwd ?? process.cwd());
     const server = await startConsoleServer({
-      schemas,
+      schemas: module?.schemas,
+      fingerprints: module?.fingerprints,
       host: command.host,
       port: command.port,
       allowRemote: command.allowRemote,

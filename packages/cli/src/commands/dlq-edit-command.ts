@@ -13,7 +13,7 @@ import { postgresInboxLookup } from '../inbox/postgres-inbox-lookup.js';
 import { displayName, displayText } from '../output/display-text.js';
 import { writeJson } from '../output/write-json.js';
 import { editAndRetry } from '../replay/edit-and-retry.js';
-import { loadSchemas } from '../settings/load-schemas.js';
+import { loadConsumerModule } from '../settings/load-schemas.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
 
@@ -38,8 +38,9 @@ export async function runDlqEdit(command: DlqEditCommand, context: CommandContex
   const { io, services, clock } = context;
   const cwd = io.cwd ?? process.cwd();
   const payload = await readPayload(command.payloadFile, cwd);
-  const schemas =
-    command.schemasModule === undefined ? undefined : await loadSchemas(command.schemasModule, cwd);
+  const module =
+    command.schemasModule === undefined ? undefined : await loadConsumerModule(command.schemasModule, cwd);
+  const schemas = module?.schemas;
   const schema = schemas?.[command.consumer];
   if (schemas !== undefined && schema === undefined) {
     throw new ConfigurationError(
@@ -64,6 +65,7 @@ export async function runDlqEdit(command: DlqEditCommand, context: CommandContex
         requestedBy: command.requestedBy,
         replayId: randomUUID(),
         schema,
+        fingerprint: module?.fingerprints[command.consumer],
       },
       {
         services,

@@ -25,7 +25,7 @@ import { editAndRetry } from '../replay/edit-and-retry.js';
 import type { EditAndRetryResult } from '../replay/edit-and-retry.js';
 import { replayFromDlq } from '../replay/replay-from-dlq.js';
 import { rateProblem } from '../replay/rate-limiter.js';
-import type { ConsumerSchemas } from '../settings/load-schemas.js';
+import type { ConsumerFingerprints, ConsumerSchemas } from '../settings/load-schemas.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
 import { dlqId } from './console-dlq.js';
@@ -64,6 +64,8 @@ export interface ConsoleApiOptions {
   readonly lifecycle?: Pick<PostgresInboxStore, 'discardDeadLetters' | 'archiveDeadLetters' | 'findRows' | 'recordReplay'> | undefined;
   /** The consumers' payload schemas: edits are checked against them. Default is none (JSON only). */
   readonly schemas?: ConsumerSchemas | undefined;
+  /** The consumers' `fingerprint` options: edits are fingerprinted with them. Default is none (the whole payload). */
+  readonly fingerprints?: ConsumerFingerprints | undefined;
   readonly lookup: InboxLookup;
   readonly clock: Clock;
   readonly sampleIntervalMs: number;
@@ -537,7 +539,7 @@ export class ConsoleApi {
     const messageId = required(body.id, 'id');
     const payload = optionalString(body.payload, 'payload') ?? '';
     const reason = required(body.reason, 'reason');
-    const { services, connection, lookup, clock, log, store, schemas } = this.#options;
+    const { services, connection, lookup, clock, log, store, schemas, fingerprints } = this.#options;
     const replayId = randomUUID();
     const result = await editAndRetry(
       {
@@ -551,6 +553,7 @@ export class ConsoleApi {
         requestedBy,
         replayId,
         schema: schemas?.[consumer],
+        fingerprint: fingerprints?.[consumer],
       },
       { services, connection, store, inbox: lookup, clock },
     );

@@ -18,7 +18,7 @@ import { displayName } from '../output/display-text.js';
 import { systemClock } from '../replay/clock.js';
 import type { Clock } from '../replay/clock.js';
 import type { ConnectionSettings } from '../settings/connection-settings.js';
-import type { ConsumerSchemas } from '../settings/load-schemas.js';
+import type { ConsumerFingerprints, ConsumerSchemas } from '../settings/load-schemas.js';
 import type { FastPathEntries } from '../inbox/fast-path-entries.js';
 import { ConsoleApi, HttpError } from './console-api.js';
 import type { ConsoleDlq } from './console-dlq.js';
@@ -62,6 +62,11 @@ export interface ConsoleServerOptions {
   readonly fastPath?: FastPathEntries | undefined;
   /** The consumers' payload schemas by consumer name: edits from the page are checked against them. Default is none. */
   readonly schemas?: ConsumerSchemas | undefined;
+  /**
+   * The consumers' `fingerprint` options by consumer name: an edit of such a consumer's dead letter is
+   * fingerprinted with it, as the consumer will (`loadConsumerModule`). Default is none (the whole payload).
+   */
+  readonly fingerprints?: ConsumerFingerprints | undefined;
   /** How often the inbox's state counts are read for the chart. Default is 10,000 ms. */
   readonly sampleIntervalMs?: number | undefined;
   /** Default is the system clock. */
@@ -180,6 +185,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     lifecycle: store,
     fastPath: options.fastPath,
     schemas: options.schemas,
+    fingerprints: options.fingerprints,
     lookup: postgresInboxLookup(options.db, store),
     clock: options.clock ?? systemClock,
     sampleIntervalMs: options.sampleIntervalMs ?? 10_000,

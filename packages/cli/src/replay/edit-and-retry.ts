@@ -5,9 +5,12 @@
 // `InboxStore.amendDeadLetter`), and only then is the corrected copy published with a replay marker and the
 // DLQ copy removed — the path of every replay (`replayDeadLetters`). The consumer's claim then reopens the row
 // once for that payload; the old payload, or any other one sent without this act, is still `payload-mismatch`.
+// The amended fingerprint is the consumer's own for the corrected payload: with its `fingerprint` option when
+// the request carries it (a consumer that leaves `sentAt` out would otherwise see another fingerprint than the
+// amended one, and dead-letter the replay as `payload-mismatch` again).
 
-import { decodeJsonBody, fingerprintJson, validatePayload } from '@inboxkit/core';
-import type { InboxRow, InboxStore, PayloadSchema } from '@inboxkit/core';
+import { checkFingerprintResolver, decodeJsonBody, fingerprintJson, fingerprintPayload, validatePayload } from '@inboxkit/core';
+import type { FingerprintInput, FingerprintResolver, InboxRow, InboxStore, PayloadSchema } from '@inboxkit/core';
 
 import type { CliServices } from '../cli-services.js';
 import type { TransportName } from '../command-line.js';
@@ -43,6 +46,12 @@ export interface EditAndRetryRequest {
   readonly replayId: string;
   /** The consumer's payload schema; without it the payload is checked as JSON only. */
   readonly schema?: PayloadSchema<unknown> | undefined;
+  /**
+   * The consumer's `fingerprint` option, when it has one: the edit is fingerprinted with it (a function gets the
+   * id, the corrected payload and the DLQ copy's headers). Without it, the whole payload, as a consumer without
+   * the option does. Default: none.
+   */
+  readonly fingerprint?: FingerprintResolver<FingerprintInput> | undefined;
 }
 
 /** What an edit and retry needs around the request. */
@@ -74,10 +83,19 @@ export type EditAndRetryResult =
     }
   | { readonly kind: 'refused'; readonly why: string };
 
-/** Checks the corrected payload as the consumer will: its fingerprint, or why it is refused. */
+/**
+ * Checks the corrected payload as the consumer will: its fingerprint, or why it is refused. `identity` is the
+ * consumer's `fingerprint` option with the input its function form gets (the id, the DLQ copy's headers);
+ * without it the whole payload is fingerprinted (a consumer without the option).
+ */
 export async function checkEditedPayload(
   payload: string,
   schema: PayloadSchema<unknown> | undefined,
+  identity?: {
+    readonly fingerprint: FingerprintResolver<FingerprintInput>;
+    readonly id: string;
+    readonly headers: Readonly<Record<string, string>>;
+  },
 ): Promise<{ readonly fingerprint: string } | { readonly refused: string }> {
   let decoded: { readonly text: string; readonly value: unknown };
   try {
@@ -92,7 +110,14 @@ export async function checkEditedPayload(
       return { refused: (error as Error).message };
     }
   }
-  return { fingerprint: fingerprintJson(decoded.text, decoded.value) };
+  if (identity === undefined) return { fingerprint: fingerprintJson(decoded.text, decoded.value) };
+  try {
+    const resolver = checkFingerprintResolver(identity.fingerprint, 'fingerprint');
+    const input: FingerprintInput = { id: identity.id, payload: decoded.value, headers: identity.headers };
+    return { fingerprint: fingerprintPayload(resolver!.project(input, decoded.value)) };
+  } catch (error) {
+    return { refused: `the consumer's fingerprint option could not fingerprint it: ${(error as Error).message}` };
+  }
 }
 
 function rowRefusal(row: InboxRow | undefined, consumer: string, id: string): string | undefined {
@@ -132,7 +157,7 @@ export async function editAndRetry(
   const refusal = rowRefusal(row, request.consumer, request.messageId);
   if (refusal !== undefined || row === undefined) return { kind: 'refused', why: refusal ?? '' };
   const fromFingerprint = row.fingerprint;
-  const toFingerprint = checked.fingerprint;
+  let toFingerprint = checked.fingerprint;
   let amended = false;
   let refusedInHand: string | undefined;
 
@@ -163,6 +188,15 @@ export async function editAndRetry(
             .map((c) => `${c.path}: ${c.from} became ${c.to}`)
             .join(', ')}; edit the dead letter's own text and keep those numbers as they were written`;
           return { refused: refusedInHand };
+        }
+        if (request.fingerprint !== undefined) {
+          const identity = { fingerprint: request.fingerprint, id: request.messageId, headers: entry.headers };
+          const own = await checkEditedPayload(request.payload, undefined, identity);
+          if ('refused' in own) {
+            refusedInHand = `the edited payload is refused: ${own.refused}`;
+            return { refused: refusedInHand };
+          }
+          toFingerprint = own.fingerprint;
         }
         if (fromFingerprint !== toFingerprint) {
           const result = await amend({

@@ -3,7 +3,7 @@
 // out of attempts) and `inboxkit console` serving over them on a free port.
 
 import { idempotentConsumer, PermanentError } from '@inboxkit/core';
-import type { IdempotentConsumer } from '@inboxkit/core';
+import type { FingerprintInput, FingerprintResolver, IdempotentConsumer } from '@inboxkit/core';
 import { OutcomeRecorder } from '@inboxkit/testing';
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
@@ -42,8 +42,14 @@ export interface ConsoleWorld {
   dispose(): Promise<void>;
 }
 
+/** Options of `consoleWorld`. */
+export interface ConsoleWorldOptions {
+  /** The consumer's `fingerprint` option. Default: none (the whole payload). */
+  readonly fingerprint?: FingerprintResolver<FingerprintInput>;
+}
+
 /** Builds the world: schema, queue, consumer (started). */
-export async function consoleWorld(): Promise<ConsoleWorld> {
+export async function consoleWorld(options: ConsoleWorldOptions = {}): Promise<ConsoleWorld> {
   const database = await inboxDatabase();
   const broker = await rabbitmqFixture();
   const consumerName = 'orders';
@@ -55,6 +61,7 @@ export async function consoleWorld(): Promise<ConsoleWorld> {
     name: consumerName,
     store: database.store,
     schema: Order,
+    ...(options.fingerprint === undefined ? {} : { fingerprint: options.fingerprint }),
     maxAttempts: 3,
     backoff: { initialDelayMs: 20, maxDelayMs: 50 },
     handler: async (message, { tx }) => {

@@ -1,10 +1,13 @@
 // The gauges every team alerts on first: how many dead letters wait, and how long the oldest has waited — per
 // consumer from the inbox (rows still `dead_lettered`: discarded and archived ones have left), and per broker
 // DLQ where the broker says its depth cheaply (SQS, RabbitMQ: see their `*DeadLetterQueueDepth`). Read when the
-// application's MeterProvider collects, not on a timer of their own.
+// application's MeterProvider collects, not on a timer of their own, and at most once per `cacheMs`: several
+// replicas each scraped every few seconds would otherwise query Postgres (and the brokers) on every scrape, for
+// numbers that alerts read over minutes. Between readings the oldest age keeps growing with the local clock.
 
 import { metrics, type BatchObservableResult, type MeterProvider, type ObservableGauge } from '@opentelemetry/api';
 import type { Logger } from '../consumer-types.js';
+import { ConfigurationError } from '../errors.js';
 import { silentLogger } from '../silent-logger.js';
 import type { DeadLetterAge } from './dead-letter-lifecycle.js';
 
@@ -41,7 +44,20 @@ export interface DeadLetterGaugesOptions {
   readonly brokerQueues?: readonly BrokerDeadLetterQueueDepth[];
   /** Where a failed read is logged (the gauges then skip that collection). Default is a silent logger. */
   readonly logger?: Logger;
+  /**
+   * How long one reading of the inbox (and of each broker DLQ's depth) serves the collections that follow it,
+   * in ms: within it a collection reports the last reading (the oldest age advanced by the time since) and
+   * queries nothing, and collections at once share one reading. A failed reading is not kept. 0 reads on
+   * every collection. Default is 30_000 (30 s).
+   *
+   * @example
+   * observeDeadLetters(store, { cacheMs: 60_000 }); // one query a minute per replica, however often it is scraped
+   */
+  readonly cacheMs?: number;
 }
+
+/** Default of `DeadLetterGaugesOptions.cacheMs`. */
+export const DEFAULT_DEAD_LETTER_GAUGES_CACHE_MS: number = 30_000;
 
 /** Registered gauges; `stop()` unregisters them. */
 export interface DeadLetterGauges {
@@ -58,6 +74,10 @@ export interface DeadLetterGauges {
  * process.on('SIGTERM', () => gauges.stop());
  */
 export function observeDeadLetters(source: DeadLetterGaugeSource, options: DeadLetterGaugesOptions = {}): DeadLetterGauges {
+  const cacheMs = options.cacheMs ?? DEFAULT_DEAD_LETTER_GAUGES_CACHE_MS;
+  if (typeof cacheMs !== 'number' || !Number.isFinite(cacheMs) || cacheMs < 0) {
+    throw new ConfigurationError(`cacheMs must be a non-negative number of milliseconds, got ${JSON.stringify(options.cacheMs)}`);
+  }
   const meter = (options.meterProvider ?? metrics).getMeter('@inboxkit/core');
   const depth: ObservableGauge = meter.createObservableGauge(DEAD_LETTER_METRIC_NAMES.depth, { description: 'Dead letters waiting' });
   const oldestAge: ObservableGauge = meter.createObservableGauge(DEAD_LETTER_METRIC_NAMES.oldestAge, {
@@ -68,9 +88,17 @@ export function observeDeadLetters(source: DeadLetterGaugeSource, options: DeadL
   const brokers = options.brokerQueues ?? [];
   const seen = new Set<string>();
   const filter = options.consumer === undefined ? {} : { consumer: options.consumer };
+  const inbox = cachedReading(cacheMs, async () => {
+    const [ages, now] = await Promise.all([source.deadLetterAges(filter), source.now()]);
+    return { ages, now };
+  });
+  const brokerDepths = brokers.map((b) => cachedReading(cacheMs, () => b.depth()));
   const callback = async (observer: BatchObservableResult): Promise<void> => {
     try {
-      const [ages, now] = await Promise.all([source.deadLetterAges(filter), source.now()]);
+      const { value: reading, ageMs } = await inbox();
+      const { ages } = reading;
+      // The database's clock at the reading, moved on by the local time since.
+      const now = new Date(reading.now.getTime() + ageMs);
       const present = new Set<string>();
       for (const a of ages) {
         present.add(a.consumer);
@@ -89,9 +117,9 @@ export function observeDeadLetters(source: DeadLetterGaugeSource, options: DeadL
       logger.warn({ err: error }, 'inboxkit: reading the inbox dead letters for the DLQ gauges failed');
     }
     await Promise.all(
-      brokers.map(async (b) => {
+      brokers.map(async (b, i) => {
         try {
-          observer.observe(depth, await b.depth(), { dlq: b.name, source: 'broker' });
+          observer.observe(depth, (await brokerDepths[i]!()).value, { dlq: b.name, source: 'broker' });
         } catch (error) {
           logger.warn({ err: error, dlq: b.name }, 'inboxkit: reading a broker DLQ depth for the DLQ gauges failed');
         }
@@ -100,4 +128,24 @@ export function observeDeadLetters(source: DeadLetterGaugeSource, options: DeadL
   };
   meter.addBatchObservableCallback(callback, [depth, oldestAge]);
   return { stop: () => meter.removeBatchObservableCallback(callback, [depth, oldestAge]) };
+}
+
+/**
+ * `read`, at most once per `ttlMs`: a call within it gets the last value and how old it is (ms); calls while a
+ * reading runs share it; a failed reading is not kept.
+ */
+function cachedReading<T>(ttlMs: number, read: () => Promise<T>): () => Promise<{ readonly value: T; readonly ageMs: number }> {
+  let last: { readonly value: T; readonly at: number } | undefined;
+  let running: Promise<{ readonly value: T; readonly at: number }> | undefined;
+  return async () => {
+    const now = performance.now();
+    if (last !== undefined && now - last.at < ttlMs) return { value: last.value, ageMs: now - last.at };
+    running ??= read()
+      .then((value) => (last = { value, at: performance.now() }))
+      .finally(() => {
+        running = undefined;
+      });
+    const fresh = await running;
+    return { value: fresh.value, ageMs: Math.max(0, performance.now() - fresh.at) };
+  };
 }

@@ -21,6 +21,7 @@ import type {
   ForgetRequest,
   ForgetResult,
   InboxRow,
+  InboxStatus,
   InboxStore,
   LeaseClaim,
   LeaseRun,
@@ -330,11 +331,11 @@ export class SeamInboxStore<Tx = unknown> extends InboxInspection implements Inb
 
   async amendDeadLetter(amendment: PayloadAmendment): Promise<AmendmentResult> {
     const outcome = amendmentOutcome(amendment.fromFingerprint, amendment.toFingerprint, amendment.reason);
-    return this.#operatorAct(amendment.consumer, amendment.messageId, async (t, current) => {
+    return this.#operatorAct(amendment.consumer, amendment.messageId, 'dead_lettered', async (t, current, day) => {
       if (current === undefined) return { kind: 'no-row' };
       if (current.status !== 'dead_lettered') return { kind: 'not-dead-lettered', row: current };
       if (current.fingerprint !== amendment.fromFingerprint) return { kind: 'fingerprint-changed', row: current };
-      await t.query(this.#operator.amend(amendment, outcome));
+      await t.query(this.#operator.amend(amendment, outcome, day));
       return { kind: 'amended', row: { ...current, fingerprint: amendment.toFingerprint } };
     });
   }
@@ -350,29 +351,32 @@ export class SeamInboxStore<Tx = unknown> extends InboxInspection implements Inb
   }
 
   async forgetCompleted(request: ForgetRequest): Promise<ForgetResult> {
-    return this.#operatorAct(request.consumer, request.messageId, async (t, current) => {
+    return this.#operatorAct(request.consumer, request.messageId, 'completed', async (t, current, day) => {
       if (current === undefined) return { kind: 'no-row' };
       if (current.status !== 'completed') return { kind: 'not-completed', row: current };
-      await t.query(this.#operator.forget(request, forgetOutcome(current.fingerprint, request.reason)));
+      await t.query(this.#operator.forget(request, forgetOutcome(current.fingerprint, request.reason), day));
       return { kind: 'forgotten', row: current };
     });
   }
 
   /**
-   * An operator's act on one row: in a transaction whose lock waits are bounded, the row locked and read, then
-   * `act` (which writes only when the row is what it expects). A delivery holding the row past the bound is a
+   * An operator's act on one row: in a transaction whose lock waits are bounded, the row locked and read (of an
+   * id's rows on several days, the one in state `wanted`), then `act` (which writes only when the row is what
+   * it expects, on the row's `day` in the partitioned layout). A delivery holding the row past the bound is a
    * `StoreUnavailableError` saying to try again.
    */
   async #operatorAct<R extends { readonly kind: string }>(
     consumer: string,
     messageId: string,
-    act: (t: SeamTransaction<Tx>, current: InboxRow | undefined) => Promise<R>,
+    wanted: InboxStatus,
+    act: (t: SeamTransaction<Tx>, current: InboxRow | undefined, day: string | undefined) => Promise<R>,
   ): Promise<R> {
     try {
       return await this.#seam.transaction<R>(
         async (t) => {
-          const [locked] = await t.query(this.#operator.lockRow(consumer, messageId));
-          const value = await act(t, locked === undefined ? undefined : row(locked['row']));
+          const [locked] = await t.query(this.#operator.lockRow(consumer, messageId, wanted));
+          const day = locked?.['day'];
+          const value = await act(t, locked === undefined ? undefined : row(locked['row']), typeof day === 'string' ? day : undefined);
           return { end: 'commit', value };
         },
         { first: this.#operator.lockTimeout() },
