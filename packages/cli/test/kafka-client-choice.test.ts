@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { runCli } from '../src/run-cli.js';
 import { KAFKA_CLIENTS } from '../src/settings/connection-settings.js';
-import { kafkaClientFor, loadKafkaClient } from '../src/transports/open-kafka.js';
+import { kafkaClientFor, loadKafkaClient, nodeRunsPlatformatic } from '../src/transports/open-kafka.js';
 import { captureIo } from './support/capture-io.js';
 import { requireService } from './support/services.js';
 
@@ -65,6 +65,17 @@ describe('choosing the Kafka client of the CLI', () => {
     await expect(loadKafkaClient('kafkajs', loader(['@platformatic/kafka']).load)).rejects.toThrow(
       /--kafka-client kafkajs needs the package kafkajs: npm install kafkajs/,
     );
+  });
+
+  it('knows which Node runs @platformatic/kafka (>= 22.22)', () => {
+    expect(['20.19.0', '22.21.9', '21.7.0'].map((v) => nodeRunsPlatformatic(v))).toEqual([false, false, false]);
+    expect(['22.22.0', '23.0.0', '24.6.0', '24.0.1', '26.1.0'].map((v) => nodeRunsPlatformatic(v))).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
   });
 
   it('refuses an unknown client by flag or environment, as a usage error', async () => {

@@ -35,6 +35,15 @@ function isMissing(error: unknown, name: string): boolean {
 }
 
 /**
+ * Whether Node `version` runs @platformatic/kafka (it needs >= 22.22: on older Nodes it loads, then fails at
+ * its first request).
+ */
+export function nodeRunsPlatformatic(version: string = process.versions.node): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major > 22 || (major === 22 && minor >= 22);
+}
+
+/**
  * Which Kafka client the CLI uses and its module: the one `settings.kafkaClient` names, else kafkajs when it
  * is installed, else @platformatic/kafka. Throws a `ConfigurationError` naming the package to install when the
  * client named (or any client, when none is named) is not installed.
@@ -111,6 +120,12 @@ export async function kafkaClientFor(
   }
   const brokers = [...settings.kafkaBrokers];
   const { name, module } = await loadKafkaClient(settings.kafkaClient, load);
+  if (name === 'platformatic' && !nodeRunsPlatformatic()) {
+    throw new ConfigurationError(
+      `@platformatic/kafka needs Node >= 22.22 (this is ${process.version}): run on a newer Node` +
+        (settings.kafkaClient === undefined ? ', or npm install kafkajs' : ', or use --kafka-client kafkajs'),
+    );
+  }
   if (name === 'kafkajs') {
     const kafkajs = ((module as { default?: KafkajsModule }).default ?? module) as KafkajsModule;
     const kafka = new kafkajs.Kafka({
