@@ -9,7 +9,8 @@
 //     [--rounds 6] [--per-partition 100] [--partitions 6] [--mode message|batch|both]
 //
 // The copy without the careful phase is written to packages/kafka/bench/.no-careful-src (git-ignored) from
-// src/ at each start, two methods of attempt-ledger.ts replaced; the run stops if they are not found.
+// src/ at each start, two methods of attempt-ledger.ts replaced; the run stops if they are not found. This bench
+// compares two versions of the sources, so it runs on the sources (not the built package) by design.
 
 import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
