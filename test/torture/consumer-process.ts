@@ -106,8 +106,15 @@ async function start(): Promise<{ transport: TransportConsumer; close: () => Pro
       const k = settings.kafka!;
       const kafka: KafkaClientLike =
         k.client === 'platformatic'
-          ? platformaticKafka(platformatic, { clientId: `torture-${settings.index}`, bootstrapBrokers: k.brokers })
-          : new Kafka({ clientId: `torture-${settings.index}`, brokers: k.brokers, logLevel: logLevel.NOTHING });
+          ? platformaticKafka(platformatic, {
+              clientId: `torture-${settings.index}`,
+              bootstrapBrokers: k.brokers,
+            })
+          : new Kafka({
+              clientId: `torture-${settings.index}`,
+              brokers: k.brokers,
+              logLevel: logLevel.NOTHING,
+            });
       // Short session timeout: a SIGKILLed member leaves the group within seconds, as in a tuned deployment.
       const kc = kafka.consumer({
         groupId: k.groupId,

@@ -68,7 +68,11 @@ describe('choosing the Kafka client of the CLI', () => {
   });
 
   it('knows which Node runs @platformatic/kafka (>= 22.22)', () => {
-    expect(['20.19.0', '22.21.9', '21.7.0'].map((v) => nodeRunsPlatformatic(v))).toEqual([false, false, false]);
+    expect(['20.19.0', '22.21.9', '21.7.0'].map((v) => nodeRunsPlatformatic(v))).toEqual([
+      false,
+      false,
+      false,
+    ]);
     expect(['22.22.0', '23.0.0', '24.6.0', '24.0.1', '26.1.0'].map((v) => nodeRunsPlatformatic(v))).toEqual([
       true,
       true,
