@@ -115,6 +115,26 @@ async function start(
   handler: IdempotentConsumer<unknown, Transaction<unknown>>,
   options: Partial<KafkaConsumerOptions> = {},
 ): Promise<Running> {
+  const { consumer, transport } = unstarted(client, topic, groupId, handler, options);
+  await transport.start();
+  return {
+    transport,
+    consumer,
+    async stop() {
+      await transport.stop();
+      await consumer.disconnect();
+    },
+  };
+}
+
+/** The kafkaConsumer `start` starts, not started yet. */
+function unstarted(
+  client: KafkaClientLike,
+  topic: string,
+  groupId: string,
+  handler: IdempotentConsumer<unknown, Transaction<unknown>>,
+  options: Partial<KafkaConsumerOptions> = {},
+): { consumer: KafkaConsumerLike; transport: KafkaTransportConsumer } {
   const consumer = client.consumer({ groupId, ...FAST_GROUP });
   const transport = kafkaConsumer({
     consumer,
@@ -126,15 +146,7 @@ async function start(
     heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
     ...options,
   } as KafkaConsumerOptions<unknown, Transaction<unknown>>);
-  await transport.start();
-  return {
-    transport,
-    consumer,
-    async stop() {
-      await transport.stop();
-      await consumer.disconnect();
-    },
-  };
+  return { consumer, transport };
 }
 
 /** Committed offset of the group per partition, against the topic's end. */
@@ -501,14 +513,7 @@ describe.each(KAFKA_TEST_CLIENTS)('kafkaConsumer on %s against Kafka and Postgre
     const { topic, cleanup } = await topics(1);
     const groupId = uniqueName('group');
     const { consumer: handler } = consumerOf(uniqueName('early-stop'));
-    const consumer = client.consumer({ groupId, ...FAST_GROUP });
-    const transport = kafkaConsumer({
-      consumer,
-      kafka: client,
-      topics: [topic],
-      handler,
-      fromBeginning: true,
-    });
+    const { consumer, transport } = unstarted(client, topic, groupId, handler);
     const started = transport.start();
     await transport.stop();
     await started;

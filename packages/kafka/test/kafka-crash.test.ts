@@ -110,6 +110,25 @@ async function deadLettered(consumer: string): Promise<number> {
   return rows[0]!.n;
 }
 
+/** The fixture's settings: a fresh group and consumer name per test, `<prefix>-group` and `<prefix>-consumer`. */
+function consumerSettings<T extends { mode: 'message' | 'batch'; maxAttempts: number }>(
+  client: 'kafkajs' | 'platformatic',
+  topic: string,
+  prefix: string,
+  extra: T,
+) {
+  return {
+    client,
+    brokers: kafkaBrokers(),
+    databaseUrl: databaseUrl(),
+    schema: database.schema,
+    topic,
+    groupId: uniqueName(`${prefix}-group`),
+    consumerName: uniqueName(`${prefix}-consumer`),
+    ...extra,
+  };
+}
+
 async function produce(topic: string, ids: readonly string[]): Promise<void> {
   for (let i = 0; i < ids.length; i += 500) {
     await producer.send({
@@ -138,17 +157,7 @@ describe.concurrent.each(['kafkajs', 'platformatic'] as const)(
         ]);
         const ids = Array.from({ length: 1_000 }, (_, i) => `${topic}-${i}`);
         await produce(topic, ids);
-        const settings = {
-          client,
-          brokers: kafkaBrokers(),
-          databaseUrl: databaseUrl(),
-          schema: database.schema,
-          topic,
-          groupId: uniqueName('crash-group'),
-          consumerName: uniqueName('crash-consumer'),
-          mode: 'message',
-          maxAttempts: 5,
-        };
+        const settings = consumerSettings(client, topic, 'crash', { mode: 'message', maxAttempts: 5 });
         for (const killAt of [200, 450, 700]) {
           const child = startConsumer(settings);
           await child.ready;
@@ -193,18 +202,11 @@ describe.concurrent.each(['kafkajs', 'platformatic'] as const)(
         const ids = Array.from({ length: 50 }, (_, i) => `${topic}-${i}`);
         await produce(topic, ids);
         const maxAttempts = 5;
-        const settings = {
-          client,
-          brokers: kafkaBrokers(),
-          databaseUrl: databaseUrl(),
-          schema: database.schema,
-          topic,
-          groupId: uniqueName('crash-after-first-group'),
-          consumerName: uniqueName('crash-after-first-consumer'),
+        const settings = consumerSettings(client, topic, 'crash-after-first', {
           mode,
           keyConcurrency,
           maxAttempts,
-        };
+        });
         const batches: string[] = [];
         for (let run = 1; run <= maxAttempts; run += 1) {
           const child = startConsumer({ ...settings, killAtHandlerCall: killAt });
@@ -265,18 +267,11 @@ describe.concurrent.each(['kafkajs', 'platformatic'] as const)(
         const ids = Array.from({ length: records }, (_, i) => `${topic}-${i}`);
         const crasher = ids[at]!;
         await produce(topic, ids);
-        const settings = {
-          client,
-          brokers: kafkaBrokers(),
-          databaseUrl: databaseUrl(),
-          schema: database.schema,
-          topic,
-          groupId: uniqueName('crashloop-group'),
-          consumerName: uniqueName('crashloop-consumer'),
+        const settings = consumerSettings(client, topic, 'crashloop', {
           mode,
           maxAttempts,
           crashOnId: crasher,
-        };
+        });
         let deaths = 0;
         for (;;) {
           const child = startConsumer(settings);
