@@ -5,6 +5,7 @@
 import { ConfigurationError } from '@inboxkit/core';
 import { describe, expect, it } from 'vitest';
 
+import { parseCommandLine } from '../src/command-line.js';
 import { runCli } from '../src/run-cli.js';
 import { KAFKA_CLIENTS } from '../src/settings/connection-settings.js';
 import { kafkaClientFor, loadKafkaClient, nodeRunsPlatformatic } from '../src/transports/open-kafka.js';
@@ -80,6 +81,25 @@ describe('choosing the Kafka client of the CLI', () => {
       true,
       true,
     ]);
+  });
+
+  it('passes the choice to every command that opens Kafka, the console included; the flag wins over the env', () => {
+    const env = { INBOXKIT_KAFKA_CLIENT: 'kafkajs' };
+    for (const argv of [
+      ['console', '--dlq', 'kafka:orders.dlq'],
+      ['dlq', 'list', '--transport', 'kafka', '--from', 'orders.dlq'],
+      ['dlq', 'replay', '--transport', 'kafka', '--from', 'orders.dlq'],
+      ['doctor'],
+    ]) {
+      const flagged = parseCommandLine([...argv, '--kafka-client', 'platformatic'], env, 0);
+      expect(flagged.command, argv.join(' ')).not.toBe('help');
+      expect(
+        (flagged as { connection: { kafkaClient?: string } }).connection.kafkaClient,
+        argv.join(' '),
+      ).toBe('platformatic');
+      const fromEnv = parseCommandLine(argv, env, 0) as { connection: { kafkaClient?: string } };
+      expect(fromEnv.connection.kafkaClient, argv.join(' ')).toBe('kafkajs');
+    }
   });
 
   it('refuses an unknown client by flag or environment, as a usage error', async () => {
