@@ -240,14 +240,28 @@ function inbox(
 async function createTopic(topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic, numPartitions: PARTITIONS },
-      { topic: `${topic}.dlq`, numPartitions: 1 },
-    ],
-  });
-  await admin.disconnect();
+  try {
+    // A busy broker sometimes answers the leader wait with "does not host this topic-partition": ask again.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: [
+            { topic, numPartitions: PARTITIONS },
+            { topic: `${topic}.dlq`, numPartitions: 1 },
+          ],
+        });
+        break;
+      } catch (error) {
+        if ((error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || Date.now() > deadline)
+          throw error;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 async function deleteTopic(topic: string): Promise<void> {
