@@ -32,6 +32,8 @@ import pg from 'pg';
 import { kafkaConsumer, platformaticKafka } from '@inboxkit/kafka';
 import type { KafkaClientLike } from '@inboxkit/kafka';
 
+import { createBenchTopics } from './bench-topics.js';
+
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
@@ -241,24 +243,7 @@ async function createTopic(topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    // A busy broker sometimes answers the leader wait with "does not host this topic-partition": ask again.
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      try {
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: [
-            { topic, numPartitions: PARTITIONS },
-            { topic: `${topic}.dlq`, numPartitions: 1 },
-          ],
-        });
-        break;
-      } catch (error) {
-        if ((error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || Date.now() > deadline)
-          throw error;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
+    await createBenchTopics(admin, topic, PARTITIONS);
   } finally {
     await admin.disconnect();
   }

@@ -25,6 +25,7 @@ import type { Transaction } from 'kysely';
 import pg from 'pg';
 
 import { kafkaConsumer } from '../src/index.js';
+import { createBenchTopics } from './bench-topics.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -102,22 +103,7 @@ async function drain(
   const topic = `resume-${process.pid}-${runId}`;
   const admin = kafka.admin();
   await admin.connect();
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          { topic, numPartitions: PARTITIONS },
-          { topic: `${topic}.dlq`, numPartitions: 1 },
-        ],
-      });
-      break;
-    } catch (error) {
-      // A busy broker may answer the leader check before the topic's metadata is there: ask again.
-      if (attempt >= 5) throw error;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  await createBenchTopics(admin, topic, PARTITIONS);
   try {
     for (let from = 0; from < BACKLOG; from += 500) {
       await producer.send({
