@@ -20,7 +20,9 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { idempotentConsumer, PermanentError, RetryableError } from '@inboxkit/core';
 import type { IdempotentConsumer, Logger, TransportConsumer } from '@inboxkit/core';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
-import { kafkaConsumer } from '@inboxkit/kafka';
+import { kafkaConsumer, platformaticKafka } from '@inboxkit/kafka';
+import type { KafkaClientLike } from '@inboxkit/kafka';
+import * as platformatic from '@platformatic/kafka';
 import { rabbitmqConsumer } from '@inboxkit/rabbitmq';
 import { natsConsumer } from '@inboxkit/nats';
 import { sqsConsumer } from '@inboxkit/sqs';
@@ -102,11 +104,17 @@ async function start(): Promise<{ transport: TransportConsumer; close: () => Pro
   switch (settings.transport) {
     case 'kafka': {
       const k = settings.kafka!;
-      const kafka = new Kafka({
-        clientId: `torture-${settings.index}`,
-        brokers: k.brokers,
-        logLevel: logLevel.NOTHING,
-      });
+      const kafka: KafkaClientLike =
+        k.client === 'platformatic'
+          ? platformaticKafka(platformatic, {
+              clientId: `torture-${settings.index}`,
+              bootstrapBrokers: k.brokers,
+            })
+          : new Kafka({
+              clientId: `torture-${settings.index}`,
+              brokers: k.brokers,
+              logLevel: logLevel.NOTHING,
+            });
       // Short session timeout: a SIGKILLed member leaves the group within seconds, as in a tuned deployment.
       const kc = kafka.consumer({
         groupId: k.groupId,

@@ -4,6 +4,9 @@
 import type { OutcomeStatus } from '@inboxkit/core';
 
 export type TransportName = 'kafka' | 'rabbitmq' | 'sqs' | 'nats';
+/** The Kafka clients a torture run can put its Kafka consumers on. */
+export const KAFKA_TORTURE_CLIENTS = ['kafkajs', 'platformatic'] as const;
+export type KafkaTortureClient = (typeof KAFKA_TORTURE_CLIENTS)[number];
 export const TRANSPORTS: readonly TransportName[] = ['kafka', 'rabbitmq', 'sqs', 'nats'];
 
 export interface ConsumerSettings {
@@ -27,6 +30,8 @@ export interface ConsumerSettings {
     readonly groupId: string;
     readonly mode: 'message' | 'batch';
     readonly partitionConcurrency: number;
+    /** The Kafka client the consumer runs on: kafkajs, or @platformatic/kafka through platformaticKafka(). */
+    readonly client: KafkaTortureClient;
   };
   readonly rabbitmq?: {
     readonly url: string;

@@ -49,7 +49,7 @@ export function formatReport(reports: readonly TransportReport[]): string {
     ['seconds', (r) => Math.round(r.seconds)],
     ['verdict', (r) => (passed(r) ? 'PASS' : 'FAIL')],
   ];
-  const header = ['', ...reports.map((r) => r.transport)];
+  const header = ['', ...reports.map((r) => r.label)];
   const body = rows.map(([label, get]) => [label, ...reports.map((r) => cell(get(r)))]);
   const widths = header.map((_, c) => Math.max(...[header, ...body].map((row) => row[c]!.length)));
   const line = (row: string[]): string =>
@@ -61,11 +61,11 @@ export function formatReport(reports: readonly TransportReport[]): string {
       ...(r.error !== undefined ? [`run failed: ${r.error}`] : []),
     ];
     if (problems.length > 0) {
-      out.push('', `${r.transport}: ${problems.length} problem(s) — schema ${r.schema} kept for inspection`);
+      out.push('', `${r.label}: ${problems.length} problem(s) — schema ${r.schema} kept for inspection`);
       for (const p of problems) out.push(`  - ${p}`);
     }
     if (r.unexpectedExits.length > 0) {
-      out.push('', `${r.transport}: consumers that exited by themselves (restarted by the harness):`);
+      out.push('', `${r.label}: consumers that exited by themselves (restarted by the harness):`);
       for (const e of r.unexpectedExits.slice(0, 10)) out.push(`  - ${e}`);
     }
   }

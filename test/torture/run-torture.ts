@@ -20,7 +20,7 @@ import { requireService, restartService, stopService } from '../support/services
 import type { Verdict } from './check-invariant.js';
 import { checkInvariant } from './check-invariant.js';
 import { ConsumerPool } from './consumer-pool.js';
-import type { TransportName } from './consumer-settings.js';
+import type { KafkaTortureClient, TransportName } from './consumer-settings.js';
 import { planMessages } from './message-plan.js';
 import type { PlannedMessage } from './message-plan.js';
 import type { Random } from './prng.js';
@@ -45,6 +45,8 @@ export interface TortureOptions {
    * Default is `mixed`.
    */
   readonly kafkaMode?: KafkaTortureMode;
+  /** The Kafka clients to run the Kafka torture on, one run each (same plan and chaos). Default kafkajs. */
+  readonly kafkaClients?: readonly KafkaTortureClient[];
   readonly seed: number;
   /** The chaos window: production and kills are spread over it. */
   readonly durationSeconds: number;
@@ -83,6 +85,8 @@ export const SHARES = { duplicates: 0.3, poison: 0.01, transient: 0.03 } as cons
 
 export interface TransportReport {
   readonly transport: TransportName;
+  /** The column's name: the transport, and for Kafka on @platformatic/kafka `kafka/platformatic`. */
+  readonly label: string;
   readonly seed: number;
   readonly sent: number;
   readonly distinct: number;
@@ -110,10 +114,15 @@ export interface TransportReport {
   readonly error: string | undefined;
 }
 
-function rigFor(name: TransportName, options: TortureOptions, log: (line: string) => void): TransportRig {
+function rigFor(
+  name: TransportName,
+  options: TortureOptions,
+  log: (line: string) => void,
+  kafkaClient: KafkaTortureClient,
+): TransportRig {
   switch (name) {
     case 'kafka':
-      return kafkaRig({ mode: options.kafkaMode ?? 'mixed' });
+      return kafkaRig({ mode: options.kafkaMode ?? 'mixed', client: kafkaClient });
     case 'rabbitmq':
       return rabbitmqRig({ log });
     case 'sqs':
@@ -163,15 +172,24 @@ function chaosSchedule(random: Random, options: TortureOptions): ChaosEvent[] {
 
 export async function runTorture(options: TortureOptions): Promise<TransportReport[]> {
   const reports: TransportReport[] = [];
-  for (const transport of options.transports) reports.push(await runOne(transport, options));
+  for (const transport of options.transports) {
+    const clients: readonly KafkaTortureClient[] =
+      transport === 'kafka' ? (options.kafkaClients ?? ['kafkajs']) : ['kafkajs'];
+    for (const client of clients) reports.push(await runOne(transport, options, client));
+  }
   return reports;
 }
 
-async function runOne(transport: TransportName, options: TortureOptions): Promise<TransportReport> {
+async function runOne(
+  transport: TransportName,
+  options: TortureOptions,
+  kafkaClient: KafkaTortureClient,
+): Promise<TransportReport> {
   const started = Date.now();
+  const label = transport === 'kafka' && kafkaClient !== 'kafkajs' ? `kafka/${kafkaClient}` : transport;
   const random = seededRandom(options.seed, transport);
   const log = (line: string): void =>
-    options.log(`[${transport} +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+    options.log(`[${label} +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
   const plan = planMessages(random.fork('plan'), {
     messages: options.messages,
     duplicateShare: SHARES.duplicates,
@@ -192,7 +210,7 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   });
   dbPool.on('error', () => undefined);
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: dbPool }) });
-  const rig = rigFor(transport, options, log);
+  const rig = rigFor(transport, options, log, kafkaClient);
   const consumerName = `torture-${transport}`;
   const logDir = join(tmpdir(), `inboxkit-torture-${schema}`);
   const pool = new ConsumerPool({
@@ -343,6 +361,7 @@ async function runOne(transport: TransportName, options: TortureOptions): Promis
   const tally = pool.tally;
   return {
     transport,
+    label,
     seed: options.seed,
     sent: plan.sends.length,
     distinct: plan.kinds.size,

@@ -2,7 +2,8 @@
 // invariant is violated on any transport (or a run fails), 2 on bad arguments.
 //
 //   npm run torture -- [--transport kafka,rabbitmq,sqs,nats,pipeline] [--messages 10000] [--kills 20] [--seed N]
-//                      [--consumers N] [--kafka-mode mixed|message|batch] [--duration 80] [--drain-timeout 300]
+//                      [--consumers N] [--kafka-mode mixed|message|batch] [--kafka-client kafkajs,platformatic]
+//                      [--duration 80] [--drain-timeout 300]
 //                      [--restarts broker,postgres|none] [--pg-outage 5] [--max-attempts 3] [--keep] [--quick]
 
 import { parseArgs } from 'node:util';
@@ -10,7 +11,8 @@ import { parseArgs } from 'node:util';
 import { killAllConsumers } from './consumer-pool.js';
 import { formatPipelineReport, pipelinePassed, runPipeline } from './pipeline-run.js';
 import type { TransportName } from './consumer-settings.js';
-import { TRANSPORTS } from './consumer-settings.js';
+import { KAFKA_TORTURE_CLIENTS, TRANSPORTS } from './consumer-settings.js';
+import type { KafkaTortureClient } from './consumer-settings.js';
 import { randomSeed } from './prng.js';
 import { formatReport, passed } from './report.js';
 import { runTorture, SHARES } from './run-torture.js';
@@ -31,6 +33,8 @@ function parse() {
       seed: { type: 'string' },
       consumers: { type: 'string' },
       'kafka-mode': { type: 'string', default: 'mixed' },
+      // The Kafka clients, one Kafka run each: kafkajs, platformatic (@platformatic/kafka) or both.
+      'kafka-client': { type: 'string', default: 'kafkajs,platformatic' },
       'pg-outage': { type: 'string' },
       duration: { type: 'string' },
       'drain-timeout': { type: 'string' },
@@ -60,7 +64,7 @@ const v = args.values;
 if (v.help) {
   process.stdout.write(
     'npm run torture -- [--transport kafka,rabbitmq,sqs,nats,pipeline] [--messages N] [--kills N] [--seed N] [--consumers N]\n' +
-      '                   [--kafka-mode mixed|message|batch] [--duration S] [--drain-timeout S] [--restarts broker,postgres|none]\n' +
+      '                   [--kafka-mode mixed|message|batch] [--kafka-client kafkajs,platformatic] [--duration S] [--drain-timeout S] [--restarts broker,postgres|none]\n' +
       '                   [--pg-outage S] [--max-attempts N] [--keep] [--quick]\n' +
       '                   [--pipeline-messages N] [--pipeline-kills N] [--pipeline-duration S]\n' +
       'See docs/torture.md.\n',
@@ -95,6 +99,11 @@ const KAFKA_MODES = ['mixed', 'message', 'batch'] as const;
 const kafkaMode =
   KAFKA_MODES.find((m) => m === v['kafka-mode']) ??
   fail(`--kafka-mode must be mixed, message or batch, got ${v['kafka-mode']}`);
+const kafkaClients = [...new Set(v['kafka-client'].split(',').map((c) => c.trim()))].map((c) =>
+  KAFKA_TORTURE_CLIENTS.includes(c as KafkaTortureClient)
+    ? (c as KafkaTortureClient)
+    : fail(`--kafka-client takes kafkajs, platformatic or both (comma-separated), got ${c}`),
+);
 
 const pipelineMessages = count('pipeline-messages', v['pipeline-messages'], v.quick ? 600 : 4_000, 1);
 const pipelineKills = count('pipeline-kills', v['pipeline-kills'], v.quick ? 6 : 18);
@@ -106,6 +115,7 @@ const options = {
   kills,
   ...(v.consumers !== undefined ? { consumers: count('consumers', v.consumers, 0, 1) } : {}),
   kafkaMode,
+  kafkaClients,
   postgresOutageMs: count('pg-outage', v['pg-outage'], v.quick ? 3 : 5) * 1_000,
   seed,
   durationSeconds: count('duration', v.duration, v.quick ? 25 : Math.max(60, kills * 4), 5),
@@ -128,6 +138,7 @@ const reproduce = [
   `--kills ${kills}`,
   ...(options.consumers !== undefined ? [`--consumers ${options.consumers}`] : []),
   ...(kafkaMode !== 'mixed' ? [`--kafka-mode ${kafkaMode}`] : []),
+  `--kafka-client ${kafkaClients.join(',')}`,
   `--duration ${options.durationSeconds}`,
   `--restarts ${restarts.length > 0 ? restarts.join(',') : 'none'}`,
   `--pg-outage ${options.postgresOutageMs / 1_000}`,

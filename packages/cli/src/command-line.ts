@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 
 import type { DeadLetterFilter } from './replay/dead-letter-filter.js';
-import { resolveConnectionSettings } from './settings/connection-settings.js';
+import { resolveConnectionSettings, UnknownKafkaClientError } from './settings/connection-settings.js';
 import type { ConnectionSettings } from './settings/connection-settings.js';
 import { parseDuration, parsePositiveInt, parseRate, parseSince } from './settings/parse-values.js';
 import { UsageError } from './usage-error.js';
@@ -209,6 +209,7 @@ const CONNECTION_OPTIONS: Options = {
   schema: { type: 'string' },
   table: { type: 'string' },
   'kafka-brokers': { type: 'string' },
+  'kafka-client': { type: 'string' },
   'amqp-url': { type: 'string' },
   'sqs-endpoint': { type: 'string' },
   'nats-url': { type: 'string' },
@@ -500,8 +501,16 @@ export function parseCommandLine(
       );
     return redisUrl === undefined ? undefined : { redisUrl, keyPrefix };
   };
+  const connection = (() => {
+    try {
+      return resolveConnectionSettings(values, env);
+    } catch (error) {
+      if (error instanceof UnknownKafkaClientError) throw new UsageError(error.message, command);
+      throw error;
+    }
+  })();
   const common: Common = {
-    connection: resolveConnectionSettings(values, env),
+    connection,
     json: values.json === true,
   };
 

@@ -7,6 +7,8 @@ const CONNECTION = `Connection (flag, else environment variable):
   --schema NAME           schema of the inbox table           INBOXKIT_SCHEMA (default inboxkit)
   --table NAME            name of the inbox table             INBOXKIT_TABLE (default inbox)
   --kafka-brokers LIST    host:port,host:port                 KAFKA_BROKERS
+  --kafka-client NAME     kafkajs or platformatic             INBOXKIT_KAFKA_CLIENT
+                          (default kafkajs if installed, else @platformatic/kafka)
   --amqp-url URL          RabbitMQ URL                        AMQP_URL
   --sqs-endpoint URL      SQS endpoint (ElasticMQ/LocalStack) SQS_ENDPOINT (default AWS)
   --region REGION         AWS region                          AWS_REGION (default us-east-1)

@@ -1,10 +1,14 @@
 // Throughput and end-to-end latency of the Kafka transport against plain kafkajs consumers doing the same
 // one-row insert without the inbox, side by side on the same broker, database, partitions and concurrency.
 //
-//   npx tsx --conditions=@inboxkit/source packages/kafka/bench/kafka-bench.ts [--quick] [--messages N]
+//   node --import tsx packages/kafka/bench/kafka-bench.ts [--quick] [--messages N] [--client kafkajs,platformatic]
+//   (the built package, as users run it: build it first, `npx turbo run build --filter=@inboxkit/kafka`; the
+//   TypeScript sources: add --conditions=@inboxkit/source before --import, or `npm run bench -- --only kafka --source`)
 //
 // Four consumers: plain eachMessage (autoCommit, one INSERT per message) vs kafkaConsumer `message` mode, and
-// plain eachBatch (one transaction per fetched batch, autoCommit after it) vs kafkaConsumer `batch` mode.
+// plain eachBatch (one transaction per fetched batch, autoCommit after it) vs kafkaConsumer `batch` mode. With
+// `platformatic` among --client (the default), kafkaConsumer on @platformatic/kafka (platformaticKafka()) runs
+// beside them in each mode, reported against the same plain kafkajs consumer.
 // Throughput: N messages produced up front, timed from the moment the consumer joined to the last effect.
 // Latency: both variants at the same steady rate (half the slower one's throughput), from the produce call to
 // the effect being committed. A reference line drives the idempotent consumer directly (no Kafka, same
@@ -16,13 +20,19 @@ import { parseArgs } from 'node:util';
 
 import { idempotentConsumer, statementHandler } from '@inboxkit/core';
 import { PostgresInboxStore, migrateInbox } from '@inboxkit/core/postgres';
+import * as platformatic from '@platformatic/kafka';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Consumer, Producer } from 'kafkajs';
+import type { Producer } from 'kafkajs';
 import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
 
-import { kafkaConsumer } from '../src/index.js';
+// By package name, as users import it: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source.
+import { kafkaConsumer, platformaticKafka } from '@inboxkit/kafka';
+import type { KafkaClientLike } from '@inboxkit/kafka';
+
+import { createBenchTopics } from './bench-topics.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -30,8 +40,13 @@ const { values: args } = parseArgs({
     messages: { type: 'string' },
     partitions: { type: 'string', default: '4' },
     rounds: { type: 'string' },
+    client: { type: 'string', default: 'kafkajs,platformatic' },
   },
 });
+const CLIENTS = new Set(args.client.split(',').map((c) => c.trim()));
+for (const c of CLIENTS)
+  if (c !== 'kafkajs' && c !== 'platformatic')
+    throw new Error(`--client takes kafkajs, platformatic or both (comma-separated), got ${c}`);
 const QUICK = args.quick;
 const MESSAGES = Number(args.messages ?? (QUICK ? 4_000 : 20_000));
 const PARTITIONS = Number(args.partitions);
@@ -56,6 +71,11 @@ const kafka = new Kafka({
   clientId: 'inboxkit-bench',
   brokers: setting('KAFKA_BROKERS').split(','),
   logLevel: logLevel.NOTHING,
+});
+/** The same broker through @platformatic/kafka, for kafkaConsumer's platformatic side. */
+const platformaticClient: KafkaClientLike = platformaticKafka(platformatic, {
+  clientId: 'inboxkit-bench',
+  bootstrapBrokers: setting('KAFKA_BROKERS').split(','),
 });
 const pool = new pg.Pool({ connectionString: setting('DATABASE_URL'), max: PARTITIONS + 2 });
 const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
@@ -165,7 +185,10 @@ function inboxHandler(name: string, meter: Meter, statements = false) {
     // `statements`: the same insert as a statement handler, sent with its claim (docs/core.md).
     handler: statements
       ? statementHandler((message) =>
-          CompiledQuery.raw(`INSERT INTO ${effects} (id, n) VALUES ($1, $2)`, [message.id, message.payload.n]),
+          CompiledQuery.raw(`INSERT INTO ${effects} (id, n) VALUES ($1, $2)`, [
+            message.id,
+            message.payload.n,
+          ]),
         )
       : async (message, context) => {
           await sql`INSERT INTO ${sql.raw(effects)} (id, n) VALUES (${message.id}, ${message.payload.n})`.execute(
@@ -180,8 +203,15 @@ function inboxHandler(name: string, meter: Meter, statements = false) {
   });
 }
 
-function inbox(mode: 'message' | 'batch', keyConcurrency = 1, statements = false): Variant {
+function inbox(
+  mode: 'message' | 'batch',
+  keyConcurrency = 1,
+  statements = false,
+  client: 'kafkajs' | 'platformatic' = 'kafkajs',
+): Variant {
+  const on: KafkaClientLike = client === 'platformatic' ? platformaticClient : kafka;
   const extras = [
+    ...(client === 'platformatic' ? ['on @platformatic/kafka'] : []),
     ...(keyConcurrency === 1 ? [] : [`keyConcurrency ${keyConcurrency}`]),
     ...(statements ? ['statementHandler'] : []),
   ];
@@ -189,10 +219,10 @@ function inbox(mode: 'message' | 'batch', keyConcurrency = 1, statements = false
     name: [`kafkaConsumer ${mode}`, ...extras].join(', '),
     async start(topic, groupId, meter) {
       const handler = inboxHandler(`bench-${groupId}`, meter, statements);
-      const consumer: Consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+      const consumer = on.consumer({ groupId, maxWaitTimeInMs: 100 });
       const transport = kafkaConsumer({
         consumer,
-        kafka,
+        kafka: on,
         topics: [topic],
         handler,
         mode,
@@ -212,14 +242,11 @@ function inbox(mode: 'message' | 'batch', keyConcurrency = 1, statements = false
 async function createTopic(topic: string): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic, numPartitions: PARTITIONS },
-      { topic: `${topic}.dlq`, numPartitions: 1 },
-    ],
-  });
-  await admin.disconnect();
+  try {
+    await createBenchTopics(admin, topic, PARTITIONS);
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 async function deleteTopic(topic: string): Promise<void> {
@@ -426,13 +453,24 @@ async function main(): Promise<void> {
     `kafka bench: ${MESSAGES} messages, ${PARTITIONS} partitions (concurrency ${PARTITIONS}), ${ROUNDS} round(s), medians\n`,
   );
   try {
+    // @platformatic/kafka needs Node >= 22.22 (on older Nodes it loads, then fails at its first request).
+    const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+    const platformaticRuns = major > 22 || (major === 22 && minor >= 22);
+    if (CLIENTS.has('platformatic') && !platformaticRuns)
+      console.log(`(no @platformatic/kafka side: it needs Node >= 22.22, this is ${process.version})\n`);
+    const onPlatformatic = (mode: 'message' | 'batch') =>
+      CLIENTS.has('platformatic') && platformaticRuns ? [inbox(mode, 1, false, 'platformatic')] : [];
     console.log('single-message path');
     await compare(plainMessage, inbox('message'), 'message', producer, 0.85, [
       inbox('message', 8),
       inbox('message', 1, true),
+      ...onPlatformatic('message'),
     ]);
     console.log('batch path');
-    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [inbox('batch', 1, true)]);
+    await compare(plainBatch, inbox('batch'), 'batch', producer, 0.9, [
+      inbox('batch', 1, true),
+      ...onPlatformatic('batch'),
+    ]);
   } finally {
     await producer.disconnect();
     await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db);

@@ -9,7 +9,8 @@
 //     [--rounds 6] [--per-partition 100] [--partitions 6] [--mode message|batch|both]
 //
 // The copy without the careful phase is written to packages/kafka/bench/.no-careful-src (git-ignored) from
-// src/ at each start, two methods of attempt-ledger.ts replaced; the run stops if they are not found.
+// src/ at each start, two methods of attempt-ledger.ts replaced; the run stops if they are not found. This bench
+// compares two versions of the sources, so it runs on the sources (not the built package) by design.
 
 import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +25,7 @@ import type { Transaction } from 'kysely';
 import pg from 'pg';
 
 import { kafkaConsumer } from '../src/index.js';
+import { createBenchTopics } from './bench-topics.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -101,22 +103,7 @@ async function drain(
   const topic = `resume-${process.pid}-${runId}`;
   const admin = kafka.admin();
   await admin.connect();
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          { topic, numPartitions: PARTITIONS },
-          { topic: `${topic}.dlq`, numPartitions: 1 },
-        ],
-      });
-      break;
-    } catch (error) {
-      // A busy broker may answer the leader check before the topic's metadata is there: ask again.
-      if (attempt >= 5) throw error;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  await createBenchTopics(admin, topic, PARTITIONS);
   try {
     for (let from = 0; from < BACKLOG; from += 500) {
       await producer.send({

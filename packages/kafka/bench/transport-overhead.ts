@@ -3,15 +3,16 @@
 // Prints messages/s and this process's CPU per message: what the transport adds to kafkajs and to core shows
 // even on a busy machine, where throughput alone swings.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/kafka/bench/transport-overhead.ts
-//     [--messages N] [--rounds R]
+//   node --import tsx packages/kafka/bench/transport-overhead.ts [--messages N] [--rounds R]
+//   (the built package: build it first, `npx turbo run build --filter=@inboxkit/kafka`; the TypeScript sources:
+//   add --conditions=@inboxkit/source before --import)
 
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { idempotentConsumer } from '@inboxkit/core';
 import { InMemoryInboxStore } from '@inboxkit/core/memory';
 import { Kafka, logLevel } from 'kafkajs';
-import { kafkaConsumer } from '../src/index.js';
+import { kafkaConsumer } from '@inboxkit/kafka';
 import { kafkaBrokers } from '../test/support/kafka-services.js';
 
 const { values: args } = parseArgs({

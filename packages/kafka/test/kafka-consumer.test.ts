@@ -1,16 +1,32 @@
 // kafkaConsumer against the real broker and real Postgres: duplicates, dead letters with every header, id
-// resolution, tombstones, batch mode, a failed dead-letter produce and rebalances. Every
-// test checks the invariant: each id's effect applied once, offsets committed to the end only when settled.
+// resolution, tombstones, batch mode, a record that keeps failing, a failed dead-letter produce and rebalances.
+// Every test checks the invariant: each id's effect applied once, offsets committed to the end only when
+// settled. Every test runs on each Kafka client (kafkajs, and @platformatic/kafka through platformaticKafka());
+// the records are produced, and offsets and dead letters read, with kafkajs as an observer independent of the
+// client under test.
 import { HEADERS, RetryableError, idempotentConsumer } from '@inboxkit/core';
 import type { DeadLetterEntry, IdempotentConsumer, OutcomeStatus } from '@inboxkit/core';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
-import type { Consumer, Kafka, Producer } from 'kafkajs';
+import type { Kafka, Producer } from 'kafkajs';
 import type { Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { kafkaConsumer } from '../src/index.js';
-import type { KafkaConsumerOptions, KafkaTransportConsumer } from '../src/index.js';
-import { FAST_GROUP, connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import type {
+  KafkaClientLike,
+  KafkaConsumerLike,
+  KafkaConsumerOptions,
+  KafkaTransportConsumer,
+} from '../src/index.js';
+import {
+  FAST_GROUP,
+  KAFKA_TEST_CLIENTS,
+  connectedProducer,
+  createTopics,
+  readTopic,
+  testClient,
+  testKafka,
+} from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 import { schemaName, testDatabase } from './support/postgres.js';
 import type { TestDatabase } from './support/postgres.js';
@@ -87,27 +103,19 @@ function consumerOf(name: string, options: { maxAttempts?: number; handler?: Han
 
 interface Running {
   readonly transport: KafkaTransportConsumer;
-  readonly consumer: Consumer;
+  readonly consumer: KafkaConsumerLike;
   stop(): Promise<void>;
 }
 
+/** Starts a kafkaConsumer whose consumer and dead-letter producer come from `client`. */
 async function start(
+  client: KafkaClientLike,
   topic: string,
   groupId: string,
   handler: IdempotentConsumer<unknown, Transaction<unknown>>,
   options: Partial<KafkaConsumerOptions> = {},
 ): Promise<Running> {
-  const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
-  const transport = kafkaConsumer({
-    consumer,
-    kafka,
-    topics: [topic],
-    handler,
-    fromBeginning: true,
-    pauseOnFailureMs: 200,
-    heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
-    ...options,
-  } as KafkaConsumerOptions<unknown, Transaction<unknown>>);
+  const { consumer, transport } = unstarted(client, topic, groupId, handler, options);
   await transport.start();
   return {
     transport,
@@ -117,6 +125,28 @@ async function start(
       await consumer.disconnect();
     },
   };
+}
+
+/** The kafkaConsumer `start` starts, not started yet. */
+function unstarted(
+  client: KafkaClientLike,
+  topic: string,
+  groupId: string,
+  handler: IdempotentConsumer<unknown, Transaction<unknown>>,
+  options: Partial<KafkaConsumerOptions> = {},
+): { consumer: KafkaConsumerLike; transport: KafkaTransportConsumer } {
+  const consumer = client.consumer({ groupId, ...FAST_GROUP });
+  const transport = kafkaConsumer({
+    consumer,
+    kafka: client,
+    topics: [topic],
+    handler,
+    fromBeginning: true,
+    pauseOnFailureMs: 200,
+    heartbeatIntervalMs: FAST_GROUP.heartbeatInterval,
+    ...options,
+  } as KafkaConsumerOptions<unknown, Transaction<unknown>>);
+  return { consumer, transport };
 }
 
 /** Committed offset of the group per partition, against the topic's end. */
@@ -153,7 +183,11 @@ function header(entry: DeadLetterEntry, name: string): string | undefined {
   return entry.headers[name];
 }
 
-describe('kafkaConsumer against Kafka and Postgres', () => {
+describe.each(KAFKA_TEST_CLIENTS)('kafkaConsumer on %s against Kafka and Postgres', (clientName) => {
+  let client: KafkaClientLike;
+  beforeAll(() => {
+    client = testClient(clientName);
+  });
   it.each([
     { mode: 'message', keyConcurrency: 1 },
     { mode: 'message', keyConcurrency: 8 },
@@ -168,7 +202,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
       const records: Record[] = ids.map((id, i) => ({ id, key: `k${i % 7}` }));
       for (const [i, id] of ids.entries()) if (i % 10 < 3) records.push({ id, key: `k${i % 7}` });
       records.push({ id: ids[0], key: 'k0' }); // the same id a third time, later
-      const running = await start(topic, groupId, consumer, {
+      const running = await start(client, topic, groupId, consumer, {
         mode,
         keyConcurrency,
         partitionConcurrency: 3,
@@ -196,9 +230,9 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         if (id.startsWith('slow-')) await new Promise((resolve) => setTimeout(resolve, slowMs));
       },
     });
-    const running = await start(topic, groupId, consumer);
+    const running = await start(client, topic, groupId, consumer);
     let joins = 0;
-    running.consumer.on(running.consumer.events.GROUP_JOIN, () => void (joins += 1));
+    running.consumer.on('consumer.group_join', () => void (joins += 1));
     try {
       const slow = uniqueName('slow-');
       const after = uniqueName('after');
@@ -226,7 +260,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         if (id === poison) throw new Error('amount is missing');
       },
     });
-    const running = await start(topic, groupId, consumer);
+    const running = await start(client, topic, groupId, consumer);
     try {
       await produce(topic, [
         { id: poison, key: 'acct-7', value: '{"amount":null}', headers: { traceparent: '00-abc-def-01' } },
@@ -279,7 +313,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         applied.push(id);
       },
     });
-    const running = await start(topic, groupId, consumer);
+    const running = await start(client, topic, groupId, consumer);
     try {
       await produce(
         topic,
@@ -305,7 +339,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     const ce = uniqueName('ce');
     const keyed = uniqueName('keyed');
     const { consumer, recorder } = consumerOf(uniqueName('ids'));
-    const running = await start(topic, groupId, consumer, {
+    const running = await start(client, topic, groupId, consumer, {
       messageId: (record) => (record.key?.toString().startsWith('by-key') ? keyed : undefined),
     });
     try {
@@ -326,7 +360,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
 
     // With the opt-in, the orphan gets topic:partition:offset as its id (a second consumer, same records).
     const { consumer: second, recorder: secondRecorder } = consumerOf(uniqueName('coordinates'));
-    const again = await start(topic, uniqueName('group'), second, { useCoordinatesAsId: true });
+    const again = await start(client, topic, uniqueName('group'), second, { useCoordinatesAsId: true });
     try {
       await secondRecorder.waitFor(`${topic}:0:2`, 'processed', { timeoutMs: 30_000 });
     } finally {
@@ -340,7 +374,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     const after = uniqueName('after');
     const { consumer, recorder } = consumerOf(uniqueName('tombstones'));
     const groupId = uniqueName('group');
-    const running = await start(topic, groupId, consumer);
+    const running = await start(client, topic, groupId, consumer);
     try {
       await produce(topic, [{ id: uniqueName('gone'), key: 'entity-1', value: null }, { id: after }]);
       await recorder.waitFor(after, 'processed', { timeoutMs: 30_000 });
@@ -353,7 +387,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
 
     const skipGroup = uniqueName('group');
     const { consumer: skipping, recorder: skipRecorder } = consumerOf(uniqueName('skip'));
-    const skipper = await start(topic, skipGroup, skipping, { tombstones: 'skip' });
+    const skipper = await start(client, topic, skipGroup, skipping, { tombstones: 'skip' });
     try {
       await skipRecorder.waitFor(after, 'processed', { timeoutMs: 30_000 });
       expect(skipRecorder.events).toHaveLength(1);
@@ -387,7 +421,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         topic,
         ids.map((id, i) => ({ id, key: keyOf(i) })),
       );
-      const running = await start(topic, groupId, consumer, options);
+      const running = await start(client, topic, groupId, consumer, options);
       try {
         await recorder.waitForCount(ids.length, { status: 'processed', timeoutMs: 30_000 });
       } finally {
@@ -418,7 +452,7 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
         if (id === poison) throw new TypeError('permanent by default');
       },
     });
-    const running = await start(topic, groupId, consumer, {
+    const running = await start(client, topic, groupId, consumer, {
       deadLetterTopic: () => 'not a valid topic!',
       publishTimeoutMs: 2_000,
     });
@@ -446,26 +480,26 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
       ...a.consumer.config,
       hooks: { onOutcome: a.recorder.hook },
     });
-    const first = await start(topic, groupId, a.consumer, { partitionConcurrency: 2 });
+    const first = await start(client, topic, groupId, a.consumer, { partitionConcurrency: 2 });
     let second: Running | undefined;
     try {
       await produce(
         topic,
         ids.slice(0, 400).map((id, i) => ({ id, key: `k${i}` })),
       );
-      await a.recorder.waitForCount(100, { status: SETTLED, timeoutMs: 30_000 });
-      second = await start(topic, groupId, b, { partitionConcurrency: 2 }); // rebalance: partitions split
+      await a.recorder.waitForCount(100, { status: SETTLED, timeoutMs: 40_000 });
+      second = await start(client, topic, groupId, b, { partitionConcurrency: 2 }); // rebalance: partitions split
       await produce(
         topic,
         ids.slice(400, 800).map((id, i) => ({ id, key: `k${i}` })),
       );
-      await a.recorder.waitForCount(600, { status: SETTLED, timeoutMs: 30_000 });
+      await a.recorder.waitForCount(600, { status: SETTLED, timeoutMs: 40_000 });
       await first.stop(); // rebalance: the second takes everything
       await produce(
         topic,
         ids.slice(800).map((id, i) => ({ id, key: `k${i}` })),
       );
-      for (const id of ids) await a.recorder.waitFor(id, 'processed', { timeoutMs: 30_000 });
+      for (const id of ids) await a.recorder.waitFor(id, 'processed', { timeoutMs: 40_000 });
     } finally {
       await first.stop();
       await second?.stop();
@@ -473,14 +507,13 @@ describe('kafkaConsumer against Kafka and Postgres', () => {
     await expectAppliedOnce(ids);
     await expectFullyCommitted(topic, groupId);
     await cleanup();
-  });
+  }, 150_000);
 
   it('stop() called while start() is still joining waits for it and leaves the group', async () => {
     const { topic, cleanup } = await topics(1);
     const groupId = uniqueName('group');
     const { consumer: handler } = consumerOf(uniqueName('early-stop'));
-    const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
-    const transport = kafkaConsumer({ consumer, kafka, topics: [topic], handler, fromBeginning: true });
+    const { consumer, transport } = unstarted(client, topic, groupId, handler);
     const started = transport.start();
     await transport.stop();
     await started;

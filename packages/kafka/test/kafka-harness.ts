@@ -1,15 +1,24 @@
 // The TransportHarness of the Kafka transport: a fresh topic (3 partitions) and its DLQ on the real broker,
 // consumers in one group per harness with short group timings, and a crash that freezes a consumer's commits
-// and drops its connection while its handler is still running.
+// and drops its connection while its handler is still running. The client under test is kafkajs or
+// @platformatic/kafka (platformaticKafka()): the harness's consumers, dead-letter producer, test publisher and
+// dead-letter reader all go through it; topics are created (and deleted) with kafkajs' admin for both.
 
 import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
 import type { HarnessConsumerOptions, HarnessMessage, TransportHarness } from '@inboxkit/testing';
 import { uniqueName } from '@inboxkit/testing';
+import * as platformatic from '@platformatic/kafka';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Consumer, EachBatchPayload, Producer } from 'kafkajs';
+import type { Producer } from 'kafkajs';
 
-import { kafkaConsumer, kafkaDeadLetterQueue } from '../src/index.js';
-import type { KafkaConsumerLike, KafkaConsumerOptions, KafkaRunConfig } from '../src/index.js';
+import { kafkaConsumer, kafkaDeadLetterQueue, platformaticKafka } from '../src/index.js';
+import type {
+  KafkaClientLike,
+  KafkaConsumerLike,
+  KafkaConsumerOptions,
+  KafkaProducerLike,
+  KafkaRunConfig,
+} from '../src/index.js';
 import { kafkaBrokers } from './support/kafka-services.js';
 
 /** Group timings that keep joins and rebalances short against the local broker. */
@@ -31,6 +40,26 @@ export function testKafka(clientId = uniqueName('inboxkit-test')): Kafka {
     logLevel: level ?? logLevel.NOTHING,
     retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 2_000 },
   });
+}
+
+/** The Kafka clients the transport's tests run on. */
+export const KAFKA_TEST_CLIENTS = ['kafkajs', 'platformatic'] as const;
+/** One of `KAFKA_TEST_CLIENTS`. */
+export type KafkaTestClient = (typeof KAFKA_TEST_CLIENTS)[number];
+
+/** A platformaticKafka() client for tests. */
+export function testPlatformaticKafka(clientId = uniqueName('inboxkit-plt')): KafkaClientLike {
+  return platformaticKafka(platformatic, {
+    clientId,
+    bootstrapBrokers: kafkaBrokers(),
+    retries: 8,
+    retryDelay: 250,
+  });
+}
+
+/** A test client of the library `client` names. */
+export function testClient(client: KafkaTestClient): KafkaClientLike {
+  return client === 'kafkajs' ? testKafka() : testPlatformaticKafka();
 }
 
 /**
@@ -97,23 +126,27 @@ export async function connectedProducer(kafka: Kafka): Promise<Producer> {
 
 /** Publishes harness messages with acks from all replicas: `id` as the `message-id` header, `key` as the key. */
 export async function publish(
-  producer: Producer,
+  producer: KafkaProducerLike,
   topic: string,
   messages: readonly HarnessMessage[],
 ): Promise<void> {
-  await producer.send({
-    topic,
+  await producer.sendBatch({
     acks: -1,
-    messages: messages.map((m) => ({
-      key: m.key ?? null,
-      value: typeof m.body === 'string' ? m.body : Buffer.from(m.body),
-      headers: { ...m.headers, ...(m.id !== undefined ? { 'message-id': m.id } : {}) },
-    })),
+    topicMessages: [
+      {
+        topic,
+        messages: messages.map((m) => ({
+          key: m.key ?? null,
+          value: typeof m.body === 'string' ? m.body : Buffer.from(m.body),
+          headers: { ...m.headers, ...(m.id !== undefined ? { 'message-id': m.id } : {}) },
+        })),
+      },
+    ],
   });
 }
 
 /** Records in a topic right now (sum of high - low over partitions). */
-export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
+export async function topicSize(kafka: KafkaClientLike, topic: string): Promise<number> {
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -124,9 +157,9 @@ export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
   }
 }
 
-/** Waits until `topic` holds `count` records (or the timeout), then reads them all from the start. */
+/** Waits until `topic` holds `count` records (or the timeout), then reads them all with the DLQ reader. */
 export async function readTopic(
-  kafka: Kafka,
+  kafka: KafkaClientLike,
   topic: string,
   count: number,
   timeoutMs: number,
@@ -146,8 +179,8 @@ export interface CrashableConsumer {
   crash(): void;
 }
 
-/** Wraps a kafkajs consumer so a simulated crash stops every commit and ends batches at once. */
-export function crashable(consumer: Consumer): CrashableConsumer {
+/** Wraps a consumer (of either client) so a simulated crash stops every commit and ends batches at once. */
+export function crashable(consumer: KafkaConsumerLike): CrashableConsumer {
   let crashed = false;
   const wrapped: KafkaConsumerLike = {
     connect: () => consumer.connect(),
@@ -158,17 +191,22 @@ export function crashable(consumer: Consumer): CrashableConsumer {
     seek: (p) => consumer.seek(p),
     pause: (t) => consumer.pause(t),
     resume: (t) => consumer.resume(t),
-    on: ((event: string, listener: (e: unknown) => void) =>
-      consumer.on(event as never, listener)) as KafkaConsumerLike['on'],
+    on: ((event: 'consumer.crash', listener: () => void) =>
+      consumer.on(event, listener)) as KafkaConsumerLike['on'],
     run: (config?: KafkaRunConfig) => {
       const eachBatch = config?.eachBatch;
       return consumer.run({
         ...config,
         ...(eachBatch
           ? {
-              eachBatch: (payload: EachBatchPayload) =>
+              eachBatch: (payload) =>
                 eachBatch({
                   ...payload,
+                  // Named: the @platformatic/kafka adapter's payload need not spread its methods.
+                  batch: payload.batch,
+                  resolveOffset: (o) => payload.resolveOffset(o),
+                  heartbeat: () => payload.heartbeat(),
+                  isStale: () => payload.isStale(),
                   commitOffsetsIfNecessary: (offsets) =>
                     crashed
                       ? Promise.reject(new Error('crashed: not committing'))
@@ -190,6 +228,8 @@ export function crashable(consumer: Consumer): CrashableConsumer {
 
 /** Options of `kafkaHarness`. */
 export interface KafkaHarnessOptions {
+  /** The client under test (default kafkajs). */
+  readonly client?: KafkaTestClient;
   readonly partitions?: number;
   /** Extra transport options for every consumer the harness starts (mode, batchSize …). */
   readonly transport?: Partial<KafkaConsumerOptions>;
@@ -197,7 +237,10 @@ export interface KafkaHarnessOptions {
 
 /** A harness plus what tests of this package inspect directly. */
 export interface KafkaHarness extends TransportHarness {
+  /** kafkajs, for what the tests observe or set up beside the client under test (admin, topic configs). */
   readonly kafka: Kafka;
+  /** The client under test (`kafka` itself when it is kafkajs). */
+  readonly client: KafkaClientLike;
   readonly topic: string;
   readonly deadLetterTopic: string;
   readonly groupId: string;
@@ -209,7 +252,8 @@ const DEAD_LETTER_TOPIC_BYTES = 65_536;
 /** Builds a harness over fresh topics on the real broker. */
 export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<KafkaHarness> {
   const kafka = testKafka();
-  const topic = uniqueName('conformance');
+  const client: KafkaClientLike = options.client === 'platformatic' ? testPlatformaticKafka() : kafka;
+  const topic = uniqueName(options.client === 'platformatic' ? 'plt-conformance' : 'conformance');
   const deadLetterTopic = `${topic}.dlq`;
   const groupId = uniqueName('group');
   const deleteTopics = await createTopics(kafka, [
@@ -221,11 +265,16 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
       config: { 'max.message.bytes': String(DEAD_LETTER_TOPIC_BYTES) },
     },
   ]);
-  const producer = await connectedProducer(kafka);
-  const running = new Set<{ transport: TransportConsumer; consumer: Consumer; crash(): void }>();
+  const producer: KafkaProducerLike =
+    options.client === 'platformatic'
+      ? client.producer({ idempotent: true })
+      : await connectedProducer(kafka);
+  if (options.client === 'platformatic') await producer.connect();
+  const running = new Set<{ transport: TransportConsumer; consumer: KafkaConsumerLike; crash(): void }>();
 
   return {
     kafka,
+    client,
     topic,
     deadLetterTopic,
     groupId,
@@ -233,11 +282,11 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
       handler: IdempotentConsumer<unknown, unknown>,
       consumerOptions: HarnessConsumerOptions = {},
     ) {
-      const consumer = kafka.consumer({ groupId, ...FAST_GROUP });
+      const consumer = client.consumer({ groupId, ...FAST_GROUP });
       const wrapper = crashable(consumer);
       const transport = kafkaConsumer({
         consumer: wrapper.consumer,
-        kafka,
+        kafka: client,
         topics: [topic],
         handler,
         fromBeginning: true,
@@ -271,7 +320,7 @@ export async function kafkaHarness(options: KafkaHarnessOptions = {}): Promise<K
       body: JSON.stringify({ kind: 'oversized' }),
       headers: { 'x-bulk': 'b'.repeat(DEAD_LETTER_TOPIC_BYTES - 4_536) },
     }),
-    readDeadLetters: (count, timeoutMs) => readTopic(kafka, deadLetterTopic, count, timeoutMs),
+    readDeadLetters: (count, timeoutMs) => readTopic(client, deadLetterTopic, count, timeoutMs),
     async crash() {
       for (const entry of running) {
         entry.crash();

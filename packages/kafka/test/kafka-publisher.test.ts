@@ -1,39 +1,59 @@
 // The Publisher port on Kafka: acks from all replicas, the id as the message-id header, the key, and failures
-// as PublishError.
+// as PublishError. Every test runs on each Kafka client (kafkajs, and @platformatic/kafka through
+// platformaticKafka()); topics are created with kafkajs' admin.
 import { ConfigurationError, MessageTooLargeError, PublishError } from '@inboxkit/core';
 import { uniqueName } from '@inboxkit/testing';
-import type { Kafka, Producer } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { kafkaPublisher } from '../src/index.js';
-import { connectedProducer, createTopics, readTopic, testKafka } from './kafka-harness.js';
+import type { KafkaClientLike, KafkaProducerLike } from '../src/index.js';
+import {
+  KAFKA_TEST_CLIENTS,
+  connectedProducer,
+  createTopics,
+  readTopic,
+  testClient,
+  testKafka,
+} from './kafka-harness.js';
 import { holdBrokerShared } from './support/broker-lock.js';
 import { countingKafka } from './support/counting-kafka.js';
 
-let kafka: Kafka;
-let producer: Producer;
+/** kafkajs, for the topics' admin. */
+let admin: Kafka;
 
 let releaseBroker: (() => void) | undefined;
 
 beforeAll(async () => {
   releaseBroker = await holdBrokerShared();
-  kafka = testKafka();
-  producer = await connectedProducer(kafka);
+  admin = testKafka();
 });
 
-afterAll(async () => {
-  await producer?.disconnect();
-  releaseBroker?.();
-});
+afterAll(() => releaseBroker?.());
 
-describe('kafkaPublisher', () => {
+describe.each(KAFKA_TEST_CLIENTS)('kafkaPublisher on %s', (clientName) => {
+  /** The client under test, and an application's producer of it (connected). */
+  let kafka: KafkaClientLike;
+  let producer: KafkaProducerLike;
+  beforeAll(async () => {
+    kafka = testClient(clientName);
+    if (clientName === 'kafkajs') producer = await connectedProducer(kafka as Kafka);
+    else {
+      producer = kafka.producer({ idempotent: true });
+      await producer.connect();
+    }
+  });
+  afterAll(async () => {
+    await producer?.disconnect();
+  });
+
   it('names a record over its topic max.message.bytes in a non-retriable MessageTooLargeError, after confirming the ones before it', async () => {
     // Hardening issue, item 3: a message the broker refuses on every attempt must not look like an outage to
     // the outbox relay (which parks the row a MessageTooLargeError names, and retries a PublishError).
     const topic = uniqueName('pub-small');
-    const admin = kafka.admin();
-    await admin.connect();
-    await admin.createTopics({
+    const topicAdmin = admin.admin();
+    await topicAdmin.connect();
+    await topicAdmin.createTopics({
       waitForLeaders: true,
       topics: [
         {
@@ -44,7 +64,7 @@ describe('kafkaPublisher', () => {
         },
       ],
     });
-    await admin.disconnect();
+    await topicAdmin.disconnect();
     const publisher = kafkaPublisher({ producer });
     const error = await publisher
       .publish([
@@ -56,7 +76,7 @@ describe('kafkaPublisher', () => {
     expect(error).toBeInstanceOf(MessageTooLargeError);
     expect(error).toMatchObject({ messageId: 'too-big', retriable: false, code: 'MESSAGE_TOO_LARGE' });
     expect((await readTopic(kafka, topic, 1, 10_000)).map((e) => e.id)).toEqual(['fits-1']);
-    const a = kafka.admin();
+    const a = admin.admin();
     await a.connect();
     await a.deleteTopics({ topics: [topic] }).finally(() => a.disconnect());
   });
@@ -64,7 +84,7 @@ describe('kafkaPublisher', () => {
   it('publishes with the message-id header, the key, headers and body, to each destination topic', async () => {
     const a = uniqueName('pub-a');
     const b = uniqueName('pub-b');
-    const cleanup = await createTopics(kafka, [
+    const cleanup = await createTopics(admin, [
       { topic: a, partitions: 1 },
       { topic: b, partitions: 1 },
     ]);
@@ -86,16 +106,20 @@ describe('kafkaPublisher', () => {
       ['pay-1', 'acct-7', '00-1'],
       ['pay-3', 'acct-7', undefined],
     ]);
+    expect(Buffer.from(inA[0]!.body as Uint8Array).toString()).toBe('{"amount":5}');
     const inB = await readTopic(kafka, b, 1, 10_000);
     expect([...(inB[0]!.body as Uint8Array)]).toEqual([1, 2, 3]);
     // close() left the application's producer connected.
-    await producer.send({ topic: b, messages: [{ value: 'still connected' }] });
+    await producer.sendBatch({
+      acks: -1,
+      topicMessages: [{ topic: b, messages: [{ value: 'still connected' }] }],
+    });
     await cleanup();
   });
 
   it('creates, connects and closes its own producer when given the client', async () => {
     const topic = uniqueName('pub-own');
-    const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
+    const cleanup = await createTopics(admin, [{ topic, partitions: 1 }]);
     const publisher = kafkaPublisher({ kafka });
     await publisher.publish([{ destination: topic, id: 'x-1', body: 'x' }]);
     await publisher.close();
@@ -120,7 +144,7 @@ describe('kafkaPublisher', () => {
     // After a broker restart an idempotent producer can refuse every later send ("out of order sequence
     // number"): a publisher that kept it would never recover. Any failed send retires the producer it created.
     const topic = uniqueName('pub-fresh');
-    const cleanup = await createTopics(kafka, [{ topic, partitions: 1 }]);
+    const cleanup = await createTopics(admin, [{ topic, partitions: 1 }]);
     const { client: counting, created } = countingKafka(kafka);
     const publisher = kafkaPublisher({ kafka: counting, timeoutMs: 2_000 });
     await publisher.publish([{ destination: topic, id: 'f-1', body: 'x' }]);

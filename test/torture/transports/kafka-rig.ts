@@ -1,5 +1,6 @@
 // The Kafka side of a torture run: a topic with 6 partitions and its `.dlq`, an idempotent producer (acks -1),
-// group lag as the backlog, the DLQ read with the transport's own reader, and a real broker restart.
+// group lag as the backlog, the DLQ read with the transport's own reader, and a real broker restart. The
+// consumers run on the client `client` names; the rig's own producer, lag and DLQ reads use kafkajs.
 
 import { HEADERS } from '@inboxkit/core';
 import { kafkaDeadLetterQueue } from '@inboxkit/kafka';
@@ -8,6 +9,7 @@ import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Producer } from 'kafkajs';
 
 import { requireService, restartService } from '../../support/services.js';
+import type { KafkaTortureClient } from '../consumer-settings.js';
 import type { PlannedMessage } from '../message-plan.js';
 import type { DeadLetterCopy, TransportRig } from './transport-rig.js';
 import { retrying } from './transport-rig.js';
@@ -17,8 +19,11 @@ const PARTITIONS = 6;
 /** Which path of the transport the consumers run: `mixed` alternates `message` and `batch` by slot. */
 export type KafkaTortureMode = 'mixed' | 'message' | 'batch';
 
-export function kafkaRig(options: { readonly mode?: KafkaTortureMode } = {}): TransportRig {
+export function kafkaRig(
+  options: { readonly mode?: KafkaTortureMode; readonly client?: KafkaTortureClient } = {},
+): TransportRig {
   const mode = options.mode ?? 'mixed';
+  const client = options.client ?? 'kafkajs';
   const brokers = requireService('kafka').brokers;
   const kafka = new Kafka({
     clientId: 'torture-harness',
@@ -87,6 +92,7 @@ export function kafkaRig(options: { readonly mode?: KafkaTortureMode } = {}): Tr
           groupId,
           mode: mode === 'mixed' ? (index % 2 === 0 ? 'message' : 'batch') : mode,
           partitionConcurrency: 2,
+          client,
         },
       };
     },

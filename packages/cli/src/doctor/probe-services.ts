@@ -129,18 +129,19 @@ async function probeKafka(
     ];
   }
   const { kafkaClientFor } = await import('../transports/open-kafka.js');
-  const admin = kafkaClientFor(settings).admin();
+  let kafka: Awaited<ReturnType<typeof kafkaClientFor>> | undefined;
   try {
+    kafka = await kafkaClientFor(settings);
+    const cluster = kafka;
     const checks: DoctorCheck[] = [];
-    await within(ms, settings.kafkaBrokers.join(','), async () => admin.connect());
-    const cluster = await within(ms, 'kafka', () => admin.describeCluster());
+    const brokers = await within(ms, settings.kafkaBrokers.join(','), () => cluster.brokerCount());
     checks.push({
       name,
       status: 'ok',
-      detail: `${settings.kafkaBrokers.join(',')}: ${cluster.brokers.length} broker(s)`,
+      detail: `${settings.kafkaBrokers.join(',')}: ${brokers} broker(s) (${kafka.clientName})`,
     });
     if (options.transport === 'kafka') {
-      const topics = await within(ms, 'kafka', () => admin.listTopics());
+      const topics = await within(ms, 'kafka', () => cluster.listTopics());
       for (const [role, topic] of [
         ['source topic', options.source],
         ['DLQ topic', options.dlq],
@@ -164,7 +165,7 @@ async function probeKafka(
       failure(name, error, `check that Kafka at ${settings.kafkaBrokers.join(',')} is reachable`, secrets),
     ];
   } finally {
-    await admin.disconnect().catch(() => undefined);
+    await kafka?.close().catch(() => undefined);
   }
 }
 

@@ -13,6 +13,11 @@ export interface ConnectionSettings {
   readonly table: string;
   /** Kafka bootstrap brokers. Flag `--kafka-brokers host:port,…`, env `KAFKA_BROKERS`. */
   readonly kafkaBrokers?: readonly string[] | undefined;
+  /**
+   * The Kafka client library the CLI talks through. Flag `--kafka-client kafkajs|platformatic`, env
+   * `INBOXKIT_KAFKA_CLIENT`. Absent = kafkajs when it is installed, else `@platformatic/kafka`.
+   */
+  readonly kafkaClient?: KafkaClientName | undefined;
   /** RabbitMQ URL. Flag `--amqp-url`, env `AMQP_URL`. */
   readonly amqpUrl?: string | undefined;
   /** SQS endpoint (ElasticMQ, LocalStack); absent = AWS. Flag `--sqs-endpoint`, env `SQS_ENDPOINT`. */
@@ -29,10 +34,30 @@ export interface ConnectionFlags {
   readonly schema?: string | undefined;
   readonly table?: string | undefined;
   readonly 'kafka-brokers'?: string | undefined;
+  readonly 'kafka-client'?: string | undefined;
   readonly 'amqp-url'?: string | undefined;
   readonly 'sqs-endpoint'?: string | undefined;
   readonly 'nats-url'?: string | undefined;
   readonly region?: string | undefined;
+}
+
+/** The Kafka clients the CLI can use: `kafkajs`, or `platformatic` (the `@platformatic/kafka` package). */
+export const KAFKA_CLIENTS = ['kafkajs', 'platformatic'] as const;
+/** One of `KAFKA_CLIENTS`. */
+export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
+
+/** A `--kafka-client` / `INBOXKIT_KAFKA_CLIENT` value that names no client of `KAFKA_CLIENTS`. */
+export class UnknownKafkaClientError extends Error {
+  constructor(readonly value: string) {
+    super(`unknown Kafka client ${JSON.stringify(value)}: use --kafka-client kafkajs or platformatic`);
+    this.name = 'UnknownKafkaClientError';
+  }
+}
+
+function kafkaClientOf(value: string | undefined): KafkaClientName | undefined {
+  if (value === undefined) return undefined;
+  if (!(KAFKA_CLIENTS as readonly string[]).includes(value)) throw new UnknownKafkaClientError(value);
+  return value as KafkaClientName;
 }
 
 /** Default schema of the inbox table. */
@@ -44,7 +69,10 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === '' ? undefined : value.trim();
 }
 
-/** Merges flags over environment variables over defaults. */
+/**
+ * Merges flags over environment variables over defaults. Throws `UnknownKafkaClientError` when the Kafka
+ * client named is neither `kafkajs` nor `platformatic`.
+ */
 export function resolveConnectionSettings(
   flags: ConnectionFlags,
   env: Readonly<Record<string, string | undefined>>,
@@ -61,6 +89,7 @@ export function resolveConnectionSettings(
             .split(',')
             .map((b) => b.trim())
             .filter(Boolean),
+    kafkaClient: kafkaClientOf(nonEmpty(flags['kafka-client']) ?? nonEmpty(env.INBOXKIT_KAFKA_CLIENT)),
     amqpUrl: nonEmpty(flags['amqp-url']) ?? nonEmpty(env.AMQP_URL),
     sqsEndpoint: nonEmpty(flags['sqs-endpoint']) ?? nonEmpty(env.SQS_ENDPOINT),
     natsUrl: nonEmpty(flags['nats-url']) ?? nonEmpty(env.NATS_URL),
@@ -74,7 +103,10 @@ export function describeConnectionSettings(settings: ConnectionSettings): Record
   const out: Record<string, string> = {};
   if (settings.databaseUrl !== undefined) out.database = maskConnectionString(settings.databaseUrl);
   out.inbox = `${settings.schema}.${settings.table}`;
-  if (settings.kafkaBrokers !== undefined) out.kafka = settings.kafkaBrokers.join(',');
+  if (settings.kafkaBrokers !== undefined)
+    out.kafka =
+      settings.kafkaBrokers.join(',') +
+      (settings.kafkaClient !== undefined ? ` (${settings.kafkaClient})` : '');
   if (settings.amqpUrl !== undefined) out.rabbitmq = maskConnectionString(settings.amqpUrl);
   if (settings.natsUrl !== undefined) out.nats = maskConnectionString(settings.natsUrl);
   if (settings.sqsEndpoint !== undefined)

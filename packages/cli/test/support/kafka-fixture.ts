@@ -1,5 +1,6 @@
 // The replay suite's Kafka: a fresh source topic (3 partitions) and its `.dlq` topic, a kafkaConsumer in its
-// own group feeding the core consumer. The DLQ's depth is what the replay group has not removed yet.
+// own group feeding the core consumer. The DLQ's depth is what the replay group has not removed yet. The CLI
+// under test talks to Kafka through the client library `client` names (--kafka-client).
 
 import type { DeadLetterEntry, IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
 import { kafkaConsumer, kafkaDeadLetterQueue, kafkaPublisher } from '@inboxkit/kafka';
@@ -7,6 +8,7 @@ import { uniqueName } from '@inboxkit/testing';
 import { Kafka, logLevel } from 'kafkajs';
 import type { Consumer } from 'kafkajs';
 
+import type { KafkaClientName } from '../../src/settings/connection-settings.js';
 import { defaultReplayGroup } from '../../src/transports/open-kafka.js';
 import type { ReplayFixture } from './replay-fixture.js';
 import { requireService } from './services.js';
@@ -18,8 +20,8 @@ const FAST_GROUP = {
   maxWaitTimeInMs: 100,
 } as const;
 
-/** Fresh topics on the test Kafka. */
-export async function kafkaFixture(): Promise<ReplayFixture> {
+/** Fresh topics on the test Kafka; the CLI runs with `--kafka-client client`. */
+export async function kafkaFixture(client: KafkaClientName): Promise<ReplayFixture> {
   const brokers = requireService('KAFKA_BROKERS');
   const kafka = new Kafka({
     clientId: uniqueName('cli-test'),
@@ -63,7 +65,7 @@ export async function kafkaFixture(): Promise<ReplayFixture> {
   return {
     transport: 'kafka',
     dlq,
-    cliArgs: ['--kafka-brokers', brokers],
+    cliArgs: ['--kafka-brokers', brokers, '--kafka-client', client],
     async start(handler: IdempotentConsumer<unknown, unknown>) {
       const consumer = kafka.consumer({ groupId: uniqueName('cli-group'), ...FAST_GROUP });
       const transport = kafkaConsumer({

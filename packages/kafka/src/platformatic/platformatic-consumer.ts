@@ -104,6 +104,7 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
   readonly #inFlight = new Set<Promise<void>>();
   #wakeReader: (() => void) | undefined;
   #restartTimer: NodeJS.Timeout | undefined;
+  #pumpSoon: NodeJS.Immediate | undefined;
   readonly #listeners: [string, (payload: never) => void][] = [];
 
   constructor(consumer: PlatformaticConsumer, options: PlatformaticConsumerAdapterOptions) {
@@ -212,7 +213,7 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
       for await (const item of stream) {
         if (this.#stream !== stream || !this.#running) return;
         this.#enqueue(item as PlatformaticMessage);
-        this.#pump();
+        this.#schedulePump();
         while (this.#buffered >= this.#maxBuffered && this.#stream === stream && this.#running) {
           await new Promise<void>((resolve) => (this.#wakeReader = resolve));
           this.#wakeReader = undefined;
@@ -265,6 +266,18 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
     if (last !== undefined && m.offset <= last.offset) return;
     p.queue.push({ message: toKafkaMessage(m), offset: m.offset, leaderEpoch: m.leaderEpoch });
     this.#buffered++;
+  }
+
+  /**
+   * Pumps once the stream has handed over what it holds now: the records of one fetch arrive one by one, and
+   * pumping at the first would hand it out alone, its fetch-mates in later batches (kafkajs hands a partition's
+   * fetch to one eachBatch).
+   */
+  #schedulePump(): void {
+    this.#pumpSoon ??= setImmediate(() => {
+      this.#pumpSoon = undefined;
+      this.#pump();
+    });
   }
 
   /** Hands out a batch to every partition that can take one, up to partitionsConsumedConcurrently. */
@@ -367,6 +380,8 @@ class PlatformaticConsumerAdapter implements KafkaConsumerLike {
     if (!this.#running) return;
     this.#running = false;
     clearTimeout(this.#restartTimer);
+    clearImmediate(this.#pumpSoon);
+    this.#pumpSoon = undefined;
     this.#wakeReader?.();
     // Like kafkajs: the batches in flight end (isRunning() is false now) before the group is left.
     await Promise.allSettled([...this.#inFlight]);
