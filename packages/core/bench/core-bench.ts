@@ -473,12 +473,13 @@ async function profileOneRun(dir: string, label: string, name: string, run: (ids
 function whereCodeLives(url: string, functionName: string): string {
   if (functionName === '(garbage collector)') return 'GC';
   if (functionName === '(program)') return 'V8 and native (program)';
+  // The bench's own code (message building, the raw inboxes) lives under packages/core/bench: not inboxkit's.
+  if (url.includes('/bench/')) return 'the bench itself';
   if (url.includes('/packages/core/')) return 'inboxkit core';
   if (url.includes('/packages/data/')) return 'inboxkit data';
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
   if (pkg) return pkg[1]!;
   if (url.startsWith('node:')) return 'Node internals';
-  if (url.includes('/bench/')) return 'the bench itself';
   // Wall time in the socket write calls, the kernel's loopback TCP (it wakes the backend) included.
   if (url === '' && (functionName === 'writeBuffer' || functionName === 'writev')) return 'socket writes (native)';
   return url === '' ? `native (${functionName || 'anonymous'})` : 'other';
