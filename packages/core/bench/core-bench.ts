@@ -26,6 +26,7 @@
 // `db.transaction()`), the claim row and the effect sent as the same statements the seam's handler sends.
 //
 //   node --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5] [--profile-dir bench-results]
+//     [--only postgres.js,Drizzle]   (only the scenarios whose name contains one of the texts, and their figures)
 //   (the built packages, as users run them; --conditions=@inboxkit/source before --import: the TypeScript sources)
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
@@ -64,6 +65,9 @@ const { values: args } = parseArgs({
     url: { type: 'string' },
     // Where the CPU profiles of one extra run of handle() through the pg seam and of the raw pg inbox go ('' for none).
     'profile-dir': { type: 'string', default: 'bench-results' },
+    // Only the scenarios whose name contains one of these comma-separated texts (an A/B of one path), and only
+    // the figures made of them; no concurrent-duplicates count.
+    only: { type: 'string' },
   },
 });
 const deliveries = Number(args.deliveries ?? (args.quick ? 3_000 : 20_000));
@@ -310,7 +314,7 @@ interface Scenario {
   readonly run: (ids: readonly string[]) => Promise<number>;
 }
 
-const SCENARIOS: Scenario[] = [
+const ALL_SCENARIOS: Scenario[] = [
   { name: 'bare pg transaction (no dedupe)', ids: (t) => inFlight(`${t}-bare`, slice), run: bare },
   { name: 'least-row raw inbox, 30% duplicates in flight', ids: (t) => inFlight(`${t}-least`, slice), run: leastRow },
   { name: 'least-row raw inbox, 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-leasts`, slice), run: leastRow },
@@ -343,6 +347,8 @@ const SCENARIOS: Scenario[] = [
     run: batching(plainStatements),
   },
 ];
+
+const SCENARIOS = args.only === undefined ? ALL_SCENARIOS : ALL_SCENARIOS.filter((s) => args.only!.split(',').some((text) => s.name.includes(text)));
 
 /** The figures reported, each a ratio of two scenarios of one round, with the issue's target. */
 const RATIOS: { name: string; of: string; to: string; target?: number }[] = [
@@ -523,10 +529,11 @@ async function main(): Promise<void> {
   console.log('');
   console.log('| scenario | deliveries/s (min–median–max over the rounds) | × bare (median) | Node CPU µs per delivery (min–median–max) |');
   console.log('|---|---:|---:|---:|');
-  const bareRates = rates.get('bare pg transaction (no dedupe)')!;
+  const bareRates = rates.get('bare pg transaction (no dedupe)');
   for (const s of SCENARIOS) {
     const r = rates.get(s.name)!;
-    console.log(`| ${s.name} | ${spread(r, 0)} | ${median(r.map((v, i) => v / bareRates[i]!)).toFixed(2)} | ${spread(cpu.get(s.name)!, 0)} |`);
+    const bare = bareRates === undefined ? '' : median(r.map((v, i) => v / bareRates[i]!)).toFixed(2);
+    console.log(`| ${s.name} | ${spread(r, 0)} | ${bare} | ${spread(cpu.get(s.name)!, 0)} |`);
   }
   // The CPU budget: inboxkit's Node CPU per message beside the raw inbox's, ratios taken round by round.
   console.log('');
@@ -547,7 +554,8 @@ async function main(): Promise<void> {
     ['raw Drizzle inbox, per message in flight', 'least-row raw inbox, Drizzle, 30% duplicates in flight', undefined],
     ['handle() Drizzle seam, per message in flight', 'handle() Drizzle seam, 30% duplicates in flight', 'least-row raw inbox, Drizzle, 30% duplicates in flight'],
   ] as const) {
-    const us = cpu.get(name)!;
+    const us = cpu.get(name);
+    if (us === undefined || (raw !== undefined && !cpu.has(raw))) continue;
     const vsRaw = raw === undefined ? undefined : us.map((v, i) => v / cpu.get(raw)![i]!);
     cpuBudget[label] = { us, ...(vsRaw === undefined ? {} : { vsRaw }) };
     console.log(`| ${label} | ${spread(us, 0)} | ${vsRaw === undefined ? '' : `${spread(vsRaw)}×`} |`);
@@ -555,8 +563,9 @@ async function main(): Promise<void> {
   const ratios: Record<string, { rounds: number[]; target?: number }> = {};
   console.log('');
   for (const r of RATIOS) {
-    const of = rates.get(r.of)!;
-    const to = rates.get(r.to)!;
+    const of = rates.get(r.of);
+    const to = rates.get(r.to);
+    if (of === undefined || to === undefined) continue;
     const each = of.map((v, i) => v / to[i]!);
     ratios[r.name] = { rounds: each, ...(r.target === undefined ? {} : { target: r.target }) };
     const verdict = r.target === undefined ? '' : ` (target ≥ ${r.target}×: ${median(each) >= r.target ? 'met' : 'missed'})`;
@@ -572,6 +581,10 @@ async function main(): Promise<void> {
     console.log(`double effects, ${label} with duplicates in flight: ${e.total - e.distinct}`);
   }
 
+  if (args.only !== undefined) {
+    process.stdout.write(`BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, only: args.only, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios })}\n`);
+    return;
+  }
   // Every id twice at the same moment.
   const pairs = Array.from({ length: Math.min(deliveries, 4_000) / 2 }, (_, i) => `conc-n-${i}`).flatMap((id) => [id, id]);
   await naive(pairs);
