@@ -176,12 +176,15 @@ async function leastRowKysely(ids: readonly string[]): Promise<number> {
   });
 }
 
-/** The raw inbox a postgres.js user writes: `sql.begin()`, the claim row, the effect if the row was new. */
+/**
+ * The raw inbox a postgres.js user writes: `sql.begin()`, the claim row, the effect if the row was new. The claim
+ * row prepared, as a tagged template is and as the seam sends its claim; the effect as the seam's handler sends it.
+ */
 async function leastRowPostgresJs(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
     const fp = fingerprintPayload(payload(id));
     await psql.begin(async (tx) => {
-      const claimed = await tx.unsafe(CLAIM_ROW, [id, fp]);
+      const claimed = await tx.unsafe(CLAIM_ROW, [id, fp], { prepare: true });
       if (claimed.length === 0) return;
       await tx.unsafe(INSERT_EFFECT, [id, 42]);
     });
