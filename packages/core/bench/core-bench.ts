@@ -19,9 +19,14 @@
 // write by hand, the floor of a Kysely handler), handle() through the pg seam (@inboxkit/data/pg) against the raw
 // pg inbox, and first-only / duplicates-only runs of both, for the CPU budget: Node CPU µs per message
 // (process.cpuUsage over each timed phase) for every scenario, and after the rounds a CPU profile of one extra
-// run of handle() through the pg seam, written to <--profile-dir>/core-bench-handle-pg-seam.cpuprofile.
+// run of handle() through the pg seam and of the raw pg inbox, written to <--profile-dir>/core-bench-handle-pg-seam
+// .cpuprofile and core-bench-raw-pg-inbox.cpuprofile, each summed by where the code lives, per delivery.
+// The same pair for postgres.js and Drizzle (on node-postgres): handle() through @inboxkit/data/postgres-js and
+// @inboxkit/data/drizzle against the raw inbox written with that library's own transaction (`sql.begin()`,
+// `db.transaction()`), the claim row and the effect sent as the same statements the seam's handler sends.
 //
 //   node --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5] [--profile-dir bench-results]
+//     [--only postgres.js,Drizzle]   (only the scenarios whose name contains one of the texts, and their figures)
 //   (the built packages, as users run them; --conditions=@inboxkit/source before --import: the TypeScript sources)
 // Postgres: DATABASE_URL, else .services/env (`npm run services:up`).
 
@@ -31,13 +36,18 @@ import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type Generated, type Transaction } from 'kysely';
+import { sql as drizzleSql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import postgres from 'postgres';
 // By package name, as users import them: the built dist/ by default, the TypeScript sources under
 // --conditions=@inboxkit/source (bench/run-child.ts; `npm run bench -- --source`).
 import { fingerprintPayload, idempotentConsumer, statementHandler } from '@inboxkit/core';
 import type { InboundMessage, Outcome } from '@inboxkit/core';
 import { migrateInbox, PostgresInboxStore } from '@inboxkit/core/postgres';
+import { drizzleSeam } from '@inboxkit/data/drizzle';
 import { pgSeam } from '@inboxkit/data/pg';
+import { postgresJsSeam } from '@inboxkit/data/postgres-js';
 import { databaseUrl } from './database-url.js';
 
 const CONCURRENCY = 16;
@@ -53,8 +63,11 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string' },
     rounds: { type: 'string' },
     url: { type: 'string' },
-    // Where the CPU profile of one extra run of handle() through the pg seam goes ('' for none).
+    // Where the CPU profiles of one extra run of handle() through the pg seam and of the raw pg inbox go ('' for none).
     'profile-dir': { type: 'string', default: 'bench-results' },
+    // Only the scenarios whose name contains one of these comma-separated texts (an A/B of one path), and only
+    // the figures made of them; no concurrent-duplicates count.
+    only: { type: 'string' },
   },
 });
 const deliveries = Number(args.deliveries ?? (args.quick ? 3_000 : 20_000));
@@ -64,6 +77,11 @@ const schema = `bench_${randomBytes(4).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: databaseUrl(args.url), max: CONCURRENCY });
 const db = new Kysely<BenchDB>({ dialect: new PostgresDialect({ pool }) });
 const INSERT_EFFECT = `INSERT INTO "${schema}".effects (message_id, amount) VALUES ($1, $2)`;
+// postgres.js' pool, and Drizzle over the node-postgres pool (the scenarios run one at a time).
+const psql = postgres(databaseUrl(args.url), { max: CONCURRENCY, onnotice: () => undefined });
+const drizzleDb = drizzle({ client: pool });
+/** The raw inbox's claim row, parameterised: consumer, id, fingerprint. */
+const CLAIM_ROW = `INSERT INTO "${schema}".least (consumer, message_id, fingerprint, expires_at) VALUES ('bench', $1, $2, now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`;
 
 /** `n` deliveries, 30% of them duplicates dispatched right after their original. */
 function inFlight(prefix: string, n: number): string[] {
@@ -158,6 +176,35 @@ async function leastRowKysely(ids: readonly string[]): Promise<number> {
   });
 }
 
+/**
+ * The raw inbox a postgres.js user writes: `sql.begin()`, the claim row, the effect if the row was new. The claim
+ * row prepared, as a tagged template is and as the seam sends its claim; the effect as the seam's handler sends it.
+ */
+async function leastRowPostgresJs(ids: readonly string[]): Promise<number> {
+  return drive(ids, async (id) => {
+    const fp = fingerprintPayload(payload(id));
+    await psql.begin(async (tx) => {
+      const claimed = await tx.unsafe(CLAIM_ROW, [id, fp], { prepare: true });
+      if (claimed.length === 0) return;
+      await tx.unsafe(INSERT_EFFECT, [id, 42]);
+    });
+  });
+}
+
+/** The raw inbox a Drizzle user writes: `db.transaction()`, the claim row, the effect if the row was new. */
+async function leastRowDrizzle(ids: readonly string[]): Promise<number> {
+  return drive(ids, async (id) => {
+    const fp = fingerprintPayload(payload(id));
+    await drizzleDb.transaction(async (tx) => {
+      const claimed = await tx.execute(
+        drizzleSql`INSERT INTO ${drizzleSql.raw(`"${schema}".least`)} (consumer, message_id, fingerprint, expires_at) VALUES ('bench', ${id}, ${fp}, now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`,
+      );
+      if (claimed.rowCount === 0) return;
+      await tx.execute(drizzleSql`INSERT INTO ${drizzleSql.raw(`"${schema}".effects`)} (message_id, amount) VALUES (${id}, ${42})`);
+    });
+  });
+}
+
 /** Check-then-act: a read outside the transaction decides, so concurrent duplicates both apply. */
 async function naive(ids: readonly string[]): Promise<number> {
   return drive(ids, async (id) => {
@@ -220,6 +267,22 @@ const seamConsumer = idempotentConsumer<{ id: string; amount: number }, pg.PoolC
   },
 });
 
+// handle() through the postgres.js seam and the Drizzle seam, the effect the statement each raw inbox sends.
+const postgresJsConsumer = idempotentConsumer<{ id: string; amount: number }, postgres.TransactionSql>({
+  name: 'bench',
+  store: new PostgresInboxStore<unknown, postgres.TransactionSql>({ seam: postgresJsSeam(psql), schema }),
+  handler: async (m, { tx }) => {
+    await tx.unsafe(INSERT_EFFECT, [m.id, m.payload.amount]);
+  },
+});
+const drizzleConsumer = idempotentConsumer({
+  name: 'bench',
+  store: new PostgresInboxStore({ seam: drizzleSeam(drizzleDb), schema }),
+  handler: async (m: { id: string; payload: { id: string; amount: number } }, { tx }) => {
+    await tx.execute(drizzleSql`INSERT INTO ${drizzleSql.raw(`"${schema}".effects`)} (message_id, amount) VALUES (${m.id}, ${m.payload.amount})`);
+  },
+});
+
 interface Handles {
   handle(message: InboundMessage): Promise<Outcome>;
   handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
@@ -254,7 +317,7 @@ interface Scenario {
   readonly run: (ids: readonly string[]) => Promise<number>;
 }
 
-const SCENARIOS: Scenario[] = [
+const ALL_SCENARIOS: Scenario[] = [
   { name: 'bare pg transaction (no dedupe)', ids: (t) => inFlight(`${t}-bare`, slice), run: bare },
   { name: 'least-row raw inbox, 30% duplicates in flight', ids: (t) => inFlight(`${t}-least`, slice), run: leastRow },
   { name: 'least-row raw inbox, 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-leasts`, slice), run: leastRow },
@@ -264,6 +327,10 @@ const SCENARIOS: Scenario[] = [
   { name: 'handle() pg seam, 30% duplicates in flight', ids: (t) => inFlight(`${t}-pg`, slice), run: handling(seamConsumer) },
   { name: 'handle() pg seam, first deliveries only', ids: (t) => fresh(`${t}-pgfirst`, slice), run: handling(seamConsumer) },
   { name: 'handle() pg seam, duplicates only', ids: (t) => fresh(`${t}-seed`, slice), run: handling(seamConsumer) },
+  { name: 'least-row raw inbox, postgres.js, 30% duplicates in flight', ids: (t) => inFlight(`${t}-pjraw`, slice), run: leastRowPostgresJs },
+  { name: 'handle() postgres.js seam, 30% duplicates in flight', ids: (t) => inFlight(`${t}-pj`, slice), run: handling(postgresJsConsumer) },
+  { name: 'least-row raw inbox, Drizzle, 30% duplicates in flight', ids: (t) => inFlight(`${t}-dzraw`, slice), run: leastRowDrizzle },
+  { name: 'handle() Drizzle seam, 30% duplicates in flight', ids: (t) => inFlight(`${t}-dz`, slice), run: handling(drizzleConsumer) },
   { name: 'handle(), 30% duplicates in flight', ids: (t) => inFlight(`${t}-ik`, slice), run: handling() },
   { name: 'handle(), 30% duplicates spaced out', ids: (t) => spacedOut(`${t}-iks`, slice), run: handling() },
   { name: 'handle(), first deliveries only', ids: (t) => fresh(`${t}-first`, slice), run: handling() },
@@ -284,9 +351,25 @@ const SCENARIOS: Scenario[] = [
   },
 ];
 
+const SCENARIOS = args.only === undefined ? ALL_SCENARIOS : ALL_SCENARIOS.filter((s) => args.only!.split(',').some((text) => s.name.includes(text)));
+
 /** The figures reported, each a ratio of two scenarios of one round, with the issue's target. */
 const RATIOS: { name: string; of: string; to: string; target?: number }[] = [
   { name: 'handle() pg seam / least-row raw pg inbox, in flight', of: 'handle() pg seam, 30% duplicates in flight', to: 'least-row raw inbox, 30% duplicates in flight', target: 0.9 },
+  {
+    name: 'handle() postgres.js seam / least-row raw postgres.js inbox, in flight',
+    of: 'handle() postgres.js seam, 30% duplicates in flight',
+    to: 'least-row raw inbox, postgres.js, 30% duplicates in flight',
+    target: 0.9,
+  },
+  {
+    name: 'handle() Drizzle seam / least-row raw Drizzle inbox, in flight',
+    of: 'handle() Drizzle seam, 30% duplicates in flight',
+    to: 'least-row raw inbox, Drizzle, 30% duplicates in flight',
+    target: 0.9,
+  },
+  { name: 'duplicate / first delivery, pg seam', of: 'handle() pg seam, duplicates only', to: 'handle() pg seam, first deliveries only', target: 3 },
+  { name: 'duplicate / first delivery, raw pg inbox', of: 'least-row raw inbox, duplicates only', to: 'least-row raw inbox, first deliveries only' },
   {
     name: 'handle() Kysely / least-row raw inbox with a Kysely effect, in flight',
     of: 'handle(), 30% duplicates in flight',
@@ -334,22 +417,22 @@ const spread = (xs: readonly number[], digits = 2): string =>
   `${Math.min(...xs).toFixed(digits)}–${median(xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
 
 /**
- * A CPU profile (V8's sampling profiler, as `node --cpu-prof` writes it) of one extra run of handle() through the
- * pg seam with 30% duplicates in flight, after the timed rounds (its sampling would weigh on their figures),
- * written to `<dir>/core-bench-handle-pg-seam.cpuprofile` (open it in Chrome DevTools or speedscope), and its
- * self time summed by where the code lives.
+ * A CPU profile (V8's sampling profiler, as `node --cpu-prof` writes it) of one extra run of `run` (handle()
+ * through the pg seam, the raw pg inbox) with 30% duplicates in flight, after the timed rounds (its sampling
+ * would weigh on their figures), written to `<dir>/core-bench-<name>.cpuprofile` (open it in Chrome DevTools or
+ * speedscope), and its self time summed by where the code lives, as a share and per delivery.
  */
-async function profileOneRun(dir: string): Promise<void> {
+async function profileOneRun(dir: string, label: string, name: string, run: (ids: readonly string[]) => Promise<number>): Promise<void> {
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
   await session.post('Profiler.setSamplingInterval', { interval: 100 });
   await session.post('Profiler.start');
-  await handling(seamConsumer)(inFlight('prof-pg', slice));
+  await run(inFlight(`prof-${name}`, slice));
   const { profile } = await session.post('Profiler.stop');
   session.disconnect();
   mkdirSync(dir, { recursive: true });
-  const file = `${dir}/core-bench-handle-pg-seam.cpuprofile`;
+  const file = `${dir}/core-bench-${name}.cpuprofile`;
   writeFileSync(file, JSON.stringify(profile));
   // Samples, not the wall time between them: on a loaded machine one sample can stand for a thread descheduled
   // for 150 ms, which would then be blamed on whatever function it stopped in.
@@ -379,12 +462,15 @@ async function profileOneRun(dir: string): Promise<void> {
     }
   }
   const per = (us: number): string => `${((us / total) * 100).toFixed(1)}%`;
-  console.log(`\nCPU profile of one run of handle() pg seam (${slice} deliveries, not idle): ${file}`);
+  // One sample every 100 µs: samples × 100 / deliveries is the sampled (not idle) time per delivery.
+  const perDelivery = (n: number): string => `${((n * 100) / slice).toFixed(0)} µs`;
+  console.log(`\nCPU profile of one run of ${label} (${slice} deliveries, 30% duplicates in flight): ${file}`);
+  console.log(`sampled time per delivery, not idle: ${perDelivery(total)}`);
   console.log(
-    `share of the samples (self, not idle): ${[...groups]
+    `by where the code lives (share; per delivery): ${[...groups]
       .sort((a, b) => b[1] - a[1])
       .slice(0, 14)
-      .map(([g, us]) => `${g} ${per(us)}`)
+      .map(([g, n]) => `${g} ${per(n)}; ${perDelivery(n)}`)
       .join(', ')}`,
   );
   console.log(
@@ -396,12 +482,13 @@ async function profileOneRun(dir: string): Promise<void> {
 function whereCodeLives(url: string, functionName: string): string {
   if (functionName === '(garbage collector)') return 'GC';
   if (functionName === '(program)') return 'V8 and native (program)';
+  // The bench's own code (message building, the raw inboxes) lives under packages/core/bench: not inboxkit's.
+  if (url.includes('/bench/')) return 'the bench itself';
   if (url.includes('/packages/core/')) return 'inboxkit core';
   if (url.includes('/packages/data/')) return 'inboxkit data';
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
   if (pkg) return pkg[1]!;
   if (url.startsWith('node:')) return 'Node internals';
-  if (url.includes('/bench/')) return 'the bench itself';
   // Wall time in the socket write calls, the kernel's loopback TCP (it wakes the backend) included.
   if (url === '' && (functionName === 'writeBuffer' || functionName === 'writev')) return 'socket writes (native)';
   return url === '' ? `native (${functionName || 'anonymous'})` : 'other';
@@ -445,14 +532,15 @@ async function main(): Promise<void> {
   console.log('');
   console.log('| scenario | deliveries/s (min–median–max over the rounds) | × bare (median) | Node CPU µs per delivery (min–median–max) |');
   console.log('|---|---:|---:|---:|');
-  const bareRates = rates.get('bare pg transaction (no dedupe)')!;
+  const bareRates = rates.get('bare pg transaction (no dedupe)');
   for (const s of SCENARIOS) {
     const r = rates.get(s.name)!;
-    console.log(`| ${s.name} | ${spread(r, 0)} | ${median(r.map((v, i) => v / bareRates[i]!)).toFixed(2)} | ${spread(cpu.get(s.name)!, 0)} |`);
+    const bare = bareRates === undefined ? '' : median(r.map((v, i) => v / bareRates[i]!)).toFixed(2);
+    console.log(`| ${s.name} | ${spread(r, 0)} | ${bare} | ${spread(cpu.get(s.name)!, 0)} |`);
   }
   // The CPU budget: inboxkit's Node CPU per message beside the raw inbox's, ratios taken round by round.
   console.log('');
-  console.log('| Node CPU per message | µs (min–median–max) | × raw pg inbox (min–median–max) |');
+  console.log('| Node CPU per message | µs (min–median–max) | × the same library\'s raw inbox (min–median–max) |');
   console.log('|---|---:|---:|');
   const cpuBudget: Record<string, { us: number[]; vsRaw?: number[] }> = {};
   for (const [label, name, raw] of [
@@ -464,8 +552,13 @@ async function main(): Promise<void> {
     ['handle() Kysely, duplicate', 'handle(), duplicates only', 'least-row raw inbox, duplicates only'],
     [`handleBatch(${BATCH_SIZE}) Kysely, per message (30% duplicates in flight)`, `handleBatch(${BATCH_SIZE}), 30% duplicates in flight`, undefined],
     ['bare pg transaction, per transaction', 'bare pg transaction (no dedupe)', undefined],
+    ['raw postgres.js inbox, per message in flight', 'least-row raw inbox, postgres.js, 30% duplicates in flight', undefined],
+    ['handle() postgres.js seam, per message in flight', 'handle() postgres.js seam, 30% duplicates in flight', 'least-row raw inbox, postgres.js, 30% duplicates in flight'],
+    ['raw Drizzle inbox, per message in flight', 'least-row raw inbox, Drizzle, 30% duplicates in flight', undefined],
+    ['handle() Drizzle seam, per message in flight', 'handle() Drizzle seam, 30% duplicates in flight', 'least-row raw inbox, Drizzle, 30% duplicates in flight'],
   ] as const) {
-    const us = cpu.get(name)!;
+    const us = cpu.get(name);
+    if (us === undefined || (raw !== undefined && !cpu.has(raw))) continue;
     const vsRaw = raw === undefined ? undefined : us.map((v, i) => v / cpu.get(raw)![i]!);
     cpuBudget[label] = { us, ...(vsRaw === undefined ? {} : { vsRaw }) };
     console.log(`| ${label} | ${spread(us, 0)} | ${vsRaw === undefined ? '' : `${spread(vsRaw)}×`} |`);
@@ -473,8 +566,9 @@ async function main(): Promise<void> {
   const ratios: Record<string, { rounds: number[]; target?: number }> = {};
   console.log('');
   for (const r of RATIOS) {
-    const of = rates.get(r.of)!;
-    const to = rates.get(r.to)!;
+    const of = rates.get(r.of);
+    const to = rates.get(r.to);
+    if (of === undefined || to === undefined) continue;
     const each = of.map((v, i) => v / to[i]!);
     ratios[r.name] = { rounds: each, ...(r.target === undefined ? {} : { target: r.target }) };
     const verdict = r.target === undefined ? '' : ` (target ≥ ${r.target}×: ${median(each) >= r.target ? 'met' : 'missed'})`;
@@ -490,6 +584,10 @@ async function main(): Promise<void> {
     console.log(`double effects, ${label} with duplicates in flight: ${e.total - e.distinct}`);
   }
 
+  if (args.only !== undefined) {
+    process.stdout.write(`BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, only: args.only, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios })}\n`);
+    return;
+  }
   // Every id twice at the same moment.
   const pairs = Array.from({ length: Math.min(deliveries, 4_000) / 2 }, (_, i) => `conc-n-${i}`).flatMap((id) => [id, id]);
   await naive(pairs);
@@ -500,9 +598,18 @@ async function main(): Promise<void> {
   console.log(
     `concurrent duplicates (${pairs.length / 2} ids, 2 copies at once): naive applied ${nc.total - nc.distinct} twice (${(((nc.total - nc.distinct) / (pairs.length / 2)) * 100).toFixed(0)}%), inboxkit ${ic.total - ic.distinct} (${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')})`,
   );
-  const pgDoubles = await effectsOf('%-pg-%');
-  console.log(`double effects, handle() pg seam with duplicates in flight: ${pgDoubles.total - pgDoubles.distinct}`);
-  if (args['profile-dir']) await profileOneRun(args['profile-dir']);
+  for (const [label, pattern] of [
+    ['pg seam', '%-pg-%'],
+    ['postgres.js seam', '%-pj-%'],
+    ['Drizzle seam', '%-dz-%'],
+  ] as const) {
+    const e = await effectsOf(pattern);
+    console.log(`double effects, handle() ${label} with duplicates in flight: ${e.total - e.distinct}`);
+  }
+  if (args['profile-dir']) {
+    await profileOneRun(args['profile-dir'], 'handle() pg seam', 'handle-pg-seam', handling(seamConsumer));
+    await profileOneRun(args['profile-dir'], 'the raw pg inbox', 'raw-pg-inbox', leastRow);
+  }
   process.stdout.write(
     `BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios, doubles: ic.total - ic.distinct, naiveDoubles: nc.total - nc.distinct, pairs: pairs.length / 2 })}\n`,
   );
@@ -512,5 +619,6 @@ try {
   await main();
 } finally {
   await sql.raw(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).execute(db).catch(() => undefined);
+  await psql.end();
   await db.destroy();
 }

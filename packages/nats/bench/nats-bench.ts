@@ -3,7 +3,7 @@
 // services (nats-server with JetStream file storage, Postgres). Prints messages/s, p50/p99 latency and the
 // inbox/plain ratio.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/nats/bench/nats-bench.ts [--quick] [--concurrency N] [--messages N] [--rounds N]
+//   node [--conditions=@inboxkit/source] --import tsx packages/nats/bench/nats-bench.ts [--quick] [--concurrency N] [--messages N] [--rounds N]
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -19,7 +19,9 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
 
-import { ensureStreams, natsConsumer } from '../src/index.js';
+// By package name, as users import it: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source (`npm run bench -- --source`).
+import { ensureStreams, natsConsumer } from '@inboxkit/nats';
 
 const { values: args } = parseArgs({
   options: {

@@ -2,7 +2,7 @@
 // doing the same one-row insert without the inbox, at the same prefetch and concurrency, on the real broker
 // and database of `npm run services:up`. Prints messages/s, p50/p99 latency and the inbox/plain ratio.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/rabbitmq/bench/rabbitmq-bench.ts [--quick]
+//   node [--conditions=@inboxkit/source] --import tsx packages/rabbitmq/bench/rabbitmq-bench.ts [--quick]
 //     [--messages N] [--prefetch 1,16] [--rounds R] [--modes plain,inbox,inbox-batch] [--batch 4]
 
 import { randomBytes } from 'node:crypto';
@@ -12,8 +12,10 @@ import amqp from 'amqplib';
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
-import { declareTopology, rabbitmqConsumer } from '../src/index.js';
-import type { DeclaredTopology } from '../src/index.js';
+// By package name, as users import it: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source (`npm run bench -- --source`).
+import { declareTopology, rabbitmqConsumer } from '@inboxkit/rabbitmq';
+import type { DeclaredTopology } from '@inboxkit/rabbitmq';
 import { amqpUrl, databaseUrl } from '../test/amqp-service.js';
 import { createSchema, type EffectsDatabase } from '../test/postgres-fixture.js';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';

@@ -3,7 +3,7 @@
 // the broker (read from /proc when its pid is known), so a change to the transport's path shows even on a busy
 // machine, where throughput alone swings.
 //
-//   node --conditions=@inboxkit/source --import tsx packages/rabbitmq/bench/transport-overhead.ts
+//   node [--conditions=@inboxkit/source] --import tsx packages/rabbitmq/bench/transport-overhead.ts
 //     [--messages N] [--prefetch 1,16] [--rounds R]
 
 import { execFileSync } from 'node:child_process';
@@ -13,7 +13,9 @@ import { parseArgs } from 'node:util';
 import { idempotentConsumer } from '@inboxkit/core';
 import { InMemoryInboxStore } from '@inboxkit/core/memory';
 import amqp from 'amqplib';
-import { declareTopology, rabbitmqConsumer } from '../src/index.js';
+// By package name, as users import it: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source (`npm run bench -- --source`).
+import { declareTopology, rabbitmqConsumer } from '@inboxkit/rabbitmq';
 import { amqpUrl } from '../test/amqp-service.js';
 
 const { values: args } = parseArgs({

@@ -2,7 +2,7 @@
 // same one-row insert without the inbox, at the same concurrency and batch size, on the test services
 // (ElasticMQ, Postgres). Prints messages/s, p50/p99 latency and the inbox/plain ratio (target ≥ 0.85).
 //
-//   node --conditions=@inboxkit/source --import tsx packages/sqs/bench/sqs-bench.ts [--quick] [--concurrency N] [--messages N]
+//   node [--conditions=@inboxkit/source] --import tsx packages/sqs/bench/sqs-bench.ts [--quick] [--concurrency N] [--messages N]
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -23,7 +23,9 @@ import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
 
-import { createQueues, sqsConsumer } from '../src/index.js';
+// By package name, as users import it: the built dist/ by default, the TypeScript sources under
+// --conditions=@inboxkit/source (`npm run bench -- --source`).
+import { createQueues, sqsConsumer } from '@inboxkit/sqs';
 
 const { values: args } = parseArgs({
   options: {

@@ -18,7 +18,8 @@ import { refusingSql } from '../refuse-control.js';
 type Unsafe = Pick<Sql, 'unsafe'>;
 
 /**
- * Runs `statement` through postgres.js (`$n` placeholders are its own). postgres.js serializes a parameter by
+ * Runs `statement` through postgres.js (`$n` placeholders are its own), prepared unless the `sql` was made with
+ * `prepare: false`. postgres.js serializes a parameter by
  * the type Postgres infers for it, and a JSON parameter with `JSON.stringify` — a second time, for the store's
  * JSON text — so `$n::json(b)` is sent as text and cast by Postgres; dates go as ISO text (see `isoDates`).
  */
@@ -31,7 +32,11 @@ export async function unsafeQuery(sql: Unsafe, statement: SqlStatement): Promise
     if (texts.size >= 200) texts.clear();
     texts.set(statement.sql, text);
   }
-  return [...(await sql.unsafe(text, statement.parameters.map(isoDates) as never[]))] as SqlRow[];
+  // Prepared per connection, as postgres.js' tagged templates are (`prepare: false` on the `sql` still wins):
+  // unprepared, postgres.js sends a statement with parameters in two round trips (Parse + Describe first, for
+  // the parameters' types); prepared, in one from its second use on a connection. The store's texts are few
+  // and fixed (the claim's is built once per store).
+  return [...(await sql.unsafe(text, statement.parameters.map(isoDates) as never[], { prepare: true }))] as SqlRow[];
 }
 
 const texts = new Map<string, string>();
