@@ -106,7 +106,7 @@ describe('inboxkit discard / archive', () => {
 for (const [name, makeFixture] of [
   ['sqs', sqsFixture],
   ['rabbitmq', rabbitmqFixture],
-  ['kafka', kafkaFixture],
+  ['kafka', () => kafkaFixture('kafkajs')],
 ] as const) {
   describe(`inboxkit discard --transport ${name} (real broker)`, () => {
     let fixture: ReplayFixture | undefined;
