@@ -96,6 +96,8 @@ interface DlqCommon extends Common {
 export interface DlqListCommand extends DlqCommon {
   readonly command: 'dlq list';
   readonly limit: number;
+  /** `--schemas MODULE`: its `fingerprints` (consumers' `fingerprint` options) make the payload-mismatch prediction. */
+  readonly schemasModule: string | undefined;
 }
 export interface DlqReplayCommand extends DlqCommon {
   readonly command: 'dlq replay';
@@ -106,6 +108,8 @@ export interface DlqReplayCommand extends DlqCommon {
   /** `--include-parked`: replay parked dead letters too (a replay of them failed before). */
   readonly includeParked: boolean;
   readonly requestedBy: string;
+  /** `--schemas MODULE`: its `fingerprints` (consumers' `fingerprint` options) make the payload-mismatch prediction. */
+  readonly schemasModule: string | undefined;
 }
 export interface DlqEditCommand extends Common {
   readonly command: 'dlq edit';
@@ -283,7 +287,7 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     'http-table': { type: 'string' },
     'retired-retention': { type: 'string' },
   },
-  'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS },
+  'dlq list': { ...CONNECTION_OPTIONS, ...FILTER_OPTIONS, schemas: { type: 'string' } },
   'dlq replay': {
     ...CONNECTION_OPTIONS,
     ...FILTER_OPTIONS,
@@ -292,6 +296,7 @@ const OPTIONS: Readonly<Record<CommandName, Options>> = {
     'dry-run': { type: 'boolean' },
     'include-parked': { type: 'boolean' },
     by: { type: 'string' },
+    schemas: { type: 'string' },
   },
   'dlq edit': {
     ...CONNECTION_OPTIONS,
@@ -612,6 +617,7 @@ export function parseCommandLine(
           command,
           ...dlq,
           limit: limit === undefined ? 1_000 : parsePositiveInt(limit, '--limit', command),
+          schemasModule: str('schemas'),
         };
       }
       const rate = str('rate');
@@ -625,6 +631,7 @@ export function parseCommandLine(
         dryRun: values['dry-run'] === true,
         includeParked: values['include-parked'] === true,
         requestedBy: by === undefined || by.trim() === '' ? 'unknown' : by,
+        schemasModule: str('schemas'),
       };
     }
     case 'dlq edit':

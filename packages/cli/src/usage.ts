@@ -127,17 +127,23 @@ exits 1 saying so. --dry-run says what would be done. Run it at least daily
 (cron), or call startPartitionMaintenance() in a service.`,
   'dlq list': `Usage: inboxkit dlq list --transport kafka|rabbitmq|sqs|nats --from DLQ
                          [--consumer NAME] [--reason R]… [--since T] [--id ID]…
-                         [--limit 1000] [--group G] [--json] [connection flags]
+                         [--limit 1000] [--schemas MODULE] [--group G] [--json]
+                         [connection flags]
 
 Shows what sits in a DLQ, grouped by consumer, reason and error, with the inbox
 status of each message id and what a replay would do. Kafka and NATS are read
 without touching anything. SQS and RabbitMQ cannot peek: listing receives and releases
-each message (receive counts rise; order may change) and the output says so.`,
+each message (receive counts rise; order may change) and the output says so.
+
+  --schemas MODULE  a module exporting \`fingerprints\` (the consumers' fingerprint
+                    options by consumer name): a payload-mismatch dead letter is
+                    fingerprinted as its consumer does (default: whole payload)`,
   'dlq replay': `Usage: inboxkit dlq replay --transport kafka|rabbitmq|sqs|nats --from DLQ
                            [--to SOURCE] [--consumer NAME] [--reason R]…
                            [--since T] [--id ID]… [--limit N] [--rate N/s]
                            [--dry-run] [--include-parked] [--by NAME]
-                           [--group G] [--json] [connection flags]
+                           [--schemas MODULE] [--group G] [--json]
+                           [connection flags]
 
 Publishes each selected dead letter back to its source with its original
 message id and a replay marker (replay id, --by or $USER), waits for the
@@ -157,6 +163,9 @@ stay in the DLQ. Interrupted runs lose nothing; run the same command again.
   --include-parked  replay parked dead letters too: those a replay already
                   reopened and that failed again (left in the DLQ otherwise,
                   so one bad message cannot loop a bulk replay)
+  --schemas MODULE  a module exporting \`fingerprints\` (the consumers' fingerprint
+                  options by consumer name): the payload-mismatch prediction
+                  fingerprints as the consumer does (default: whole payload)
   --group G       Kafka: consumer group that tracks replay progress on the DLQ
                   topic (default inboxkit-dlq-replay.<DLQ>)`,
   'dlq edit': `Usage: inboxkit dlq edit --transport kafka|rabbitmq|sqs|nats --from DLQ

@@ -8,6 +8,7 @@ import { formatTable, truncate } from '../output/format-table.js';
 import { writeJson } from '../output/write-json.js';
 import { listDeadLetters } from '../replay/list-dead-letters.js';
 import type { DeadLetterListing } from '../replay/list-dead-letters.js';
+import { loadConsumerModule } from '../settings/load-schemas.js';
 import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
@@ -18,6 +19,11 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
   const { io, services } = context;
   let database: OpenedDatabase | undefined;
   let transport: OpenedTransport | undefined;
+  // Loaded (and checked) before anything is opened: a bad module is exit 3 with nothing touched.
+  const fingerprints =
+    command.schemasModule === undefined
+      ? undefined
+      : (await loadConsumerModule(command.schemasModule, io.cwd ?? process.cwd())).fingerprints;
   try {
     if (command.connection.databaseUrl !== undefined)
       database = await services.openDatabase(command.connection);
@@ -34,6 +40,7 @@ export async function runDlqList(command: DlqListCommand, context: CommandContex
           : postgresInboxLookup(database.db, await openInboxStore(database.db, command.connection)),
       filter: command.filter,
       limit: command.limit,
+      fingerprints,
     });
     if (command.json)
       writeJson(io.stdout, {

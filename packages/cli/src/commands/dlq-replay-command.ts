@@ -13,6 +13,7 @@ import { writeJson } from '../output/write-json.js';
 import { describePrediction, REPLAY_PREDICTIONS } from '../replay/predict-replay.js';
 import { replayFromDlq } from '../replay/replay-from-dlq.js';
 import type { ReplaySummary } from '../replay/replay-dead-letters.js';
+import { loadConsumerModule } from '../settings/load-schemas.js';
 import { maskConnectionString } from '../settings/mask-connection-string.js';
 import type { CommandContext } from './command-context.js';
 import { EXIT } from './command-context.js';
@@ -22,6 +23,11 @@ import { displayName, displayText } from '../output/display-text.js';
 export async function runDlqReplay(command: DlqReplayCommand, context: CommandContext): Promise<number> {
   const { io, services, clock } = context;
   let database: OpenedDatabase | undefined;
+  // Loaded (and checked) before anything is opened: a bad module is exit 3 with nothing touched.
+  const fingerprints =
+    command.schemasModule === undefined
+      ? undefined
+      : (await loadConsumerModule(command.schemasModule, io.cwd ?? process.cwd())).fingerprints;
   try {
     if (command.connection.databaseUrl !== undefined) {
       database = await services.openDatabase(command.connection);
@@ -45,6 +51,7 @@ export async function runDlqReplay(command: DlqReplayCommand, context: CommandCo
         includeParked: command.includeParked,
         replayId,
         requestedBy: command.requestedBy,
+        fingerprints,
       },
       {
         services,

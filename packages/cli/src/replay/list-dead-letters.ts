@@ -3,7 +3,7 @@
 // running one.
 
 import { parseDeadLetterHeaders } from '@inboxkit/core';
-import type { DeadLetterEntry, DeadLetterQueueReader } from '@inboxkit/core';
+import type { DeadLetterEntry, DeadLetterQueueReader, FingerprintInput, FingerprintResolver } from '@inboxkit/core';
 import type { InboxLookup, InboxRowStatus } from '../inbox/inbox-lookup.js';
 import { matchesFilter } from './dead-letter-filter.js';
 import { isParked } from './parked.js';
@@ -23,6 +23,15 @@ export interface ListDeadLettersOptions {
   readonly filter?: DeadLetterFilter | undefined;
   /** Read at most this many entries. Default is 1,000. */
   readonly limit?: number | undefined;
+  /**
+   * The consumers' `fingerprint` options by consumer name (a `--schemas` module's `fingerprints`): a
+   * `payload-mismatch` copy is fingerprinted as its consumer does, so the prediction is `apply` when only a
+   * field the consumer leaves out differs. Default is none: the whole payload is fingerprinted.
+   *
+   * @example
+   * listDeadLetters({ reader, inbox, fingerprints: { orders: { exclude: ['sentAt'] } } });
+   */
+  readonly fingerprints?: Readonly<Record<string, FingerprintResolver<FingerprintInput>>> | undefined;
   /**
    * Called with every entry the filter selects and the listing keeps, as read (headers and body included): the
    * console keeps a bounded copy of each to show one message's record without reading the DLQ again. Default
@@ -173,7 +182,11 @@ export async function listDeadLetters(options: ListDeadLettersOptions): Promise<
     }
     options.onSelected?.(entry, listed);
     raw.push({
-      fingerprint: replayFingerprint(entry, record),
+      fingerprint: replayFingerprint(
+        entry,
+        record,
+        listed.consumer === undefined ? undefined : options.fingerprints?.[listed.consumer],
+      ),
       shape: error === undefined ? undefined : errorShape(error),
       entry: listed,
     });

@@ -8,6 +8,8 @@ import type {
   DeadLetterEntry,
   DeadLetterQueueReader,
   DeadLetterRecord,
+  FingerprintInput,
+  FingerprintResolver,
   Publisher,
   TakenDeadLetter,
 } from '@inboxkit/core';
@@ -56,6 +58,12 @@ export interface ReplayDeadLettersOptions {
   readonly includeParked?: boolean | undefined;
   /** Read and predict only: publish nothing, remove nothing. Default is `false`. */
   readonly dryRun?: boolean | undefined;
+  /**
+   * The consumers' `fingerprint` options by consumer name (a `--schemas` module's `fingerprints`), for the
+   * `payload-mismatch` prediction of a copy: fingerprinted as its consumer does. Default is none: the whole
+   * payload is fingerprinted.
+   */
+  readonly fingerprints?: Readonly<Record<string, FingerprintResolver<FingerprintInput>>> | undefined;
   /** The replay id written into every replayed message's marker. Default is a random UUID. */
   readonly replayId?: string | undefined;
   /** Who asked for the replay, for the audit record. */
@@ -295,7 +303,11 @@ export async function replayDeadLetters(options: ReplayDeadLettersOptions): Prom
     const idKey = `${consumer ?? ''}\u0000${entry.id ?? ''}`;
     const earlierCopy = entry.id !== undefined && selectedIds.has(idKey);
     if (entry.id !== undefined) selectedIds.set(idKey, (selectedIds.get(idKey) ?? 0) + 1);
-    const rowPrediction = predictReplay(row, replayId, replayFingerprint(entry, record));
+    const rowPrediction = predictReplay(
+      row,
+      replayId,
+      replayFingerprint(entry, record, consumer === undefined ? undefined : options.fingerprints?.[consumer]),
+    );
     const prediction: ReplayPrediction =
       earlierCopy && (rowPrediction === 'reopen' || rowPrediction === 'process')
         ? 'skip-duplicate'

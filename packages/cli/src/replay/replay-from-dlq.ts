@@ -26,6 +26,8 @@ export interface DlqReplayRequest {
   readonly dryRun: boolean;
   /** Replay parked dead letters too (see `isParked`). Default is `false`. */
   readonly includeParked?: boolean | undefined;
+  /** The consumers' `fingerprint` options by consumer name, for the `payload-mismatch` prediction. Default none. */
+  readonly fingerprints?: ReplayDeadLettersOptions['fingerprints'];
   readonly replayId: string;
   readonly requestedBy: string;
 }
@@ -78,6 +80,7 @@ export async function replayFromDlq(
       ratePerSecond: request.ratePerSecond,
       dryRun: request.dryRun,
       includeParked: request.includeParked,
+      fingerprints: request.fingerprints,
       replayId: request.replayId,
       requestedBy: request.requestedBy,
       clock: context.clock,
