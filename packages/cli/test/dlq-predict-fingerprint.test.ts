@@ -121,6 +121,31 @@ describe("dlq list / replay --dry-run with the consumer's fingerprint option (Ra
     }
   });
 
+  it("the console predicts with the consumer's fingerprint option too (listing and detail)", { timeout: 120_000 }, async () => {
+    const predictions = async (fingerprints?: Record<string, { exclude: string[] }>) => {
+      const server = await world.console(fingerprints === undefined ? {} : { fingerprints });
+      const dlq = `rabbitmq:${world.broker.dlq}`;
+      const listed = await fetch(`${server.url}api/dead-letters`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-inboxkit-console': '1' },
+        body: JSON.stringify({ dlq, reasons: ['payload-mismatch'] }),
+      });
+      expect(listed.status, await listed.clone().text()).toBe(200);
+      const { listing, entries } = (await listed.json()) as {
+        listing: string;
+        entries: { id: string; position: string; prediction: string }[];
+      };
+      expect(entries.map((e) => e.id)).toEqual(['pm-1']);
+      const detail = (await (
+        await fetch(`${server.url}api/message?${new URLSearchParams({ dlq, position: entries[0]!.position, listing })}`)
+      ).json()) as { prediction: string };
+      await server.close();
+      return [entries[0]!.prediction, detail.prediction];
+    };
+    expect(await predictions()).toEqual(['payload-mismatch', 'payload-mismatch']);
+    expect(await predictions({ orders: { exclude: ['sentAt'] } })).toEqual(['reopen', 'reopen']);
+  });
+
   it('the consumer agrees: the replayed resend is reopened and applied once', { timeout: 120_000 }, async () => {
     const seen = world.recorder.events.length;
     const run = await cli(['dlq', 'replay', '--schemas', exclude]);

@@ -61,7 +61,9 @@ export interface ConsoleApiOptions {
    * The dead-letter lifecycle (discard, archive) and where a broker-only discard is audited. Default is none:
    * the page's Discard and Archive answer 501.
    */
-  readonly lifecycle?: Pick<PostgresInboxStore, 'discardDeadLetters' | 'archiveDeadLetters' | 'findRows' | 'recordReplay'> | undefined;
+  readonly lifecycle?:
+    | Pick<PostgresInboxStore, 'discardDeadLetters' | 'archiveDeadLetters' | 'findRows' | 'recordReplay'>
+    | undefined;
   /** The consumers' payload schemas: edits are checked against them. Default is none (JSON only). */
   readonly schemas?: ConsumerSchemas | undefined;
   /** The consumers' `fingerprint` options: edits are fingerprinted with them. Default is none (the whole payload). */
@@ -110,11 +112,11 @@ interface KeptDeadLetter {
   readonly bodyBytes: number;
   readonly bodySha256: string;
   readonly bodyTruncated: boolean;
-  /** The replay fingerprint of the whole body (the prediction's), taken while it was in hand. */
+  /** The replay fingerprint of the whole body as its consumer takes it (the prediction's), taken while in hand. */
   readonly fingerprint: string | undefined;
 }
 
-function kept(entry: DeadLetterEntry): KeptDeadLetter {
+function kept(entry: DeadLetterEntry, fingerprints: ConsumerFingerprints | undefined): KeptDeadLetter {
   const whole = bytes(entry.body);
   const bodyTruncated = whole.length > BODY_PREVIEW_BYTES;
   // A copy: a slice would keep the whole buffer alive.
@@ -124,8 +126,15 @@ function kept(entry: DeadLetterEntry): KeptDeadLetter {
     bodyBytes: whole.length,
     bodySha256: sha256(whole),
     bodyTruncated,
-    fingerprint: replayFingerprint(entry, parseDeadLetterHeaders(entry.headers)),
+    fingerprint: fingerprintAsItsConsumer(entry, fingerprints),
   };
+}
+
+/** The replay fingerprint as the dead letter's own consumer takes it (its `fingerprint` option, if given). */
+function fingerprintAsItsConsumer(entry: DeadLetterEntry, fingerprints: ConsumerFingerprints | undefined) {
+  const record = parseDeadLetterHeaders(entry.headers);
+  const consumer = recordedConsumer(record);
+  return replayFingerprint(entry, record, consumer === undefined ? undefined : fingerprints?.[consumer]);
 }
 
 /** A whole number of `field` from `min` to `max`, `fallback` when absent. */
@@ -207,8 +216,14 @@ const AUDIT_ACTIONS: readonly string[] = ['discarded', 'archived', 'forgotten', 
 
 /** The ids of a discard or archive: `ids` (one or more) or `id`. */
 function retireIds(body: Record<string, unknown>): string[] {
-  const ids = body.ids === undefined ? (body.id === undefined ? undefined : [required(body.id, 'id')]) : stringList(body.ids, 'ids');
-  if (ids === undefined || ids.length === 0) throw new HttpError(400, 'ids is required: the dead letters to act on');
+  const ids =
+    body.ids === undefined
+      ? body.id === undefined
+        ? undefined
+        : [required(body.id, 'id')]
+      : stringList(body.ids, 'ids');
+  if (ids === undefined || ids.length === 0)
+    throw new HttpError(400, 'ids is required: the dead letters to act on');
   return [...ids];
 }
 
@@ -370,7 +385,8 @@ export class ConsoleApi {
             [e.id, e.error, e.reason, e.consumer].some(
               (v) => v !== undefined && v.toLowerCase().includes(search),
             )),
-        onSelected: (entry) => page.set(entry.position, kept(entry)),
+        fingerprints: this.#options.fingerprints,
+        onSelected: (entry) => page.set(entry.position, kept(entry, this.#options.fingerprints)),
       });
     } finally {
       await transport.close().catch(() => undefined);
@@ -612,9 +628,16 @@ export class ConsoleApi {
     const consumer = required(body.consumer, 'consumer');
     const ids = retireIds(body);
     const reason = required(body.reason, 'reason');
-    const dlq = body.dlq === undefined || body.dlq === null || body.dlq === '' ? undefined : this.#dlq(body.dlq);
+    const dlq =
+      body.dlq === undefined || body.dlq === null || body.dlq === '' ? undefined : this.#dlq(body.dlq);
     const actionId = randomUUID();
-    const result = await lifecycle.discardDeadLetters({ consumer, messageIds: ids, reason, requestedBy, actionId });
+    const result = await lifecycle.discardDeadLetters({
+      consumer,
+      messageIds: ids,
+      reason,
+      requestedBy,
+      actionId,
+    });
     let broker: DiscardFromDlqResult | undefined;
     if (dlq !== undefined) {
       const transport = await this.#options.services.openTransport(dlq.transport, this.#options.connection, {
@@ -623,12 +646,22 @@ export class ConsoleApi {
         publish: false,
       });
       try {
-        broker = await discardFromDlq({ reader: transport.reader, store: lifecycle, filter: { consumer, ids }, actionId, requestedBy, reason });
+        broker = await discardFromDlq({
+          reader: transport.reader,
+          store: lifecycle,
+          filter: { consumer, ids },
+          actionId,
+          requestedBy,
+          reason,
+        });
       } finally {
         await transport.close().catch(() => undefined);
       }
     }
-    if (result.changed.length === 0 && (broker === undefined || broker.removed.length + broker.removedBrokerOnly.length === 0)) {
+    if (
+      result.changed.length === 0 &&
+      (broker === undefined || broker.removed.length + broker.removedBrokerOnly.length === 0)
+    ) {
       throw new HttpError(409, `no dead letter of consumer ${consumer} to discard among ${ids.join(', ')}`);
     }
     this.#options.log(
@@ -644,9 +677,18 @@ export class ConsoleApi {
     const ids = retireIds(body);
     const reason = required(body.reason, 'reason');
     const actionId = randomUUID();
-    const result = await lifecycle.archiveDeadLetters({ consumer, messageIds: ids, reason, requestedBy, actionId });
-    if (result.changed.length === 0) throw new HttpError(409, `no dead letter of consumer ${consumer} to archive among ${ids.join(', ')}`);
-    this.#options.log(`archive ${actionId} by ${displayName(requestedBy)} of ${result.changed.length} dead letter(s) (${displayName(consumer)})`);
+    const result = await lifecycle.archiveDeadLetters({
+      consumer,
+      messageIds: ids,
+      reason,
+      requestedBy,
+      actionId,
+    });
+    if (result.changed.length === 0)
+      throw new HttpError(409, `no dead letter of consumer ${consumer} to archive among ${ids.join(', ')}`);
+    this.#options.log(
+      `archive ${actionId} by ${displayName(requestedBy)} of ${result.changed.length} dead letter(s) (${displayName(consumer)})`,
+    );
     return result;
   }
 
@@ -659,11 +701,15 @@ export class ConsoleApi {
     const action = params.get('action') ?? undefined;
     const limitText = params.get('limit');
     const limit = limitText === null ? 200 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new HttpError(400, 'limit must be a whole number from 1 to 500');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+      throw new HttpError(400, 'limit must be a whole number from 1 to 500');
     if (action !== undefined && !AUDIT_ACTIONS.includes(action)) {
       throw new HttpError(400, `action must be one of ${AUDIT_ACTIONS.join(', ')}`);
     }
-    const rows = await this.#options.inspector.listReplays({ ...(consumer === undefined ? {} : { consumer }), limit: action === undefined ? limit : 500 });
+    const rows = await this.#options.inspector.listReplays({
+      ...(consumer === undefined ? {} : { consumer }),
+      limit: action === undefined ? limit : 500,
+    });
     const lines = rows.map((r): AuditLine => {
       const act = parseOperatorAudit(r.outcome);
       return {
@@ -676,7 +722,9 @@ export class ConsoleApi {
         outcome: r.outcome,
       };
     });
-    return { lines: (action === undefined ? lines : lines.filter((l) => l.action === action)).slice(0, limit) };
+    return {
+      lines: (action === undefined ? lines : lines.filter((l) => l.action === action)).slice(0, limit),
+    };
   }
 
   #lifecycle(): NonNullable<ConsoleApiOptions['lifecycle']> {
