@@ -102,6 +102,7 @@ export {
   type HandleRejected,
 } from './delivery/delivery-guard.js';
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
+export { attemptLedgerOf, withAttemptLedger, type AttemptLedger } from './delivery/attempt-ledger.js';
 export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
 export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';

@@ -8,14 +8,14 @@ import type { DeclaredTopology, TopologyOptions } from './declare-topology.js';
 
 /**
  * The slice of core's `IdempotentConsumer` the transport drives; any `idempotentConsumer(...)` fits,
- * whatever its payload and transaction types.
+ * whatever its payload and transaction types (its attempt ledger, off this interface, is read by the
+ * delivery kit: a wrapper forwards it with `withAttemptLedger`).
  */
 export interface RabbitmqConsumerHandler {
   readonly name: string;
   readonly config: { readonly maxAttempts: number; readonly logger?: Logger | undefined };
   handle(message: InboundMessage): Promise<Outcome>;
   handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
-  recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
 }
 
 /** How the consumer declares (or only names) its queues. */
