@@ -104,6 +104,7 @@ export {
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
 export { attemptLedgerOf, withAttemptLedger, type AttemptLedger } from './delivery/attempt-ledger.js';
 export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
+export { DeliveryScheduler, type DeliverySchedulerOptions } from './delivery/delivery-scheduler.js';
 export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';

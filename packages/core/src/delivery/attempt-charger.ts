@@ -47,8 +47,9 @@ export interface AttemptChargerOptions<D> {
  * One record per id in hand, not per copy: a process that died holding several copies of an id (producer
  * duplicates) gets them all back, and each copy's record would charge one more attempt.
  *
- * The scheduling is the transport's: a suspect waits until every running handler has finished and nothing
- * starts beside it until it settles.
+ * The other half — a suspect waits until every running handler has finished and nothing starts beside it until
+ * it settles — is `DeliveryScheduler` for a transport whose broker pushes deliveries (RabbitMQ, NATS); SQS, which
+ * pulls, takes every handler slot for a suspect (`Slots.acquireAll`).
  *
  * @example
  * const charger = new AttemptCharger({ consumer, logger, what: 'sqsConsumer', message: (h) => h.inbound,
