@@ -2,42 +2,38 @@
 // through four JetStream verbs — a confirmed ack only once the effect is durable, nak(delay) for a retry, the
 // dead letter published to the DLQ subject (acknowledged by its stream) and then term(). Held messages are kept
 // with working() (ack-wait extension), so a long handler keeps its message. What to do with an outcome, the
-// store-outage policy and which redeliveries are charged an attempt are the kit's; this file is the broker.
+// store-outage policy and which redeliveries are charged an attempt are the kit's; this file receives and
+// schedules, and the verbs are `NatsSettlement` (nats-settlement.ts).
 
 import {
   abortableSleep,
   backstopLimit,
   ConfigurationError,
-  deadLetterForms,
-  deadLetterRecord,
   DeliveryKit,
   DeliveryScheduler,
   isBackstop,
   optionChecks,
   retryStart,
   settledWithin,
-  startFailureClassifier,
   startRetryDelay,
-  TRANSIENT,
   transportLogger,
 } from '@inboxkit/core';
 import type {
-  DeadLetterOutcome,
-  FormAttempt,
   GuardedOutcome,
   IdempotentConsumer,
-  InboundMessage,
   Logger,
   TransportConsumer,
   TransportFeatures,
 } from '@inboxkit/core';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 import { isNotFound } from './nats-headers.js';
-import { publishAcknowledged } from './nats-publisher.js';
+import { NatsSettlement, quietly } from './nats-settlement.js';
+import type { Held } from './nats-settlement.js';
+import { natsStartFailure } from './start-retry.js';
 import { toInboundMessage } from './to-inbound-message.js';
 
 /**
@@ -98,44 +94,8 @@ export interface NatsConsumerOptions<P, Tx> {
   readonly logger?: Logger;
 }
 
-/** One delivery while this process holds it. */
-interface Held {
-  readonly msg: JsMsg;
-  readonly inbound: InboundMessage;
-  /** A crash suspect: runs alone. */
-  suspect: boolean;
-  /** Its dead letter is confirmed: the `ack` verb terminates it. */
-  deadLettered: boolean;
-}
-
 const WHAT = 'natsConsumer';
 const check = optionChecks(WHAT);
-
-/** Sends a fire-and-forget settlement; on a closed connection the message comes back after its ack wait. */
-function quietly(send: () => void): void {
-  try {
-    send();
-  } catch {
-    // The connection is gone: JetStream redelivers after the ack wait, which is what leaving it means.
-  }
-}
-
-const natsStartFailure = startFailureClassifier({
-  what: WHAT,
-  known: (error) => {
-    const name = (error as { name?: unknown } | null)?.name;
-    if (name === 'ClosedConnectionError')
-      return new ConfigurationError(`${WHAT}: the NATS connection is closed`, { cause: error });
-    if (name === 'TimeoutError' || name === 'NoRespondersError' || name === 'RequestError') return TRANSIENT;
-    if ((error as { status?: unknown } | null)?.status === 503) return TRANSIENT; // JetStream not ready yet
-    return undefined;
-  },
-  service: 'the NATS server',
-  tlsHint: 'check the server URL and its certificate',
-  doing: 'starting the JetStream consumer',
-  programmerHint: 'check the connection and the stream and consumer names',
-  unknown: 'permanent',
-});
 
 /**
  * Consumes a JetStream stream through an idempotent consumer, on a durable pull consumer that `start()`
@@ -203,8 +163,7 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
       if (typeof options[name] !== 'string' || options[name] === '')
         throw new ConfigurationError(`${WHAT}: \`${name}\` must be a non-empty string`);
     }
-    if (typeof options.handler?.handle !== 'function')
-      throw new ConfigurationError(`${WHAT}: \`handler\` must be an idempotentConsumer()`);
+    check.handler(options.handler);
     this.#o = options;
     this.#concurrency = check.integer('concurrency', options.concurrency, 8);
     this.#maxAckPending = check.integer('maxAckPending', options.maxAckPending, this.#concurrency * 2);
@@ -213,11 +172,7 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
         `${WHAT}: \`maxAckPending\` (${this.#maxAckPending}) must be at least \`concurrency\` (${this.#concurrency})`,
       );
     }
-    this.#ackWaitMs = check.integer('ackWaitMs', options.ackWaitMs, 30_000);
-    if (this.#ackWaitMs < 1_000)
-      throw new ConfigurationError(
-        `${WHAT}: \`ackWaitMs\` must be at least 1,000 ms, got ${this.#ackWaitMs}`,
-      );
+    this.#ackWaitMs = check.integer('ackWaitMs', options.ackWaitMs, 30_000, { min: 1_000 });
     const maxAttempts = options.handler.config.maxAttempts;
     this.#maxDeliver = check.integer(
       'maxDeliver',
@@ -255,31 +210,13 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
       what: WHAT,
       context: { stream: options.stream },
       deliveryContext: (h) => ({ subject: h.msg.subject, seq: h.msg.info.streamSequence }),
-      port: {
-        ack: async (h) => {
-          if (h.deadLettered) {
-            // Terminated, not acked: JetStream stops redelivering it and emits a MSG_TERMINATED advisory.
-            quietly(() => h.msg.term('inboxkit: dead-lettered'));
-            await options.connection.flush().catch(() => {});
-            return;
-          }
-          // Confirmed by the server; when it is not, the message comes back and is a duplicate.
-          await h.msg
-            .ackAck()
-            .catch((error: unknown) =>
-              this.#log.warn(
-                { err: error, messageId: h.inbound.id },
-                `${WHAT}: ack not confirmed; the message may come back as a duplicate`,
-              ),
-            );
-        },
-        redeliver: async (h, delayMs) => {
-          quietly(() => h.msg.nak(delayMs));
-          return { status: 'sent' };
-        },
-        deadLetter: (h, form, outcome) => this.#deadLetter(h, form, outcome),
-        leave: (h, why) => quietly(() => h.msg.nak(why.holdMs)),
-      },
+      port: new NatsSettlement(
+        this.#js,
+        options.connection,
+        options.deadLetterSubject,
+        options.handler.name,
+        this.#log,
+      ),
     });
   }
 
@@ -412,41 +349,6 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
       };
     }
     await this.#kit.settle(held, outcome);
-  }
-
-  /** The `deadLetter` verb: the copy in `form`, published to the DLQ subject with the stream's acknowledgement. */
-  async #deadLetter(held: Held, form: string, outcome: DeadLetterOutcome): Promise<FormAttempt> {
-    const spec = deadLetterForms(deadLetterRecord(this.#o.handler.name, held.inbound, outcome)).find(
-      (s) => s.form === form,
-    )!;
-    const original: Record<string, string> = {};
-    // JetStream's own headers of the source copy stay behind (a Nats-Msg-Id would make the DLQ stream drop it).
-    if (spec.originalHeaders)
-      for (const [k, v] of Object.entries(held.inbound.headers)) if (!k.startsWith('nats-')) original[k] = v;
-    const { info } = held.msg;
-    try {
-      await publishAcknowledged(
-        this.#js,
-        this.#o.connection,
-        {
-          subject: this.#o.deadLetterSubject,
-          data: held.msg.data,
-          headers: { ...original, ...spec.headers },
-          // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped by
-          // the DLQ stream's duplicate window; a replayed message is a new source copy, so it gets a new DLQ copy.
-          msgID: `dlq:${info.stream}:${info.streamSequence}`,
-          label: JSON.stringify(held.inbound.id ?? `${info.stream}:${info.streamSequence}`),
-        },
-        30_000,
-      );
-      held.deadLettered = true;
-      return { status: 'sent' };
-    } catch (error) {
-      return {
-        status: (error as { code?: unknown }).code === 'MESSAGE_TOO_LARGE' ? 'too-large' : 'failed',
-        error,
-      };
-    }
   }
 
   stop(): Promise<void> {

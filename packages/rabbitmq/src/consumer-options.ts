@@ -138,11 +138,7 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
       'rabbitmqConsumer: `connection` must be an amqplib connection (amqp.connect(url))',
     );
   }
-  if (!handler || typeof handler.handle !== 'function' || typeof handler.name !== 'string') {
-    throw new ConfigurationError(
-      'rabbitmqConsumer: `handler` must be an idempotent consumer (idempotentConsumer(...))',
-    );
-  }
+  check.handler(handler);
   const concurrency = check.integer('concurrency', options.concurrency, 1, { max: 65_535 });
   const maxBatchSize = check.integer('maxBatchSize', options.maxBatchSize, 1, { max: 1_000 });
   const fullBatches = Math.min(65_535, concurrency * maxBatchSize);
