@@ -9,6 +9,7 @@
 // Both are what a broker sees after a real crash (the message is delivered again), without killing a process.
 
 import { crashableConsumer } from '@inboxkit/testing';
+import { attemptLedgerOf, withAttemptLedger } from '@inboxkit/core';
 import type { IdempotentConsumer, InboundMessage, Outcome, OutcomeStatus } from '@inboxkit/core';
 
 import type { DeliveryCounts, DemoCrashSeam } from './demo-transport.js';
@@ -127,10 +128,9 @@ export class FaultInjector {
         for (const message of messages) outcomes.push(await wrapped.handle(message));
         return outcomes;
       },
-      recordAttemptsStarted: (messages) => consumer.recordAttemptsStarted(messages),
-      crashSuspects: consumer.crashSuspects?.bind(consumer),
     };
-    return wrapped;
+    // The transport charges crash suspects through the consumer's attempt ledger: forward it.
+    return withAttemptLedger(wrapped, attemptLedgerOf(consumer)!);
   }
 
   #take(seam: DemoCrashSeam, id: string | undefined): boolean {

@@ -225,7 +225,11 @@ export interface IdempotentConsumerConfig<P, Tx> {
   readonly tracerProvider?: TracerProvider;
 }
 
-/** What a transport drives. */
+/**
+ * What a transport drives. An `idempotentConsumer(...)` also carries, out of this interface, the attempt ledger
+ * a transport's delivery kit records started attempts through (`attemptLedgerOf`); an object that wraps one and
+ * is handed to a transport forwards it with `withAttemptLedger`.
+ */
 export interface IdempotentConsumer<P = unknown, Tx = unknown> {
   readonly name: string;
   /** The validated configuration with every default filled in. */
@@ -238,36 +242,6 @@ export interface IdempotentConsumer<P = unknown, Tx = unknown> {
    * effect isolated by a savepoint. Outcomes are in input order. Same guarantees as `handle`.
    */
   handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
-  /**
-   * Records, in one statement, that an attempt of each message is starting. For brokers that keep no delivery
-   * count (Kafka): a message that kills the process on every attempt then still reaches the DLQ after
-   * `maxAttempts`. Call before handing the batch to `handle`/`handleBatch`.
-   */
-  recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
-  /**
-   * Which of these redelivered messages may have been running when a process died (one read of their rows,
-   * `findRows`, for the lot): an id with no inbox row yet, or whose last started attempt has no recorded end — a
-   * `processing` row, or a `failed` one with more attempts recorded as started than made. A row whose last
-   * attempt ended on record (completed, dead-lettered, or failed: this is its retry) is no suspect. Ids that
-   * are missing or invalid are never suspects (they are dead-lettered unrun). Resolves to each suspect's id
-   * and the attempts it has used so far (`max(attempts, startedAttempts)`, 0 with no row: the closer to
-   * `maxAttempts`, the fewer crashes it can still take). When the store cannot be read, every message with a
-   * valid id is a suspect, with 0. Never rejects.
-   *
-   * For transports whose broker cannot tell a redelivery after a crash from a retry (SQS: both come back with a
-   * receive count above 1): a suspect is run alone, the one with the most attempts used first, its started
-   * attempt recorded just before it runs, so a crash charges one suspect at most; a plain retry keeps running
-   * beside the others.
-   *
-   * Optional, so an object that wraps a consumer (a fault injector, a decorator) written before it still
-   * type-checks: a transport that finds none treats every redelivery as a suspect (safe, and slower after
-   * retries). Forward it when you wrap a consumer.
-   *
-   * @example
-   * const suspects = await consumer.crashSuspects(redelivered);
-   * for (const m of redelivered) if (suspects.has(m.id!)) await runAlone(m); // the rest run together
-   */
-  crashSuspects?(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>>;
 }
 
 /** What a consumer's `fingerprint` function gets: the id, the decoded payload (before the schema) and the headers. */

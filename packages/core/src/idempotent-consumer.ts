@@ -11,6 +11,7 @@ import { ConsumerMetrics } from './consumer-metrics.js';
 import type { IdempotentConsumer, IdempotentConsumerConfig, Logger, OutcomeEvent } from './consumer-types.js';
 import { HandlerRun } from './handler-run.js';
 import { decodeJsonBody, validatePayload } from './decode-payload.js';
+import { withAttemptLedger } from './delivery/attempt-ledger.js';
 import { toErrorInfo } from './error-info.js';
 import {
   findTransactionControl,
@@ -113,9 +114,6 @@ export function idempotentConsumer<P = unknown, Tx = unknown>(
 const LATE_CHECK_MARGIN_MS = 5 * 60_000;
 const CLOCK_OFFSET_REFRESH_MS = 10 * 60_000;
 
-/** How many ids recorded as started are remembered for their claim (`InboxConsumer#started`). */
-const STARTED_IDS_KEPT = 10_000;
-
 class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly name: string;
   readonly config: ResolvedConsumerConfig<P, Tx>;
@@ -134,11 +132,6 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
   readonly #fingerprint: CheckedFingerprintResolver<FingerprintInput> | undefined;
   /** The builder of a statement handler (`statementHandler`), whose statements may go with the claim. */
   readonly #buildStatements: StatementBuilder<P> | undefined;
-  /**
-   * Ids whose attempt was just recorded as started (`recordAttemptsStarted`), so they have a row: their claim
-   * is sent as a take-over (`ClaimRequest.expectsRow`). Forgotten when handled, bounded for ids never handled.
-   */
-  readonly #started = new Set<string>();
   /** The cache of completed deliveries in front of the inbox (`fastPath`), if any. */
   readonly #fastPath: FastPathGuard | undefined;
   /** The fast path's scope: this consumer's name inside its inbox's identity (`InboxStore#identity`). */
@@ -177,6 +170,11 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
             config.name,
             { logger: this.#logger, label: `${config.name}: fast path` },
           );
+    // The delivery kit's reach into the inbox (delivery/attempt-ledger.ts), kept off the consumer's interface.
+    withAttemptLedger(this, {
+      recordAttemptsStarted: (messages) => this.#recordAttemptsStarted(messages),
+      crashSuspects: (messages) => this.#crashSuspects(messages),
+    });
   }
 
   async handle(message: InboundMessage): Promise<Outcome> {
@@ -210,7 +208,8 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     return outcomes;
   }
 
-  async recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void> {
+  /** `AttemptLedger#recordAttemptsStarted`. */
+  async #recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void> {
     const ids = new Map<string, Date | undefined>();
     for (const m of messages) {
       if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined && !ids.has(m.id!)) {
@@ -221,17 +220,14 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
     if (ids.size === 0) return;
     try {
       await this.#store.recordAttemptsStarted(this.#settings, [...ids.keys()], [...ids.values()]);
-      for (const id of ids.keys()) {
-        if (this.#started.size >= STARTED_IDS_KEPT) this.#started.delete(this.#started.values().next().value!);
-        this.#started.add(id);
-      }
     } catch (error) {
       // handle() will meet the same store and answer `retry`; nothing is acked on this path.
       this.#logger.warn({ consumer: this.name, err: error }, 'inboxkit: could not record attempts as started');
     }
   }
 
-  async crashSuspects(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>> {
+  /** `AttemptLedger#crashSuspects`. */
+  async #crashSuspects(messages: readonly InboundMessage[]): Promise<ReadonlyMap<string, number>> {
     const suspects = new Map<string, number>();
     for (const m of messages) {
       if (checkMessageId(m.id, this.config.maxMessageIdLength, this.#consumerBytes) === undefined) suspects.set(m.id!, 0);
@@ -441,7 +437,6 @@ class InboxConsumer<P, Tx> implements IdempotentConsumer<P, Tx> {
         ...(intentTime === undefined ? {} : { intentTime }),
         deliveryCount: count,
         replayId: message.replay?.replayId,
-        expectsRow: this.#started.delete(id) || count > 1 || message.replay !== undefined,
       },
     };
   }

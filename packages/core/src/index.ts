@@ -102,8 +102,10 @@ export {
   type HandleRejected,
 } from './delivery/delivery-guard.js';
 export { AttemptCharger, type AttemptChargerOptions } from './delivery/attempt-charger.js';
+export { attemptLedgerOf, withAttemptLedger, type AttemptLedger } from './delivery/attempt-ledger.js';
 export { DeliveryKit, type DeliveryKitOptions } from './delivery/delivery-kit.js';
-export { nonEmptyText, positiveIntegerText } from './delivery/inbound-fields.js';
+export { DeliveryScheduler, type DeliverySchedulerOptions } from './delivery/delivery-scheduler.js';
+export { nonEmptyText, positiveIntegerText, producerTimestampMs } from './delivery/inbound-fields.js';
 export { startFailureClassifier, TRANSIENT, type StartFailureTables } from './delivery/start-failure.js';
 export { backstopLimit, isBackstop, type BackstopPolicy } from './delivery/broker-backstop.js';
 export { deadLetterEntry, deadLetterId, takenDeadLetter, type TakenVerbs } from './delivery/dead-letter-reader.js';
@@ -113,5 +115,7 @@ export {
   transportLogger,
   type BackoffOptions,
   type IntegerRange,
+  type NamedBound,
+  type NumberRange,
   type OptionChecks,
 } from './delivery/transport-options.js';

@@ -92,12 +92,6 @@ export interface ClaimRequest {
   readonly deliveryCount: number;
   /** Set when the delivery is an explicit DLQ replay: a `dead_lettered` row is reopened once per replay id. */
   readonly replayId: string | undefined;
-  /**
-   * A hint: the id probably has a row already (its attempt was recorded as started, the broker redelivers it, a
-   * replay), so a store may claim it with the statement that takes rows over rather than the one that inserts
-   * new ones. Either statement answers the same; only the cost differs. Default false.
-   */
-  readonly expectsRow?: boolean;
 }
 
 /** A delivery the store handed to this worker. */

@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { attemptLedgerOf } from '../src/delivery/attempt-ledger.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import { InMemoryInboxStore, type InMemoryTransaction } from '../src/memory/index.js';
 import { PostgresInboxStore } from '../src/postgres/index.js';
@@ -187,7 +188,7 @@ describe('bad input', () => {
       { status: 'retry', reason: 'store-unavailable' },
       { status: 'retry', reason: 'store-unavailable' },
     ]);
-    await expect(consumer.recordAttemptsStarted([message('m1')])).resolves.toBeUndefined();
+    await expect(attemptLedgerOf(consumer)!.recordAttemptsStarted([message('m1')])).resolves.toBeUndefined();
     store.setAvailable(true);
     expect((await consumer.handle(message('m1'))).status).toBe('processed');
     expect(runs()).toBe(1);

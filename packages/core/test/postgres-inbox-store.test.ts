@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { CamelCasePlugin, Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attemptLedgerOf } from '../src/delivery/attempt-ledger.js';
 import { PermanentError, RetryableError, StoreUnavailableError } from '../src/errors.js';
 import { fingerprintJson } from '../src/fingerprint.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
@@ -127,7 +128,7 @@ describe('PostgresInboxStore', () => {
         },
       });
       await consumer.handle(message('warm-up'));
-      await consumer.recordAttemptsStarted([message('s1'), message('s2')]);
+      await attemptLedgerOf(consumer)!.recordAttemptsStarted([message('s1'), message('s2')]);
       sent.length = 0;
       expect((await consumer.handle(message('s1'))).status).toBe('processed');
       expect(sent).toHaveLength(3);

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { attemptLedgerOf } from '../src/delivery/attempt-ledger.js';
 import { idempotentConsumer } from '../src/idempotent-consumer.js';
 import type { InboundMessage } from '../src/message.js';
 import { migrateInbox, PostgresInboxStore } from '../src/postgres/index.js';
@@ -266,17 +267,17 @@ describe('statementHandler', () => {
     expect(calls()).toHaveLength(1);
     // An attempt recorded as started (Kafka does so per fetched batch): the claim takes the row over, still one
     // round trip; a second delivery of it is a duplicate.
-    await consumer.recordAttemptsStarted([message('m5', { order: 'o5', total: 5 })]);
+    await attemptLedgerOf(consumer)!.recordAttemptsStarted([message('m5', { order: 'o5', total: 5 })]);
     one.sent.length = 0;
     expect(await consumer.handle(message('m5', { order: 'o5', total: 5 }))).toMatchObject({ status: 'processed', attempt: 1 });
     expect(one.sent).toHaveLength(1);
     expect(calls()).toHaveLength(1);
-    await consumer.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
+    await attemptLedgerOf(consumer)!.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
     // A statement failing after a take-over: recorded with the attempt the claim took (the third here).
     broken = true;
     expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 1 });
     expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 2 });
-    await consumer.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
+    await attemptLedgerOf(consumer)!.recordAttemptsStarted([message('m6', { order: 'o6', total: -6 })]);
     expect(await consumer.handle(message('m6', { order: 'o6', total: -6 }))).toMatchObject({ status: 'retry', attempt: 3 });
     expect((await t.pool.query(`SELECT status, attempts FROM ${inbox} WHERE consumer = 'once-fail' AND message_id = 'm6'`)).rows).toEqual([
       { status: 'failed', attempts: 3 },

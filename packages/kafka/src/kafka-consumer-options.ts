@@ -1,7 +1,7 @@
 // The options of kafkaConsumer(), their defaults, and their one validation (at creation): every problem is a
 // ConfigurationError that says what to change. The resolved options are frozen.
 
-import { ConfigurationError, optionChecks, transportLogger } from '@inboxkit/core';
+import { attemptLedgerOf, ConfigurationError, optionChecks, transportLogger } from '@inboxkit/core';
 import type { IdempotentConsumer, Logger } from '@inboxkit/core';
 import type { KafkaClientLike, KafkaConsumerLike, KafkaProducerLike } from './kafka-client-types.js';
 import type { KafkaRecord } from './to-inbound-message.js';
@@ -182,7 +182,7 @@ export function resolveKafkaConsumerOptions<P, Tx>(
       'kafkaConsumer `producer` must be a kafkajs producer: kafka.producer({ idempotent: true })',
     );
   }
-  if (!hasMethods(options.handler, ['handle', 'handleBatch', 'recordAttemptsStarted'])) {
+  if (!hasMethods(options.handler, ['handle', 'handleBatch']) || attemptLedgerOf(options.handler) === undefined) {
     throw new ConfigurationError(
       'kafkaConsumer `handler` must be an idempotent consumer: idempotentConsumer({ name, store, handler })',
     );

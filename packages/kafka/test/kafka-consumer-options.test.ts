@@ -1,5 +1,5 @@
 // Options are validated once, at creation, with messages that say what to change.
-import { ConfigurationError } from '@inboxkit/core';
+import { ConfigurationError, withAttemptLedger } from '@inboxkit/core';
 import type { IdempotentConsumer } from '@inboxkit/core';
 import { describe, expect, it } from 'vitest';
 
@@ -21,13 +21,9 @@ const consumer = {
   resume() {},
   on: () => () => undefined,
 } as unknown as KafkaConsumerLike;
-const handler = {
-  name: 'c',
-  config: {},
-  handle: fn,
-  handleBatch: fn,
+const handler = withAttemptLedger({ name: 'c', config: {}, handle: fn, handleBatch: fn }, {
   recordAttemptsStarted: fn,
-} as unknown as IdempotentConsumer;
+}) as unknown as IdempotentConsumer;
 const producer = { connect: fn, disconnect: fn, sendBatch: fn };
 const base: KafkaConsumerOptions = { consumer, producer, topics: ['orders'], handler };
 
@@ -89,5 +85,7 @@ describe('kafkaConsumer options', () => {
     rejects({ closeTimeoutMs: 1.5 }, /closeTimeoutMs/);
     rejects({ consumer: {} as never }, /kafka.consumer/);
     rejects({ handler: {} as never }, /idempotentConsumer/);
+    // A spread copy of a consumer has its methods but not its attempt ledger (not enumerable): rejected too.
+    rejects({ handler: { ...handler } }, /idempotentConsumer/);
   });
 });

@@ -2,41 +2,38 @@
 // through four JetStream verbs — a confirmed ack only once the effect is durable, nak(delay) for a retry, the
 // dead letter published to the DLQ subject (acknowledged by its stream) and then term(). Held messages are kept
 // with working() (ack-wait extension), so a long handler keeps its message. What to do with an outcome, the
-// store-outage policy and which redeliveries are charged an attempt are the kit's; this file is the broker.
+// store-outage policy and which redeliveries are charged an attempt are the kit's; this file receives and
+// schedules, and the verbs are `NatsSettlement` (nats-settlement.ts).
 
 import {
   abortableSleep,
-  AttemptCharger,
   backstopLimit,
   ConfigurationError,
-  deadLetterForms,
-  deadLetterRecord,
-  DeliveryGuard,
+  DeliveryKit,
+  DeliveryScheduler,
   isBackstop,
+  optionChecks,
   retryStart,
-  settle,
-  startFailureClassifier,
+  settledWithin,
   startRetryDelay,
-  TRANSIENT,
+  transportLogger,
 } from '@inboxkit/core';
 import type {
-  BrokerSettlement,
-  DeadLetterOutcome,
-  FormAttempt,
   GuardedOutcome,
   IdempotentConsumer,
-  InboundMessage,
   Logger,
   TransportConsumer,
   TransportFeatures,
 } from '@inboxkit/core';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 import { isNotFound } from './nats-headers.js';
-import { publishAcknowledged } from './nats-publisher.js';
+import { NatsSettlement, quietly } from './nats-settlement.js';
+import type { Held } from './nats-settlement.js';
+import { natsStartFailure } from './start-retry.js';
 import { toInboundMessage } from './to-inbound-message.js';
 
 /**
@@ -97,53 +94,8 @@ export interface NatsConsumerOptions<P, Tx> {
   readonly logger?: Logger;
 }
 
-/** One delivery while this process holds it. */
-interface Held {
-  readonly msg: JsMsg;
-  readonly inbound: InboundMessage;
-  /** Ordered mode: the subject it waits behind. */
-  readonly key: string;
-  /** A crash suspect: runs alone. */
-  suspect: boolean;
-  /** Its dead letter is confirmed: the `ack` verb terminates it. */
-  deadLettered: boolean;
-}
-
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 const WHAT = 'natsConsumer';
-
-function positiveInteger(name: string, value: number | undefined, fallback: number): number {
-  const v = value ?? fallback;
-  if (!Number.isInteger(v) || v <= 0)
-    throw new ConfigurationError(`${WHAT}: \`${name}\` must be a positive integer, got ${v}`);
-  return v;
-}
-
-/** Sends a fire-and-forget settlement; on a closed connection the message comes back after its ack wait. */
-function quietly(send: () => void): void {
-  try {
-    send();
-  } catch {
-    // The connection is gone: JetStream redelivers after the ack wait, which is what leaving it means.
-  }
-}
-
-const natsStartFailure = startFailureClassifier({
-  what: WHAT,
-  known: (error) => {
-    const name = (error as { name?: unknown } | null)?.name;
-    if (name === 'ClosedConnectionError')
-      return new ConfigurationError(`${WHAT}: the NATS connection is closed`, { cause: error });
-    if (name === 'TimeoutError' || name === 'NoRespondersError' || name === 'RequestError') return TRANSIENT;
-    if ((error as { status?: unknown } | null)?.status === 503) return TRANSIENT; // JetStream not ready yet
-    return undefined;
-  },
-  service: 'the NATS server',
-  tlsHint: 'check the server URL and its certificate',
-  doing: 'starting the JetStream consumer',
-  programmerHint: 'check the connection and the stream and consumer names',
-  unknown: 'permanent',
-});
+const check = optionChecks(WHAT);
 
 /**
  * Consumes a JetStream stream through an idempotent consumer, on a durable pull consumer that `start()`
@@ -187,9 +139,10 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
   readonly #log: Logger;
   readonly #js: JetStreamClient;
   readonly #stop = new AbortController();
-  readonly #guard: DeliveryGuard;
-  readonly #charger: AttemptCharger<Held>;
-  readonly #port: BrokerSettlement<Held>;
+  /** Core's delivery kit over JetStream's verbs: guarded handle, attempt charger, settle. */
+  readonly #kit: DeliveryKit<Held>;
+  /** Core's scheduler: `concurrency` at once, a crash suspect alone, one per subject when ordered. */
+  readonly #scheduler: DeliveryScheduler<Held>;
   #messages: ConsumerMessages | undefined;
   #loop: Promise<void> | undefined;
   #starting: Promise<void> | undefined;
@@ -197,14 +150,8 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   /** Received and not settled: each is kept with working() until it is. */
   readonly #held = new Set<Held>();
-  /** Routed, waiting for a handler, in arrival order. */
-  readonly #waiting: Held[] = [];
   /** Received, not routed yet (its suspicion being read), in arrival order. */
   #routing: Promise<void> = Promise.resolve();
-  readonly #busyKeys = new Set<string>();
-  readonly #tasks = new Set<Promise<void>>();
-  #running = 0;
-  #alone = false;
 
   constructor(options: NatsConsumerOptions<P, Tx>) {
     if (typeof options.connection?.publish !== 'function') {
@@ -216,23 +163,18 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
       if (typeof options[name] !== 'string' || options[name] === '')
         throw new ConfigurationError(`${WHAT}: \`${name}\` must be a non-empty string`);
     }
-    if (typeof options.handler?.handle !== 'function')
-      throw new ConfigurationError(`${WHAT}: \`handler\` must be an idempotentConsumer()`);
+    check.handler(options.handler);
     this.#o = options;
-    this.#concurrency = positiveInteger('concurrency', options.concurrency, 8);
-    this.#maxAckPending = positiveInteger('maxAckPending', options.maxAckPending, this.#concurrency * 2);
+    this.#concurrency = check.integer('concurrency', options.concurrency, 8);
+    this.#maxAckPending = check.integer('maxAckPending', options.maxAckPending, this.#concurrency * 2);
     if (this.#maxAckPending < this.#concurrency) {
       throw new ConfigurationError(
         `${WHAT}: \`maxAckPending\` (${this.#maxAckPending}) must be at least \`concurrency\` (${this.#concurrency})`,
       );
     }
-    this.#ackWaitMs = positiveInteger('ackWaitMs', options.ackWaitMs, 30_000);
-    if (this.#ackWaitMs < 1_000)
-      throw new ConfigurationError(
-        `${WHAT}: \`ackWaitMs\` must be at least 1,000 ms, got ${this.#ackWaitMs}`,
-      );
+    this.#ackWaitMs = check.integer('ackWaitMs', options.ackWaitMs, 30_000, { min: 1_000 });
     const maxAttempts = options.handler.config.maxAttempts;
-    this.#maxDeliver = positiveInteger(
+    this.#maxDeliver = check.integer(
       'maxDeliver',
       options.maxDeliver,
       backstopLimit(maxAttempts, { headroom: (n) => n + 10 }),
@@ -242,48 +184,40 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
         `${WHAT}: \`maxDeliver\` (${this.#maxDeliver}) must be above the handler's maxAttempts (${maxAttempts}): it is the backstop, and deliveries also rise without an attempt (a crash, a stop)`,
       );
     }
-    this.#closeTimeoutMs = positiveInteger('closeTimeoutMs', options.closeTimeoutMs, 30_000);
-    this.#startTimeoutMs = positiveInteger('startTimeoutMs', options.startTimeoutMs, 60_000);
+    this.#closeTimeoutMs = check.integer('closeTimeoutMs', options.closeTimeoutMs, 30_000);
+    this.#startTimeoutMs = check.integer('startTimeoutMs', options.startTimeoutMs, 60_000);
     this.#ordered = options.orderedBySubject ?? false;
-    this.#log = options.logger ?? options.handler.config.logger ?? silent;
+    this.#log = transportLogger(options.logger, options.handler);
     this.#js = jetstream(options.connection);
-    const sleep = (ms: number) => abortableSleep(ms, this.#stop.signal);
     const running = () => !this.#stop.signal.aborted;
-    this.#guard = new DeliveryGuard({ consumer: options.handler, features: NATS_FEATURES, running, sleep });
-    this.#charger = new AttemptCharger<Held>({
+    this.#scheduler = new DeliveryScheduler<Held>({
+      concurrency: this.#concurrency,
+      running,
+      run: ([held]) => this.#run(held!).finally(() => this.#held.delete(held!)),
+      alone: (h) => h.suspect,
+      ...(this.#ordered ? { key: (h: Held) => h.msg.subject } : {}),
+    });
+    this.#kit = new DeliveryKit<Held>({
       consumer: options.handler,
+      features: NATS_FEATURES,
+      running,
+      sleep: (ms) => abortableSleep(ms, this.#stop.signal),
       message: (h) => h.inbound,
       mayHaveCrashed: (h) => h.msg.info.deliveryCount > 1,
       // A nak()ed retry comes back with a higher deliveryCount too: the inbox tells it from a crash.
       retriesLookRedelivered: true,
       logger: this.#log,
       what: WHAT,
+      context: { stream: options.stream },
+      deliveryContext: (h) => ({ subject: h.msg.subject, seq: h.msg.info.streamSequence }),
+      port: new NatsSettlement(
+        this.#js,
+        options.connection,
+        options.deadLetterSubject,
+        options.handler.name,
+        this.#log,
+      ),
     });
-    this.#port = {
-      ack: async (h) => {
-        if (h.deadLettered) {
-          // Terminated, not acked: JetStream stops redelivering it and emits a MSG_TERMINATED advisory.
-          quietly(() => h.msg.term('inboxkit: dead-lettered'));
-          await options.connection.flush().catch(() => {});
-          return;
-        }
-        // Confirmed by the server; when it is not, the message comes back and is a duplicate.
-        await h.msg
-          .ackAck()
-          .catch((error: unknown) =>
-            this.#log.warn(
-              { err: error, messageId: h.inbound.id },
-              `${WHAT}: ack not confirmed; the message may come back as a duplicate`,
-            ),
-          );
-      },
-      redeliver: async (h, delayMs) => {
-        quietly(() => h.msg.nak(delayMs));
-        return { status: 'sent' };
-      },
-      deadLetter: (h, form, outcome) => this.#deadLetter(h, form, outcome),
-      leave: (h, why) => quietly(() => h.msg.nak(why.holdMs)),
-    };
   }
 
   start(): Promise<void> {
@@ -374,19 +308,13 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
           quietly(() => msg.nak()); // received after stop(): back to the broker at once
           continue;
         }
-        const held: Held = {
-          msg,
-          inbound: toInboundMessage(msg),
-          key: this.#ordered ? msg.subject : '',
-          suspect: false,
-          deadLettered: false,
-        };
+        const held: Held = { msg, inbound: toInboundMessage(msg), suspect: false, deadLettered: false };
         this.#held.add(held);
         // Routed in arrival order once the inbox said whether it may have crashed a process.
         this.#routing = this.#routing.then(async () => {
-          if (this.#charger.maySuspect(held)) held.suspect = (await this.#charger.suspects([held])).has(held);
-          this.#waiting.push(held);
-          this.#dispatch();
+          const charger = this.#kit.charger;
+          if (charger.maySuspect(held)) held.suspect = (await charger.suspects([held])).has(held);
+          this.#scheduler.push(held);
         });
       }
     } catch (error) {
@@ -394,50 +322,22 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     }
   }
 
-  /**
-   * Starts handlers while slots are free: in arrival order, one per subject at a time when ordered, and a crash
-   * suspect only once nothing else runs, alone (so a crash charges it and nothing fetched beside it).
-   */
-  #dispatch(): void {
-    for (let i = 0; i < this.#waiting.length && this.#running < this.#concurrency && !this.#alone;) {
-      const held = this.#waiting[i]!;
-      if (this.#ordered && this.#busyKeys.has(held.key)) {
-        i++;
-        continue;
-      }
-      if (held.suspect && this.#running > 0) return; // waits for the running ones; nothing overtakes it
-      this.#waiting.splice(i, 1);
-      this.#running++;
-      if (held.suspect) this.#alone = true;
-      if (this.#ordered) this.#busyKeys.add(held.key);
-      const task = this.#run(held).finally(() => {
-        this.#running--;
-        if (held.suspect) this.#alone = false;
-        if (this.#ordered) this.#busyKeys.delete(held.key);
-        this.#held.delete(held);
-        this.#tasks.delete(task);
-        if (!this.#stop.signal.aborted) this.#dispatch();
-      });
-      this.#tasks.add(task);
-    }
-  }
-
   /** Charge-before-run, handle (guarded), then settle through the kit. Never rejects. */
   async #run(held: Held): Promise<void> {
-    const release = await this.#charger.start([held]);
-    let outcome: GuardedOutcome;
-    try {
-      outcome = await this.#guard.handle(held.inbound);
+    const { charger, guard } = this.#kit;
+    let outcome = await charger.charged([held], async (): Promise<GuardedOutcome> => {
+      let handled = await guard.handle(held.inbound);
       // Ordered: a retry waits here, kept with working(), so nothing of its subject overtakes it.
-      while (this.#ordered && outcome.status === 'retry' && !this.#stop.signal.aborted) {
-        await abortableSleep(outcome.delayMs, this.#stop.signal);
+      while (this.#ordered && handled.status === 'retry' && !this.#stop.signal.aborted) {
+        await abortableSleep(handled.delayMs, this.#stop.signal);
         if (this.#stop.signal.aborted) break;
-        outcome = await this.#guard.handle(held.inbound);
+        handled = await guard.handle(held.inbound);
       }
-    } finally {
-      release();
-    }
-    this.#charger.settled(held, outcome);
+      return handled;
+    });
+    // The charger learns the outcome as handled (a retry whose handler did not run went back unrun), not as the
+    // backstop below may turn it; `settle` then tells it again, which changes nothing for a dead letter.
+    charger.settled(held, outcome);
     if (outcome.status === 'retry' && held.msg.info.deliveryCount >= this.#maxDeliver) {
       // JetStream will not deliver it again: dead-letter it with its record rather than lose it to the backstop.
       outcome = {
@@ -448,46 +348,7 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
         ...(outcome.error !== undefined ? { error: outcome.error } : {}),
       };
     }
-    await settle(this.#port, held, outcome, {
-      logger: this.#log,
-      what: WHAT,
-      context: { stream: this.#o.stream, subject: held.msg.subject, seq: held.msg.info.streamSequence },
-    });
-  }
-
-  /** The `deadLetter` verb: the copy in `form`, published to the DLQ subject with the stream's acknowledgement. */
-  async #deadLetter(held: Held, form: string, outcome: DeadLetterOutcome): Promise<FormAttempt> {
-    const spec = deadLetterForms(deadLetterRecord(this.#o.handler.name, held.inbound, outcome)).find(
-      (s) => s.form === form,
-    )!;
-    const original: Record<string, string> = {};
-    // JetStream's own headers of the source copy stay behind (a Nats-Msg-Id would make the DLQ stream drop it).
-    if (spec.originalHeaders)
-      for (const [k, v] of Object.entries(held.inbound.headers)) if (!k.startsWith('nats-')) original[k] = v;
-    const { info } = held.msg;
-    try {
-      await publishAcknowledged(
-        this.#js,
-        this.#o.connection,
-        {
-          subject: this.#o.deadLetterSubject,
-          data: held.msg.data,
-          headers: { ...original, ...spec.headers },
-          // One DLQ copy per source copy: a redelivery after a crash between the publish and term() is dropped by
-          // the DLQ stream's duplicate window; a replayed message is a new source copy, so it gets a new DLQ copy.
-          msgID: `dlq:${info.stream}:${info.streamSequence}`,
-          label: JSON.stringify(held.inbound.id ?? `${info.stream}:${info.streamSequence}`),
-        },
-        30_000,
-      );
-      held.deadLettered = true;
-      return { status: 'sent' };
-    } catch (error) {
-      return {
-        status: (error as { code?: unknown }).code === 'MESSAGE_TOO_LARGE' ? 'too-large' : 'failed',
-        error,
-      };
-    }
+    await this.#kit.settle(held, outcome);
   }
 
   stop(): Promise<void> {
@@ -500,18 +361,13 @@ class NatsConsumer<P, Tx> implements TransportConsumer {
     await this.#messages?.close().catch(() => {});
     await this.#routing;
     // Waiting, never started: back to the broker at once, and charged nothing when they come back.
-    const unrun = this.#waiting.splice(0);
-    this.#charger.returned(unrun);
+    const unrun = this.#scheduler.stop();
+    this.#kit.charger.returned(unrun);
     for (const held of unrun) {
       quietly(() => held.msg.nak());
       this.#held.delete(held);
     }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.#tasks]),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.#closeTimeoutMs))),
-    ]);
-    clearTimeout(timer);
+    await settledWithin(this.#scheduler.idle(), this.#closeTimeoutMs);
     if (this.#heartbeat !== undefined) clearInterval(this.#heartbeat);
     await this.#loop?.catch(() => {});
     await this.#o.connection.flush().catch(() => {});

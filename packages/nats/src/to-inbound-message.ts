@@ -4,11 +4,12 @@
 // message waited in a stopped or crashed process), and core must count attempts only — the consumer records a
 // started attempt before a redelivery runs instead (see nats-consumer.ts).
 
-import { HEADERS, parseReplayMarker } from '@inboxkit/core';
+import { HEADERS, parseReplayMarker, producerTimestampMs } from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
 import type { JsMsg } from '@nats-io/jetstream';
 
 import { NATS_MSG_ID_HEADER, readHeaders } from './nats-headers.js';
+import { NATS_TIMESTAMP_HEADER } from './nats-publisher.js';
 
 /** The transport name in source coordinates, DLQ headers and metrics. */
 export const NATS_TRANSPORT = 'nats';
@@ -47,9 +48,8 @@ export function toInboundMessage(msg: JsMsg): InboundMessage {
   const body = msg.data;
   const replay = parseReplayMarker(headers);
   // The producer's own time (natsPublisher's `x-inboxkit-timestamp`, epoch ms) first, else the stream's.
-  const stamped = Number(headers['x-inboxkit-timestamp']);
   const timestampMs =
-    Number.isFinite(stamped) && stamped > 0 ? stamped : Math.floor(msg.info.timestampNanos / 1_000_000);
+    producerTimestampMs(headers[NATS_TIMESTAMP_HEADER]) ?? Math.floor(msg.info.timestampNanos / 1_000_000);
   return {
     id: natsMessageId(headers, body),
     body,

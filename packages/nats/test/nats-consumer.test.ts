@@ -3,7 +3,7 @@
 // (JetStream drops a re-send within its duplicate window), max_deliver as a backstop that dead-letters with a
 // record, the DLQ reader (browse in place, take + remove), and the configuration errors.
 
-import { ConfigurationError, idempotentConsumer } from '@inboxkit/core';
+import { attemptLedgerOf, ConfigurationError, idempotentConsumer, withAttemptLedger } from '@inboxkit/core';
 import type { IdempotentConsumer, TransportConsumer } from '@inboxkit/core';
 import { InMemoryInboxStore } from '@inboxkit/core/memory';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -120,7 +120,7 @@ describe('natsConsumer', () => {
     // maxAttempts 2 keeps max_deliver 3 a valid backstop; a lock wait is a retry that spends no attempt, so only
     // the backstop can end this one: simulate it with a consumer whose every outcome is such a retry.
     const inner = recordingConsumer(undefined, { maxAttempts: 2 });
-    const stubborn: IdempotentConsumer<unknown, unknown> = {
+    const stubborn: IdempotentConsumer<unknown, unknown> = withAttemptLedger({
       ...inner.consumer,
       config: inner.consumer.config,
       name: inner.consumer.name,
@@ -132,9 +132,10 @@ describe('natsConsumer', () => {
         reason: 'lock-timeout',
       }),
       handleBatch: (ms) => Promise.all(ms.map((m) => stubborn.handle(m))),
-      recordAttemptsStarted: (ms) => inner.consumer.recordAttemptsStarted(ms),
+    }, {
+      recordAttemptsStarted: (ms) => attemptLedgerOf(inner.consumer)!.recordAttemptsStarted(ms),
       crashSuspects: async () => new Map(),
-    };
+    });
     consumers.push(await h.startConsumer(stubborn));
     await natsPublisher({ connection: h.connection }).publish([
       { destination: `${h.subjectPrefix}.all`, id: 'stuck', body: '{}' },
@@ -147,7 +148,7 @@ describe('natsConsumer', () => {
     const h = await fresh();
     const inner = recordingConsumer();
     let outage = 6; // six answers "store unavailable" (≈ 100 + 200 + … ms of pauses), then the store is back
-    const flaky: IdempotentConsumer<unknown, unknown> = {
+    const flaky: IdempotentConsumer<unknown, unknown> = withAttemptLedger({
       ...inner.consumer,
       config: inner.consumer.config,
       name: inner.consumer.name,
@@ -159,9 +160,10 @@ describe('natsConsumer', () => {
         return inner.consumer.handle(m);
       },
       handleBatch: (ms) => Promise.all(ms.map((m) => flaky.handle(m))),
-      recordAttemptsStarted: (ms) => inner.consumer.recordAttemptsStarted(ms),
+    }, {
+      recordAttemptsStarted: (ms) => attemptLedgerOf(inner.consumer)!.recordAttemptsStarted(ms),
       crashSuspects: async () => new Map(),
-    };
+    });
     consumers.push(await h.startConsumer(flaky));
     await natsPublisher({ connection: h.connection }).publish([
       { destination: `${h.subjectPrefix}.all`, id: 'outage-1', body: '{}' },

@@ -8,14 +8,14 @@ import type { DeclaredTopology, TopologyOptions } from './declare-topology.js';
 
 /**
  * The slice of core's `IdempotentConsumer` the transport drives; any `idempotentConsumer(...)` fits,
- * whatever its payload and transaction types.
+ * whatever its payload and transaction types (its attempt ledger, off this interface, is read by the
+ * delivery kit: a wrapper forwards it with `withAttemptLedger`).
  */
 export interface RabbitmqConsumerHandler {
   readonly name: string;
   readonly config: { readonly maxAttempts: number; readonly logger?: Logger | undefined };
   handle(message: InboundMessage): Promise<Outcome>;
   handleBatch(messages: readonly InboundMessage[]): Promise<Outcome[]>;
-  recordAttemptsStarted(messages: readonly InboundMessage[]): Promise<void>;
 }
 
 /** How the consumer declares (or only names) its queues. */
@@ -138,11 +138,7 @@ export function resolveConsumerOptions(options: RabbitmqConsumerOptions): Resolv
       'rabbitmqConsumer: `connection` must be an amqplib connection (amqp.connect(url))',
     );
   }
-  if (!handler || typeof handler.handle !== 'function' || typeof handler.name !== 'string') {
-    throw new ConfigurationError(
-      'rabbitmqConsumer: `handler` must be an idempotent consumer (idempotentConsumer(...))',
-    );
-  }
+  check.handler(handler);
   const concurrency = check.integer('concurrency', options.concurrency, 1, { max: 65_535 });
   const maxBatchSize = check.integer('maxBatchSize', options.maxBatchSize, 1, { max: 1_000 });
   const fullBatches = Math.min(65_535, concurrency * maxBatchSize);

@@ -7,6 +7,7 @@ import {
   abortableSleep,
   ConfigurationError,
   DeliveryKit,
+  DeliveryScheduler,
   retryStart,
   settledWithin,
   startRetryDelay,
@@ -46,10 +47,8 @@ class RabbitmqConsumer implements TransportConsumer {
   #session: Session | undefined;
   #reconnecting: Promise<void> | undefined;
 
-  readonly #pending: Delivery[] = [];
-  readonly #running = new Set<Promise<void>>();
-  /** The redelivery running alone, if one is (see `#pump`). */
-  #alone: Promise<void> | undefined;
+  /** Core's scheduler of pushed deliveries: `concurrency` at once, a redelivery alone (see the constructor). */
+  readonly #scheduler: DeliveryScheduler<Delivery>;
   /** RabbitMQ's settlement verbs, driven by core's `settle()`. */
   readonly #port: RabbitmqSettlement;
   /** Core's delivery kit over those verbs: guarded handle, attempt charger, settle. */
@@ -75,6 +74,20 @@ class RabbitmqConsumer implements TransportConsumer {
       what: 'rabbitmq consumer',
       context: { queue: options.topology.queue },
       deliveryContext: (item) => ({ messageId: item.inbound.id }),
+    });
+    // A redelivery may have crashed a process: it runs alone and is charged a started attempt first
+    // (`AttemptCharger`), so a crash charges at most the one running. Redeliveries follow crashes, broker
+    // restarts and lost connections only: the steady state is not slowed. Fresh deliveries already waiting on
+    // the same channel join a batch.
+    this.#scheduler = new DeliveryScheduler<Delivery>({
+      concurrency: options.concurrency,
+      running: () => this.#state === 'running',
+      run: (batch) => (batch.length === 1 ? this.#process(batch[0]!) : this.#processBatch(batch)),
+      alone: redelivered,
+      // A dead channel's deliveries are redelivered by the broker; don't start them.
+      stale: (delivery) => !delivery.session.alive,
+      maxBatch: options.maxBatchSize,
+      joins: (first, next) => next.session === first.session,
     });
   }
 
@@ -136,7 +149,7 @@ class RabbitmqConsumer implements TransportConsumer {
       }
     }
     // Deliveries not started yet are returned to the queue when the channel closes.
-    this.#pending.length = 0;
+    this.#scheduler.stop();
     await this.#drain(this.#o.closeTimeoutMs);
     if (this.#reconnecting) await this.#reconnecting;
     if (this.#session) await this.#closeSession(this.#session);
@@ -147,11 +160,9 @@ class RabbitmqConsumer implements TransportConsumer {
 
   /** Waits for running handlers (and their acks) up to `timeoutMs`. */
   async #drain(timeoutMs: number): Promise<void> {
-    if (this.#running.size === 0) return;
-    await settledWithin(Promise.allSettled([...this.#running]), timeoutMs);
-    if (this.#running.size > 0) {
+    if (!(await settledWithin(this.#scheduler.idle(), timeoutMs))) {
       this.#o.logger.warn(
-        { running: this.#running.size, closeTimeoutMs: timeoutMs },
+        { running: this.#scheduler.running, closeTimeoutMs: timeoutMs },
         'rabbitmq consumer: handlers still running at close timeout; their messages will be redelivered',
       );
     }
@@ -220,7 +231,7 @@ class RabbitmqConsumer implements TransportConsumer {
     session.acks.close();
     if (!session.ready || this.#state !== 'running') return;
     this.#o.logger.warn(
-      { queue: this.#o.topology.queue, reason: reason.message, running: this.#running.size },
+      { queue: this.#o.topology.queue, reason: reason.message, running: this.#scheduler.running },
       'rabbitmq consumer lost its channel; reconnecting (unsettled messages will be redelivered)',
     );
     this.#reconnecting ??= this.#reconnect().finally(() => {
@@ -286,61 +297,10 @@ class RabbitmqConsumer implements TransportConsumer {
       return;
     }
     session.acks.delivered(message);
-    this.#pending.push({ session, message });
-    this.#pump();
+    this.#scheduler.push({ session, message });
   }
 
-  /**
-   * Starts deliveries while handlers are free. A redelivery may have crashed a process: it runs alone (once
-   * every running handler has finished, nothing starting beside it until it settles) and is charged a started
-   * attempt first (`AttemptCharger`), so a crash charges at most the one running. Redeliveries follow crashes,
-   * broker restarts and lost connections only: the steady state is not slowed.
-   */
-  #pump(): void {
-    while (
-      this.#state === 'running' &&
-      this.#alone === undefined &&
-      this.#running.size < this.#o.concurrency &&
-      this.#pending.length > 0
-    ) {
-      const first = this.#pending[0]!;
-      // A dead channel's deliveries are redelivered by the broker; don't start them.
-      if (!first.session.alive) {
-        this.#pending.shift();
-        continue;
-      }
-      if (redelivered(first)) {
-        // Alone: once what runs now has finished (its end pumps again).
-        if (this.#running.size > 0) return;
-        this.#pending.shift();
-        const run: Promise<void> = this.#process(first).finally(() => {
-          this.#running.delete(run);
-          this.#alone = undefined;
-          this.#pump();
-        });
-        this.#alone = run;
-        this.#running.add(run);
-        return;
-      }
-      this.#pending.shift();
-      const batch = [first];
-      // Fresh deliveries already waiting join a batch (a redelivery never does: it runs alone).
-      while (batch.length < this.#o.maxBatchSize && this.#pending.length > 0) {
-        const next = this.#pending[0]!;
-        if (next.session !== first.session || redelivered(next)) break;
-        batch.push(this.#pending.shift()!);
-      }
-      const run: Promise<void> = (
-        batch.length === 1 ? this.#process(first) : this.#processBatch(batch)
-      ).finally(() => {
-        this.#running.delete(run);
-        this.#pump();
-      });
-      this.#running.add(run);
-    }
-  }
-
-  /** One delivery: charged when redelivered (see `#pump`), handled, settled through core's `settle()`. */
+  /** One delivery: charged when redelivered (see the scheduler), handled, settled through core's `settle()`. */
   async #process(delivery: Delivery): Promise<void> {
     let item: Item;
     try {

@@ -164,6 +164,7 @@ const check = optionChecks('sqsConsumer');
 /** Validates `options` against the handler's configuration. Throws a `ConfigurationError` saying what to change. */
 export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, Tx>): SqsConsumerConfig {
   const { queueUrl, deadLetterQueueUrl, handler } = options;
+  check.handler(handler);
   if (typeof queueUrl !== 'string' || queueUrl === '')
     throw new ConfigurationError('sqsConsumer: queueUrl is required');
   if (typeof deadLetterQueueUrl !== 'string' || deadLetterQueueUrl === '') {
@@ -203,40 +204,29 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
         `got ${String(heartbeatSeconds)}; about half the visibility timeout is a good choice`,
     );
   }
-  const messageIdAttribute = options.messageIdAttribute ?? 'message-id';
-  if (typeof messageIdAttribute !== 'string' || messageIdAttribute === '') {
-    throw new ConfigurationError('sqsConsumer: messageIdAttribute must be a non-empty attribute name');
-  }
-  if (
-    options.messageIdBodyField !== undefined &&
-    (typeof options.messageIdBodyField !== 'string' || options.messageIdBodyField === '')
-  ) {
-    throw new ConfigurationError(
-      'sqsConsumer: messageIdBodyField must be a non-empty dot path such as `id` or `meta.id`',
-    );
-  }
-  const closeTimeoutMs = options.closeTimeoutMs ?? handlerTimeoutMs + 5_000;
-  if (!Number.isFinite(closeTimeoutMs) || closeTimeoutMs < 0) {
-    throw new ConfigurationError(
-      `sqsConsumer: closeTimeoutMs must be 0 or more, got ${String(closeTimeoutMs)}`,
-    );
-  }
-  const deleteBatchDelayMs = options.deleteBatchDelayMs ?? 5;
-  if (!Number.isFinite(deleteBatchDelayMs) || deleteBatchDelayMs < 0 || deleteBatchDelayMs > 1_000) {
-    throw new ConfigurationError(
-      `sqsConsumer: deleteBatchDelayMs must be from 0 to 1000, got ${String(deleteBatchDelayMs)}`,
-    );
-  }
-  const deleteBatchMaxDelayMs = options.deleteBatchMaxDelayMs ?? Math.max(50, deleteBatchDelayMs);
-  if (
-    !Number.isFinite(deleteBatchMaxDelayMs) ||
-    deleteBatchMaxDelayMs < deleteBatchDelayMs ||
-    deleteBatchMaxDelayMs > 1_000
-  ) {
-    throw new ConfigurationError(
-      `sqsConsumer: deleteBatchMaxDelayMs must be from deleteBatchDelayMs (${deleteBatchDelayMs}) to 1000, got ${String(deleteBatchMaxDelayMs)}`,
-    );
-  }
+  const messageIdAttribute = check.text(
+    'messageIdAttribute',
+    options.messageIdAttribute,
+    'message-id',
+    'a non-empty attribute name',
+  );
+  const bodyPath = 'a non-empty dot path such as `id` or `meta.id`';
+  const messageIdBodyField = check.text(
+    'messageIdBodyField',
+    options.messageIdBodyField,
+    undefined,
+    bodyPath,
+  );
+  const closeTimeoutMs = check.number('closeTimeoutMs', options.closeTimeoutMs, handlerTimeoutMs + 5_000);
+  const deleteBatchDelayMs = check.number('deleteBatchDelayMs', options.deleteBatchDelayMs, 5, {
+    max: 1_000,
+  });
+  const deleteBatchMaxDelayMs = check.number(
+    'deleteBatchMaxDelayMs',
+    options.deleteBatchMaxDelayMs,
+    Math.max(50, deleteBatchDelayMs),
+    { min: { name: 'deleteBatchDelayMs', value: deleteBatchDelayMs }, max: 1_000 },
+  );
   const startTimeoutMs = check.positiveMs('startTimeoutMs', options.startTimeoutMs, Infinity);
   return Object.freeze({
     queueUrl,
@@ -250,7 +240,7 @@ export function resolveSqsConsumerConfig<P, Tx>(options: SqsConsumerOptions<P, T
     visibilityTimeoutSeconds,
     heartbeatIntervalMs: Math.round(heartbeatSeconds * 1000),
     messageIdAttribute,
-    messageIdBodyField: options.messageIdBodyField,
+    messageIdBodyField,
     useSqsMessageIdAsId: options.useSqsMessageIdAsId ?? false,
     resolveMessageId: options.resolveMessageId,
     closeTimeoutMs,

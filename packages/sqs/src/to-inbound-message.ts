@@ -3,7 +3,11 @@
 // sqsConsumer's started attempts).
 
 import type { Message } from '@aws-sdk/client-sqs';
-import { parseReplayMarker, positiveIntegerText as positiveInteger } from '@inboxkit/core';
+import {
+  parseReplayMarker,
+  positiveIntegerText as positiveInteger,
+  producerTimestampMs,
+} from '@inboxkit/core';
 import type { InboundMessage } from '@inboxkit/core';
 import { decodeMessageAttributes, SQS_ATTRIBUTES } from './message-attributes.js';
 import { resolveMessageId } from './message-id.js';
@@ -16,21 +20,6 @@ export interface InboundMessageOptions extends MessageIdResolution {
   readonly resolveMessageId: ((message: Message) => string | undefined) | undefined;
 }
 
-/** The latest time a Date can hold, in epoch milliseconds. */
-const MAX_DATE_MS = 8.64e15;
-
-/**
- * The producer's timestamp from the `x-inboxkit-timestamp` attribute (epoch ms, set by sqsPublisher from
- * `OutgoingMessage.timestamp`), or `undefined` when it is absent or not a positive integer a Date can hold:
- * the caller then falls back to SentTimestamp, so a malformed attribute is ignored, never fatal.
- */
-function timestampOf(headers: Readonly<Record<string, string>>): number | undefined {
-  const raw = headers[SQS_ATTRIBUTES.timestamp];
-  if (raw === undefined || !/^[0-9]{1,16}$/.test(raw)) return undefined;
-  const ms = positiveInteger(raw);
-  return ms !== undefined && ms <= MAX_DATE_MS ? ms : undefined;
-}
-
 /**
  * Builds the InboundMessage core handles for `message`. Its timestamp is the `x-inboxkit-timestamp` attribute
  * when valid (a time fixed by the producer, the same on every resend), else SentTimestamp (stamped per send).
@@ -41,7 +30,10 @@ export function toInboundMessage(message: Message, options: InboundMessageOption
     options.resolveMessageId !== undefined
       ? options.resolveMessageId(message)
       : resolveMessageId(headers, message.Body, message.MessageId, options);
-  const sent = timestampOf(headers) ?? positiveInteger(message.Attributes?.SentTimestamp);
+  // A malformed attribute is ignored (core's producerTimestampMs), never fatal.
+  const sent =
+    producerTimestampMs(headers[SQS_ATTRIBUTES.timestamp]) ??
+    positiveInteger(message.Attributes?.SentTimestamp);
   return {
     id,
     body: message.Body ?? null,

@@ -7,13 +7,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import {
+  attemptLedgerOf,
   ConfigurationError,
   PermanentError,
   RetryableError,
   idempotentConsumer,
   parseDeadLetterHeaders,
+  withAttemptLedger,
 } from '@inboxkit/core';
-import type { IdempotentConsumer, IdempotentConsumerConfig, TransportConsumer } from '@inboxkit/core';
+import type { IdempotentConsumer, IdempotentConsumerConfig, InboundMessage, TransportConsumer } from '@inboxkit/core';
 import { PostgresInboxStore } from '@inboxkit/core/postgres';
 import { OutcomeRecorder, uniqueName } from '@inboxkit/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -103,8 +105,8 @@ async function start(
 
 describe('sqsConsumer', () => {
   it.each([
-    ['forwards crashSuspects: the retries of recorded failures run side by side', true],
-    ['wraps the consumer without crashSuspects: every redelivery runs alone', false],
+    ['forwards its ledger\'s crashSuspects: the retries of recorded failures run side by side', true],
+    ['wraps the consumer with a ledger without crashSuspects: every redelivery runs alone', false],
   ] as const)('a consumer that %s', async (_, forwards) => {
     // Each of six messages fails its first attempt on record (a plain retry, no crash suspect), then its retry
     // holds its handler 300 ms. Told which messages are suspects, the transport runs the retries together; not
@@ -126,14 +128,19 @@ describe('sqsConsumer', () => {
         await insertEffect(tx, t.schema, { consumer: consumer.name, messageId: message.id });
       },
     });
-    const wrapper: IdempotentConsumer<unknown, TestTx> = {
-      name: consumer.name,
-      config: consumer.config,
-      handle: (m) => consumer.handle(m),
-      handleBatch: (ms) => consumer.handleBatch(ms),
-      recordAttemptsStarted: (ms) => consumer.recordAttemptsStarted(ms),
-      ...(forwards ? { crashSuspects: (ms) => consumer.crashSuspects!(ms) } : {}),
-    };
+    const ledger = attemptLedgerOf(consumer)!;
+    const wrapper: IdempotentConsumer<unknown, TestTx> = withAttemptLedger(
+      {
+        name: consumer.name,
+        config: consumer.config,
+        handle: (m) => consumer.handle(m),
+        handleBatch: (ms) => consumer.handleBatch(ms),
+      },
+      {
+        recordAttemptsStarted: (ms) => ledger.recordAttemptsStarted(ms),
+        ...(forwards ? { crashSuspects: (ms: readonly InboundMessage[]) => ledger.crashSuspects!(ms) } : {}),
+      },
+    );
     const ids = Array.from({ length: 6 }, (_, n) => `suspect-${forwards ? 'told' : 'unknown'}-${n}`);
     await sqsPublisher({ client }).publish(ids.map((id) => ({ destination: q.queueUrl, id, body: '{}' })));
     await start(q, wrapper, { concurrency: 6 });

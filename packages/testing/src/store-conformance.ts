@@ -4,6 +4,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  attemptLedgerOf,
   downstreamKey,
   fingerprintJson,
   idempotentConsumer,
@@ -260,8 +261,8 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         const c = consumer({ maxAttempts: 3 }, () => void runs++);
         const m = testMessage('m1');
         // Three deliveries whose process died mid-handler: only the started attempt is durable.
-        for (let i = 0; i < 3; i++) await c.recordAttemptsStarted([m]);
-        await c.recordAttemptsStarted([m]);
+        for (let i = 0; i < 3; i++) await attemptLedgerOf(c)!.recordAttemptsStarted([m]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([m]);
         expect(await c.handle(m)).toMatchObject({ status: 'dead-letter', reason: 'max-attempts', attempts: 3 });
         expect(runs).toBe(0);
       });
@@ -271,11 +272,11 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
           if (attempt < 2) throw new Error('first fails');
         });
         const m = testMessage('m1');
-        await c.recordAttemptsStarted([m]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([m]);
         expect(await c.handle(m)).toMatchObject({ status: 'retry', attempt: 1 });
-        await c.recordAttemptsStarted([m]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([m]);
         expect(await c.handle(m)).toMatchObject({ status: 'processed', attempt: 2 });
-        await c.recordAttemptsStarted([m]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([m]);
         expect((await c.handle(m)).status).toBe('duplicate');
         const [row] = await subject.store.findRows(consumerName, ['m1']);
         expect(row).toMatchObject({ status: 'completed', attempts: 2 });
@@ -288,17 +289,17 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         });
         await c.handle(testMessage('done'));
         // A plain retry: its attempt was charged before it ran, and its failure is on record.
-        await c.recordAttemptsStarted([testMessage('retry')]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([testMessage('retry')]);
         expect(await c.handle(testMessage('retry'))).toMatchObject({ status: 'retry', attempt: 1 });
         // Charged twice, never ended: its process died twice.
-        await c.recordAttemptsStarted([testMessage('started')]);
-        await c.recordAttemptsStarted([testMessage('started')]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([testMessage('started')]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([testMessage('started')]);
         // A retry charged again, whose attempt never ended.
         expect(await c.handle(testMessage('retry-started'))).toMatchObject({ status: 'retry', attempt: 1 });
-        await c.recordAttemptsStarted([testMessage('retry-started')]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([testMessage('retry-started')]);
         expect(await consumer({ maxAttempts: 1 }, () => { throw new Error('fails'); }).handle(testMessage('dead'))).toMatchObject({ status: 'dead-letter' });
         const asked = ['done', 'retry', 'started', 'retry-started', 'dead', 'new', ''].map((id) => testMessage(id));
-        expect(Object.fromEntries(await c.crashSuspects!([...asked, testMessage(undefined)]))).toEqual({ started: 2, 'retry-started': 2, new: 0 });
+        expect(Object.fromEntries(await attemptLedgerOf(c)!.crashSuspects!([...asked, testMessage(undefined)]))).toEqual({ started: 2, 'retry-started': 2, new: 0 });
       });
     });
 
@@ -610,7 +611,7 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
           if (id.startsWith('dead')) throw new PermanentError('no');
         });
         for (const id of ['done-1', 'done-2', 'done-3', 'fail-1', 'dead-1']) await short.handle(testMessage(id));
-        await short.recordAttemptsStarted([testMessage('started-1')]);
+        await attemptLedgerOf(short)!.recordAttemptsStarted([testMessage('started-1')]);
         const otherName = `${consumerName}-other`;
         const other = idempotentConsumer<unknown, Tx>({
           name: otherName,
@@ -831,7 +832,7 @@ export function describeInboxStoreConformance<Tx>(name: string, factory: () => P
         failing.delete('poison');
         expect(await c.handle(testMessage('poison', { id: 'poison' }, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'processed', attempt: 1 });
         expect(await c.handle(testMessage('poison', { id: 'poison' }, { replay: { replayId: 'r1' } }))).toMatchObject({ status: 'duplicate' });
-        await c.recordAttemptsStarted([testMessage('started')]);
+        await attemptLedgerOf(c)!.recordAttemptsStarted([testMessage('started')]);
         expect(await c.handle(testMessage('started'))).toMatchObject({ status: 'processed', attempt: 1 });
         expect(await effects('later')).toBe(0);
         for (const id of ['due', 'poison', 'started']) expect(await effects(id)).toBe(1);

@@ -4,17 +4,23 @@
 // — one suspect — and never a healthy message fetched beside it. A transport supplies one fact: may this
 // delivery have crashed a process (SQS: a receive count above 1; RabbitMQ: the redelivered flag)?
 
-import type { IdempotentConsumer, Logger } from '../consumer-types.js';
+import type { Logger } from '../consumer-types.js';
+import { ConfigurationError } from '../errors.js';
 import type { InboundMessage } from '../message.js';
 import type { Outcome } from '../outcome.js';
+import { attemptLedgerOf } from './attempt-ledger.js';
+import type { AttemptLedger } from './attempt-ledger.js';
 
 /** How many ids returned to the broker unrun a charger remembers (oldest forgotten first). */
 const RETURNED_UNRUN_KEPT = 10_000;
 
 /** Options of `AttemptCharger`. */
 export interface AttemptChargerOptions<D> {
-  /** The consumer whose inbox records the started attempts. */
-  readonly consumer: Pick<IdempotentConsumer, 'recordAttemptsStarted' | 'crashSuspects'>;
+  /**
+   * The consumer whose inbox records the started attempts: an `idempotentConsumer(...)`, or a wrapper that
+   * forwards its attempt ledger (`withAttemptLedger`). Anything else is a ConfigurationError.
+   */
+  readonly consumer: object;
   /** The message of a delivery. */
   readonly message: (delivery: D) => InboundMessage;
   /**
@@ -41,8 +47,9 @@ export interface AttemptChargerOptions<D> {
  * One record per id in hand, not per copy: a process that died holding several copies of an id (producer
  * duplicates) gets them all back, and each copy's record would charge one more attempt.
  *
- * The scheduling is the transport's: a suspect waits until every running handler has finished and nothing
- * starts beside it until it settles.
+ * The other half — a suspect waits until every running handler has finished and nothing starts beside it until
+ * it settles — is `DeliveryScheduler` for a transport whose broker pushes deliveries (RabbitMQ, NATS); SQS, which
+ * pulls, takes every handler slot for a suspect (`Slots.acquireAll`).
  *
  * @example
  * const charger = new AttemptCharger({ consumer, logger, what: 'sqsConsumer', message: (h) => h.inbound,
@@ -54,6 +61,7 @@ export interface AttemptChargerOptions<D> {
  */
 export class AttemptCharger<D> {
   readonly #o: AttemptChargerOptions<D>;
+  readonly #ledger: AttemptLedger;
   /** Copies of each message id being handled in this process right now. */
   readonly #inHand = new Map<string, number>();
   /** Ids returned to the broker without their handler running here: their next delivery is no suspect. */
@@ -61,6 +69,14 @@ export class AttemptCharger<D> {
 
   constructor(options: AttemptChargerOptions<D>) {
     this.#o = options;
+    const ledger = attemptLedgerOf(options.consumer);
+    if (ledger === undefined) {
+      throw new ConfigurationError(
+        `${options.what}: \`handler\` must be an idempotentConsumer(...), or a wrapper of one that forwards its ` +
+          'attempt ledger (withAttemptLedger(wrapper, attemptLedgerOf(inner)))',
+      );
+    }
+    this.#ledger = ledger;
   }
 
   /**
@@ -87,8 +103,8 @@ export class AttemptCharger<D> {
     }
     let found: ReadonlyMap<string, number> | undefined;
     try {
-      // A wrapper of the consumer that does not forward it: every one may have crashed.
-      found = await this.#o.consumer.crashSuspects?.(asked.map((d) => this.#o.message(d)));
+      // A ledger without it: every one may have crashed.
+      found = await this.#ledger.crashSuspects?.(asked.map((d) => this.#o.message(d)));
     } catch {
       found = undefined; // never rejects by contract; if it does, every one may have crashed
     }
@@ -131,7 +147,7 @@ export class AttemptCharger<D> {
     };
     if (starting.length === 0) return release;
     try {
-      await this.#o.consumer.recordAttemptsStarted(starting);
+      await this.#ledger.recordAttemptsStarted(starting);
     } catch (error) {
       this.#o.logger.warn(
         { err: error, count: starting.length },

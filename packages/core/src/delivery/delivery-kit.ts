@@ -16,10 +16,8 @@ import type { Settlement, SettleOptions } from './settle.js';
 /** Options of `DeliveryKit`: those of `DeliveryGuard`, `AttemptCharger` and `settle()`, and the port. */
 export interface DeliveryKitOptions<D>
   extends Omit<DeliveryGuardOptions, 'consumer'>, Omit<AttemptChargerOptions<D>, 'consumer'>, SettleOptions {
-  readonly consumer: Pick<
-    IdempotentConsumer,
-    'handle' | 'handleBatch' | 'recordAttemptsStarted' | 'crashSuspects'
-  >;
+  /** The idempotent consumer (its attempt ledger is read by the charger, see `AttemptChargerOptions`). */
+  readonly consumer: Pick<IdempotentConsumer, 'handle' | 'handleBatch'>;
   /** The transport's settlement verbs. */
   readonly port: BrokerSettlement<D>;
   /** Logged with a delivery's settlement, beside `context`. Default is none. */

@@ -5,11 +5,17 @@
 import type { Logger } from '../consumer-types.js';
 import { ConfigurationError } from '../errors.js';
 import { silentLogger } from '../silent-logger.js';
+import { attemptLedgerOf } from './attempt-ledger.js';
 
 /** The option checks of one function (`optionChecks('kafkaConsumer')`); every message starts with its name. */
 export interface OptionChecks {
   /** A ConfigurationError `<what>: <message>`. */
   error(message: string): ConfigurationError;
+  /**
+   * The transport's `handler`: an `idempotentConsumer(...)` — `name`, `config`, `handle`, `handleBatch` and its
+   * attempt ledger — or a wrapper of one that forwards the ledger (`withAttemptLedger`).
+   */
+  handler<H>(value: H): H;
   /**
    * An integer from `min` to `max` (default 1 to `Number.MAX_SAFE_INTEGER`), or `fallback` when unset.
    * `hint` is appended to the message.
@@ -17,6 +23,21 @@ export interface OptionChecks {
   integer(name: string, value: number | undefined, fallback: number, range?: IntegerRange): number;
   /** A number of ms above 0 (`Infinity` allowed), or `fallback` when unset. */
   positiveMs(name: string, value: number | undefined, fallback: number): number;
+  /**
+   * A finite number (fractions allowed) from `min` (default 0) to `max` (default: no bound), or `fallback` when
+   * unset. A bound may be another option, `{ name, value }`, and is then named in the message.
+   */
+  number(name: string, value: number | undefined, fallback: number, range?: NumberRange): number;
+  /**
+   * A non-empty string, or `fallback` when unset (`undefined` for an optional one). `expected` completes
+   * "must be …"; default is `a non-empty string`.
+   */
+  text<F extends string | undefined>(
+    name: string,
+    value: string | undefined,
+    fallback: F,
+    expected?: string,
+  ): string | F;
   /** One of `allowed`, or `fallback` when unset. */
   oneOf<T extends string>(name: string, value: T | undefined, allowed: readonly T[], fallback: T): T;
   /** A function, or `undefined` when unset. */
@@ -38,6 +59,18 @@ export interface IntegerRange {
   readonly hint?: string;
 }
 
+/** The bounds of `OptionChecks.number`: a number, or another option's name and value. */
+export interface NumberRange {
+  readonly min?: number | NamedBound;
+  readonly max?: number | NamedBound;
+}
+
+/** A bound that is another option: `{ name: 'deleteBatchDelayMs', value: 20 }` reads "deleteBatchDelayMs (20)". */
+export interface NamedBound {
+  readonly name: string;
+  readonly value: number;
+}
+
 /** A doubling backoff between attempts, as the transports' `reconnect` and `startRetry` options take it. */
 export interface BackoffOptions {
   readonly initialDelayMs?: number;
@@ -57,14 +90,33 @@ export function optionChecks(what: string): OptionChecks {
   const error = (message: string): ConfigurationError => new ConfigurationError(`${what}: ${message}`);
   const checks: OptionChecks = {
     error,
+    handler(value) {
+      const h = value as
+        { name?: unknown; config?: unknown; handle?: unknown; handleBatch?: unknown } | undefined;
+      const methods = typeof h?.handle === 'function' && typeof h.handleBatch === 'function';
+      if (
+        !methods ||
+        typeof h.name !== 'string' ||
+        typeof h.config !== 'object' ||
+        attemptLedgerOf(h) === undefined
+      ) {
+        throw error(
+          '`handler` must be an idempotent consumer (idempotentConsumer(...)), or a wrapper of one that forwards ' +
+            'its attempt ledger (withAttemptLedger)',
+        );
+      }
+      return value;
+    },
     integer(name, value, fallback, range = {}) {
       const n = value ?? fallback;
       const { min = 1, max = Number.MAX_SAFE_INTEGER, hint = '' } = range;
       if (!Number.isInteger(n) || n < min || n > max) {
         const expected =
-          min === 1 && max === Number.MAX_SAFE_INTEGER
-            ? 'a positive integer'
-            : `an integer from ${min} to ${max}`;
+          max !== Number.MAX_SAFE_INTEGER
+            ? `an integer from ${min} to ${max}`
+            : min === 1
+              ? 'a positive integer'
+              : `an integer of ${min} or more`;
         throw error(`${name} must be ${expected}, got ${String(value)}${hint}`);
       }
       return n;
@@ -75,6 +127,31 @@ export function optionChecks(what: string): OptionChecks {
         throw error(`${name} must be a positive number of ms (or Infinity), got ${String(value)}`);
       }
       return ms;
+    },
+    number(name, value, fallback, range = {}) {
+      const n = value ?? fallback;
+      const bound = (b: number | NamedBound) =>
+        typeof b === 'number'
+          ? { text: String(b), value: b }
+          : { text: `${b.name} (${b.value})`, value: b.value };
+      const min = bound(range.min ?? 0);
+      const max = range.max === undefined ? undefined : bound(range.max);
+      if (
+        typeof n !== 'number' ||
+        !Number.isFinite(n) ||
+        n < min.value ||
+        (max !== undefined && n > max.value)
+      ) {
+        const expected = max === undefined ? `${min.text} or more` : `from ${min.text} to ${max.text}`;
+        throw error(`${name} must be ${expected}, got ${String(value)}`);
+      }
+      return n;
+    },
+    text(name, value, fallback, expected = 'a non-empty string') {
+      if (value === undefined) return fallback;
+      if (typeof value !== 'string' || value === '')
+        throw error(`${name} must be ${expected}, got ${JSON.stringify(value)}`);
+      return value;
     },
     oneOf(name, value, allowed, fallback) {
       if (value === undefined) return fallback;

@@ -2,7 +2,7 @@
 // run (once per id in hand, never for one returned unrun from here).
 
 import { describe, expect, it } from 'vitest';
-import { AttemptCharger, silentLogger } from '../../src/index.js';
+import { AttemptCharger, ConfigurationError, silentLogger, withAttemptLedger } from '../../src/index.js';
 import type { InboundMessage } from '../../src/index.js';
 
 interface D {
@@ -16,10 +16,10 @@ const d = (id: string, redelivered: boolean): D => ({
 
 function charger(options: { retriesLookRedelivered?: boolean; suspects?: Record<string, number> } = {}) {
   const recorded: string[][] = [];
-  const consumer = {
+  const consumer = withAttemptLedger({}, {
     recordAttemptsStarted: async (ms: readonly InboundMessage[]) => void recorded.push(ms.map((m) => m.id!)),
     crashSuspects: async () => new Map(Object.entries(options.suspects ?? {})),
-  };
+  });
   const c = new AttemptCharger<D>({
     consumer,
     message: (x) => x.inbound,
@@ -82,10 +82,10 @@ describe('AttemptCharger', () => {
 
   it('suspects every redelivery when the inbox cannot be read', async () => {
     const c = new AttemptCharger<D>({
-      consumer: {
+      consumer: withAttemptLedger({}, {
         recordAttemptsStarted: async () => undefined,
         crashSuspects: () => Promise.reject(new Error('down')),
-      },
+      }),
       message: (x) => x.inbound,
       mayHaveCrashed: (x) => x.redelivered,
       retriesLookRedelivered: true,
@@ -111,5 +111,14 @@ describe('AttemptCharger.charged', () => {
     // Released: the next copy of 'b' is charged again (it is no longer in hand).
     (await c.start([d('b', true)]))();
     expect(recorded).toEqual([['a'], ['b'], ['b']]);
+  });
+
+  it('rejects a consumer that carries no attempt ledger, naming the way to forward one', () => {
+    const options = { message: (x: D) => x.inbound, mayHaveCrashed: () => true, logger: silentLogger, what: 'test' };
+    // A wrapper written as a plain object (or a spread) of an idempotent consumer loses its ledger.
+    expect(() => new AttemptCharger<D>({ ...options, consumer: { handle: async () => undefined } })).toThrow(
+      ConfigurationError,
+    );
+    expect(() => new AttemptCharger<D>({ ...options, consumer: {} })).toThrow(/withAttemptLedger/);
   });
 });

@@ -2,7 +2,7 @@
 // settle() with the transport's context, and a retry whose handler did not run is not charged again.
 
 import { describe, expect, it } from 'vitest';
-import { DeliveryKit, silentLogger } from '../../src/index.js';
+import { DeliveryKit, silentLogger, withAttemptLedger } from '../../src/index.js';
 import type { BrokerSettlement, InboundMessage, Logger, Outcome } from '../../src/index.js';
 
 interface D {
@@ -17,16 +17,20 @@ const d = (id: string, redelivered: boolean): D => ({
 function kit(outcome: (m: InboundMessage) => Outcome) {
   const events: string[] = [];
   const warnings: unknown[] = [];
-  const consumer = {
-    handle: async (m: InboundMessage) => (events.push(`handle ${m.id}`), outcome(m)),
-    handleBatch: async (ms: readonly InboundMessage[]) => (
-      events.push(`batch ${ms.map((m) => m.id).join(',')}`),
-      ms.map(outcome)
-    ),
-    recordAttemptsStarted: async (ms: readonly InboundMessage[]) =>
-      void events.push(`charge ${ms.map((m) => m.id).join(',')}`),
-    crashSuspects: async () => new Map<string, number>(),
-  };
+  const consumer = withAttemptLedger(
+    {
+      handle: async (m: InboundMessage) => (events.push(`handle ${m.id}`), outcome(m)),
+      handleBatch: async (ms: readonly InboundMessage[]) => (
+        events.push(`batch ${ms.map((m) => m.id).join(',')}`),
+        ms.map(outcome)
+      ),
+    },
+    {
+      recordAttemptsStarted: async (ms: readonly InboundMessage[]) =>
+        void events.push(`charge ${ms.map((m) => m.id).join(',')}`),
+      crashSuspects: async () => new Map<string, number>(),
+    },
+  );
   const port: BrokerSettlement<D> = {
     ack: (x) => void events.push(`ack ${x.inbound.id}`),
     redeliver: async (x, delayMs) => (

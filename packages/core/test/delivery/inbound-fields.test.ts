@@ -1,8 +1,8 @@
 // The broker fields the transports read into an InboundMessage: an empty id is no id, a count is a positive
-// integer or absent.
+// integer or absent, a producer's time stamp epoch ms a Date can hold or absent.
 
 import { describe, expect, it } from 'vitest';
-import { nonEmptyText, positiveIntegerText } from '../../src/index.js';
+import { nonEmptyText, positiveIntegerText, producerTimestampMs } from '../../src/index.js';
 
 describe('inbound fields', () => {
   it('reads an id only from a non-empty string', () => {
@@ -16,5 +16,21 @@ describe('inbound fields', () => {
     expect(positiveIntegerText('1700000000000')).toBe(1_700_000_000_000);
     for (const absent of [undefined, '', '0', '-2', '1.5', 'x'])
       expect(positiveIntegerText(absent)).toBeUndefined();
+  });
+
+  it("reads a producer's time stamp as epoch ms a Date can hold, anything else as absent", () => {
+    expect(producerTimestampMs('1700000000000')).toBe(1_700_000_000_000);
+    expect(producerTimestampMs('8640000000000000')).toBe(8.64e15);
+    for (const absent of [
+      undefined,
+      '',
+      '0',
+      '-1',
+      '1.7e12',
+      ' 1700000000000',
+      '8640000000000001',
+      '99999999999999999',
+    ])
+      expect(producerTimestampMs(absent)).toBeUndefined();
   });
 });

@@ -55,6 +55,36 @@ describe('optionChecks', () => {
     }
   });
 
+  it('checks numbers in a range (fractions allowed, a bound may name another option) and non-empty texts', () => {
+    expect(check.number('closeTimeoutMs', undefined, 35_000)).toBe(35_000);
+    expect(check.number('deleteBatchDelayMs', 2.5, 5, { max: 1_000 })).toBe(2.5);
+    expect(check.text('messageIdAttribute', undefined, 'message-id')).toBe('message-id');
+    expect(check.text('messageIdBodyField', undefined, undefined)).toBeUndefined();
+    expect(check.integer('ackWaitMs', undefined, 30_000, { min: 1_000 })).toBe(30_000);
+    const cases: [() => unknown, RegExp][] = [
+      [
+        () => check.number('closeTimeoutMs', -1, 0),
+        /^someConsumer: closeTimeoutMs must be 0 or more, got -1$/,
+      ],
+      [() => check.number('closeTimeoutMs', Infinity, 0), /closeTimeoutMs must be 0 or more, got Infinity/],
+      [() => check.number('delayMs', 1_001, 5, { max: 1_000 }), /delayMs must be from 0 to 1000, got 1001/],
+      [
+        () => check.number('maxDelayMs', 10, 50, { min: { name: 'delayMs', value: 20 }, max: 1_000 }),
+        /maxDelayMs must be from delayMs \(20\) to 1000, got 10/,
+      ],
+      [() => check.text('stream', '', 'S'), /^someConsumer: stream must be a non-empty string, got ""$/],
+      [() => check.text('field', 3 as never, undefined, 'a dot path'), /field must be a dot path, got 3/],
+      [
+        () => check.integer('ackWaitMs', 999, 30_000, { min: 1_000 }),
+        /ackWaitMs must be an integer of 1000 or more, got 999/,
+      ],
+    ];
+    for (const [run, message] of cases) {
+      expect(run).toThrow(ConfigurationError);
+      expect(run).toThrow(message);
+    }
+  });
+
   it('resolves a backoff: 500 ms up to 30 s by default, the max never below the initial delay', () => {
     expect(check.backoff('reconnect', undefined)).toEqual({ initialDelayMs: 500, maxDelayMs: 30_000 });
     expect(check.backoff('reconnect', { initialDelayMs: 60_000 })).toEqual({

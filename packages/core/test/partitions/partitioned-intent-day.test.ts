@@ -9,6 +9,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testMessage } from '../../../testing/src/store-conformance.js';
 import type { IdempotentConsumerConfig } from '../../src/consumer-types.js';
+import { attemptLedgerOf } from '../../src/delivery/attempt-ledger.js';
 import { ConfigurationError } from '../../src/errors.js';
 import { idempotentConsumer } from '../../src/idempotent-consumer.js';
 import type { InboundMessage } from '../../src/message.js';
@@ -104,7 +105,7 @@ describe('the partitioned layout, one day per intent', () => {
     // record must land on the completed row's day, or the claim would take its new `processing` row over.
     expect(await consumer(c).handle(message('started-1', yesterday()))).toMatchObject({ status: 'processed' });
     const later = consumer(c);
-    await later.recordAttemptsStarted([message('started-1', today())]);
+    await attemptLedgerOf(later)!.recordAttemptsStarted([message('started-1', today())]);
     expect(await later.handle(message('started-1', today()))).toMatchObject({ status: 'duplicate' });
     expect(await days(c, 'started-1')).toEqual([utcDay(yesterday())]);
     expect(await countEffects(db, t.schema, c, 'started-1')).toBe(1);

@@ -1,7 +1,7 @@
 // A stand-in IdempotentConsumer for testing the learning broker's mechanics in isolation (before and apart
 // from core): an in-memory dedupe map, JSON decoding, fixed retry delay, dead letter after maxAttempts.
 
-import { PermanentError } from '@inboxkit/core';
+import { PermanentError, withAttemptLedger } from '@inboxkit/core';
 import type { IdempotentConsumer, InboundMessage, Outcome, OutcomeEvent } from '@inboxkit/core';
 
 export interface FakeConsumerOptions {
@@ -84,13 +84,14 @@ export function fakeConsumer(
       });
     }
   };
-  return {
-    name,
-    effects,
-    config: { name } as IdempotentConsumer['config'],
-    handle,
-    handleBatch: (messages) => Promise.all(messages.map(handle)),
-    recordAttemptsStarted: async () => undefined,
-    crashSuspects: async () => new Map<string, number>(),
-  };
+  return withAttemptLedger(
+    {
+      name,
+      effects,
+      config: { name } as IdempotentConsumer['config'],
+      handle,
+      handleBatch: (messages: readonly InboundMessage[]) => Promise.all(messages.map(handle)),
+    },
+    { recordAttemptsStarted: async () => undefined, crashSuspects: async () => new Map<string, number>() },
+  );
 }

@@ -1,7 +1,7 @@
 // A deliberately broken transport over the learning broker: correct when `fault` is `none`, otherwise wrong in
 // exactly one classic way. The conformance suite must fail on each fault.
 
-import { abortableSleep, DeliveryGuard, settle, silentLogger } from '@inboxkit/core';
+import { abortableSleep, attemptLedgerOf, DeliveryGuard, settle, silentLogger } from '@inboxkit/core';
 import type {
   DeadLetterForm,
   DeadLetterOutcome,
@@ -125,7 +125,7 @@ class FaultyTransport implements TransportConsumer {
     if (this.fault !== 'charge-on-fetch') return this.#process(d);
     // Charged as it arrives, long before it runs; the broker's count is left out so only the charge counts.
     const message = { ...d.message, deliveryCount: undefined };
-    const charged = this.consumer.recordAttemptsStarted([message]);
+    const charged = attemptLedgerOf(this.consumer)!.recordAttemptsStarted([message]);
     this.#chain = this.#chain.then(async () => {
       await charged;
       if (d.active) await this.#process(d, message);
