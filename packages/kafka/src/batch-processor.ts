@@ -66,6 +66,11 @@ function ranHandler(outcome: Outcome): boolean {
   }
 }
 
+/** Whether the outcome is settled as done unless its dead letter fails: processed, duplicate, dead-letter. */
+function settlesWithoutHalt(outcome: GuardedOutcome): boolean {
+  return outcome.status === 'processed' || outcome.status === 'duplicate' || outcome.status === 'dead-letter';
+}
+
 function nextOffset(offset: string): string {
   return (BigInt(offset) + 1n).toString();
 }
@@ -172,8 +177,7 @@ export class BatchProcessor {
         const chunk = deliveries.slice(i, end);
         const outcomes = await this.#guard.handleBatch(chunk.map((c) => c.message));
         ledger.chunkRan(p.topic, p.partition, options.batchSize);
-        // In order up to the first that is not done: a dead letter is confirmed before any commit past it.
-        for (const [j, c] of chunk.entries()) if (!(await this.#settleInOrder(p, c, outcomes[j]!))) return;
+        if (!(await this.#settleChunk(p, chunk, outcomes))) return;
         i = end;
       } else if (options.keyConcurrency > 1) {
         await runKeyConcurrent(deliveries.slice(i), {
@@ -274,6 +278,31 @@ export class BatchProcessor {
       context,
     };
     await settle(this.#port, d, outcome, options);
+  }
+
+  /**
+   * Settles a chunk's outcomes, committing in order up to the first record that is not done: a dead letter is
+   * confirmed before any commit past it. The records up to the first retry (or rejection) are settled together,
+   * so their dead letters leave in one produce (see DeadLetterProducer); a retry halts the rest as before.
+   * False when the rest must wait.
+   */
+  async #settleChunk(
+    p: Progress,
+    chunk: readonly KafkaDelivery[],
+    outcomes: readonly GuardedOutcome[],
+  ): Promise<boolean> {
+    let j = 0;
+    while (j < chunk.length) {
+      let stop = j;
+      while (stop < chunk.length && settlesWithoutHalt(outcomes[stop]!)) stop += 1;
+      await Promise.all(chunk.slice(j, stop).map((c, k) => this.#settle(p, c, outcomes[j + k]!)));
+      for (; j < stop; j += 1) if (!this.#commitOrSeek(p, chunk[j]!)) return false;
+      if (j < chunk.length) {
+        if (!(await this.#settleInOrder(p, chunk[j]!, outcomes[j]!))) return false;
+        j += 1;
+      }
+    }
+    return true;
   }
 
   /** Settles `d`, then commits up to it or seeks the partition back to it. False when the rest must wait. */

@@ -29,6 +29,13 @@ export interface DeadLetter {
   readonly message: InboundMessage;
 }
 
+/** A dead letter waiting for the next flush, and the caller to tell. */
+interface PendingDeadLetter {
+  readonly topic: string;
+  readonly record: TopicRecords['messages'][number];
+  readonly resolve: (attempt: FormAttempt) => void;
+}
+
 const INBOXKIT_PREFIX = 'x-inboxkit-';
 
 /** True when the broker refused a produce because a record (or batch) exceeds the topic's size limit. */
@@ -81,6 +88,8 @@ export class DeadLetterProducer {
   readonly #producer: ReplaceableProducer;
   /** Between `start()` and `stop()`; from the start for an application's producer. */
   #started: boolean;
+  /** Dead letters asked for in this tick, produced together by the next flush. */
+  #pending: PendingDeadLetter[] = [];
 
   constructor(options: {
     readonly consumerName: string;
@@ -113,6 +122,11 @@ export class DeadLetterProducer {
    * the delivery kit's `settle()`: `too-large` when the broker refused the record as over the DLQ topic's
    * `max.message.bytes` (the next smaller form is tried), `failed` for anything else (the source offset is not
    * committed and the record comes back). Never rejects.
+   *
+   * Calls made in the same tick (a batch-mode chunk settles its records together) are coalesced into one
+   * confirmed produce: one request for all of them instead of one round trip each. When the broker refuses that
+   * produce as too large, each record is produced again alone, so every caller still learns whether its own
+   * form fits; a produce that fails otherwise fails every call it carried, and only those.
    */
   async send(
     topic: string,
@@ -125,15 +139,43 @@ export class DeadLetterProducer {
       return { status: 'failed', error: new Error('the dead-letter producer is not started') };
     const record = deadLetterRecord(this.#consumerName, deadLetter.message, outcome, now);
     const spec = deadLetterForms(record).find((f) => f.form === form)!;
+    const pending = { topic: this.#topicFor(topic), record: this.#record(deadLetter, spec) };
+    return new Promise((resolve) => {
+      this.#pending.push({ ...pending, resolve });
+      // The first of this tick schedules the flush; the others of the tick join it.
+      if (this.#pending.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  /** Produces what was asked since the last flush: together, or alone when there is one (or together is too large). */
+  async #flush(): Promise<void> {
+    const pending = this.#pending.splice(0);
+    if (pending.length === 1) {
+      pending[0]!.resolve(await this.#produce(pending));
+      return;
+    }
+    const together = await this.#produce(pending);
+    if (together.status !== 'too-large') {
+      for (const p of pending) p.resolve(together);
+      return;
+    }
+    // Some record (or the request) is over the limit: each alone, in order, so each caller learns its own fate.
+    for (const p of pending) p.resolve(await this.#produce([p]));
+  }
+
+  /** One confirmed produce of `pending`'s records, grouped by DLQ topic in their order. Never rejects. */
+  async #produce(pending: readonly PendingDeadLetter[]): Promise<FormAttempt> {
+    const byTopic = new Map<string, TopicRecords>();
+    for (const { topic, record } of pending) {
+      let group = byTopic.get(topic);
+      if (group === undefined) byTopic.set(topic, (group = { topic, messages: [] }));
+      group.messages.push(record);
+    }
     let tooLarge: unknown;
     try {
       await this.#producer.send(async (producer) => {
         try {
-          await sendConfirmed(
-            producer,
-            [{ topic: this.#topicFor(topic), messages: [this.#record(deadLetter, spec)] }],
-            this.#timeoutMs,
-          );
+          await sendConfirmed(producer, [...byTopic.values()], this.#timeoutMs);
         } catch (error) {
           // Refused as too large: no fault of the producer, which stays (any other failure replaces one of ours).
           if (!isRecordTooLarge(error)) throw error;
