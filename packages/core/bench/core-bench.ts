@@ -23,7 +23,9 @@
 // .cpuprofile and core-bench-raw-pg-inbox.cpuprofile, each summed by where the code lives, per delivery.
 // The same pair for postgres.js and Drizzle (on node-postgres): handle() through @inboxkit/data/postgres-js and
 // @inboxkit/data/drizzle against the raw inbox written with that library's own transaction (`sql.begin()`,
-// `db.transaction()`), the claim row and the effect sent as the same statements the seam's handler sends.
+// `db.transaction()`), the claim row and the effect sent as the same statements the seam's handler sends; the
+// postgres.js pair is profiled too (core-bench-handle-postgres-js-seam, core-bench-raw-postgres-js-inbox). Under
+// --only, the profiled pairs whose scenarios ran (`--only postgres.js --profile-dir <dir>`: the postgres.js pair).
 //
 //   node --import tsx packages/core/bench/core-bench.ts [--quick] [--deliveries 20000] [--rounds 5] [--profile-dir bench-results]
 //     [--only postgres.js,Drizzle]   (only the scenarios whose name contains one of the texts, and their figures)
@@ -63,7 +65,8 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string' },
     rounds: { type: 'string' },
     url: { type: 'string' },
-    // Where the CPU profiles of one extra run of handle() through the pg seam and of the raw pg inbox go ('' for none).
+    // Where the CPU profiles of one extra run of handle() through the pg seam, the postgres.js seam and their raw
+    // inboxes go ('' for none).
     'profile-dir': { type: 'string', default: 'bench-results' },
     // Only the scenarios whose name contains one of these comma-separated texts (an A/B of one path), and only
     // the figures made of them; no concurrent-duplicates count.
@@ -409,6 +412,14 @@ async function effectsOf(pattern: string): Promise<{ total: number; distinct: nu
   return r.rows[0]!;
 }
 
+/** The CPU profiles taken after the rounds: label, file name, the run, and the scenario it repeats. */
+const PROFILED: readonly (readonly [string, string, (ids: readonly string[]) => Promise<number>, string])[] = [
+  ['handle() pg seam', 'handle-pg-seam', handling(seamConsumer), 'handle() pg seam, 30% duplicates in flight'],
+  ['the raw pg inbox', 'raw-pg-inbox', leastRow, 'least-row raw inbox, 30% duplicates in flight'],
+  ['handle() postgres.js seam', 'handle-postgres-js-seam', handling(postgresJsConsumer), 'handle() postgres.js seam, 30% duplicates in flight'],
+  ['the raw postgres.js inbox', 'raw-postgres-js-inbox', leastRowPostgresJs, 'least-row raw inbox, postgres.js, 30% duplicates in flight'],
+];
+
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -418,7 +429,7 @@ const spread = (xs: readonly number[], digits = 2): string =>
 
 /**
  * A CPU profile (V8's sampling profiler, as `node --cpu-prof` writes it) of one extra run of `run` (handle()
- * through the pg seam, the raw pg inbox) with 30% duplicates in flight, after the timed rounds (its sampling
+ * through a seam, that library's raw inbox: `PROFILED`) with 30% duplicates in flight, after the timed rounds (its sampling
  * would weigh on their figures), written to `<dir>/core-bench-<name>.cpuprofile` (open it in Chrome DevTools or
  * speedscope), and its self time summed by where the code lives, as a share and per delivery.
  */
@@ -584,7 +595,15 @@ async function main(): Promise<void> {
     console.log(`double effects, ${label} with duplicates in flight: ${e.total - e.distinct}`);
   }
 
+  // The profiled pairs whose scenarios ran (all of them, or those --only kept), after every count of effects.
+  const profiles = async (): Promise<void> => {
+    if (!args['profile-dir']) return;
+    for (const [label, name, run, scenario] of PROFILED) {
+      if (SCENARIOS.some((s) => s.name === scenario)) await profileOneRun(args['profile-dir'], label, name, run);
+    }
+  };
   if (args.only !== undefined) {
+    await profiles();
     process.stdout.write(`BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, only: args.only, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios })}\n`);
     return;
   }
@@ -606,10 +625,7 @@ async function main(): Promise<void> {
     const e = await effectsOf(pattern);
     console.log(`double effects, handle() ${label} with duplicates in flight: ${e.total - e.distinct}`);
   }
-  if (args['profile-dir']) {
-    await profileOneRun(args['profile-dir'], 'handle() pg seam', 'handle-pg-seam', handling(seamConsumer));
-    await profileOneRun(args['profile-dir'], 'the raw pg inbox', 'raw-pg-inbox', leastRow);
-  }
+  await profiles();
   process.stdout.write(
     `BENCH_RESULT ${JSON.stringify({ deliveries: slice * rounds, rounds, concurrency: CONCURRENCY, rates: Object.fromEntries(rates), cpu: Object.fromEntries(cpu), cpuBudget, ratios, doubles: ic.total - ic.distinct, naiveDoubles: nc.total - nc.distinct, pairs: pairs.length / 2 })}\n`,
   );
