@@ -1,6 +1,7 @@
 // The console's test world on the real services: a fresh inbox schema with an effects table, a RabbitMQ
-// queue with its DLQ, a real consumer (zod schema; some ids refused on purpose, some failing until they run
-// out of attempts) and `inboxkit console` serving over them on a free port.
+// queue with its DLQ (or a Kafka topic with its `.dlq` topic, the console on one Kafka client), a real
+// consumer (zod schema; some ids refused on purpose, some failing until they run out of attempts) and
+// `inboxkit console` serving over them on a free port.
 
 import { idempotentConsumer, PermanentError } from '@inboxkit/core';
 import type { FingerprintInput, FingerprintResolver, IdempotentConsumer } from '@inboxkit/core';
@@ -12,10 +13,12 @@ import type { z } from 'zod';
 import { startConsoleServer } from '../../src/console/console-server.js';
 import type { ConsoleServer, ConsoleServerOptions } from '../../src/console/console-server.js';
 import { resolveConnectionSettings } from '../../src/settings/connection-settings.js';
+import type { KafkaClientName } from '../../src/settings/connection-settings.js';
 import { defaultCliServices } from '../../src/transports/default-cli-services.js';
 import { eventually } from './eventually.js';
 import { inboxDatabase } from './inbox-database.js';
 import type { InboxDatabase } from './inbox-database.js';
+import { kafkaFixture } from './kafka-fixture.js';
 import { Order, schemas } from './order-schemas.js';
 import { rabbitmqFixture } from './rabbitmq-fixture.js';
 import type { ReplayFixture } from './replay-fixture.js';
@@ -28,6 +31,8 @@ export interface ConsoleWorld {
   readonly database: InboxDatabase;
   readonly broker: ReplayFixture;
   readonly consumerName: string;
+  /** The console's and the API's label of the DLQ: `transport:name`. */
+  readonly dlqId: string;
   readonly recorder: OutcomeRecorder;
   /** Ids whose handler throws a PermanentError (dead-lettered at once as `permanent-error`). */
   readonly refused: Set<string>;
@@ -46,12 +51,26 @@ export interface ConsoleWorld {
 export interface ConsoleWorldOptions {
   /** The consumer's `fingerprint` option. Default: none (the whole payload). */
   readonly fingerprint?: FingerprintResolver<FingerprintInput>;
+  /** The broker: RabbitMQ, or Kafka with the CLI and the console on one client. Default: RabbitMQ. */
+  readonly broker?: ConsoleBroker;
 }
+
+/** The broker a console world runs on. */
+export type ConsoleBroker =
+  { readonly transport: 'rabbitmq' } | { readonly transport: 'kafka'; readonly client: KafkaClientName };
+
+/** The brokers the console and `dlq edit` are proved on: RabbitMQ, and Kafka on each client. */
+export const CONSOLE_BROKERS: readonly (ConsoleBroker & { readonly label: string })[] = [
+  { transport: 'rabbitmq', label: 'RabbitMQ' },
+  { transport: 'kafka', client: 'kafkajs', label: 'Kafka (kafkajs)' },
+  { transport: 'kafka', client: 'platformatic', label: 'Kafka (platformatic)' },
+];
 
 /** Builds the world: schema, queue, consumer (started). */
 export async function consoleWorld(options: ConsoleWorldOptions = {}): Promise<ConsoleWorld> {
   const database = await inboxDatabase();
-  const broker = await rabbitmqFixture();
+  const on = options.broker ?? { transport: 'rabbitmq' };
+  const broker = on.transport === 'kafka' ? await kafkaFixture(on.client) : await rabbitmqFixture();
   const consumerName = 'orders';
   const recorder = new OutcomeRecorder();
   const refused = new Set<string>();
@@ -79,7 +98,9 @@ export async function consoleWorld(options: ConsoleWorldOptions = {}): Promise<C
     {
       'database-url': requireService('DATABASE_URL'),
       schema: database.schema,
-      'amqp-url': requireService('AMQP_URL'),
+      ...(on.transport === 'kafka'
+        ? { 'kafka-brokers': requireService('KAFKA_BROKERS'), 'kafka-client': on.client }
+        : { 'amqp-url': requireService('AMQP_URL') }),
     },
     {},
   );
@@ -87,6 +108,7 @@ export async function consoleWorld(options: ConsoleWorldOptions = {}): Promise<C
     database,
     broker,
     consumerName,
+    dlqId: `${broker.transport}:${broker.dlq}`,
     recorder,
     refused,
     flaky,
@@ -94,7 +116,7 @@ export async function consoleWorld(options: ConsoleWorldOptions = {}): Promise<C
     async console(options = {}) {
       const server = await startConsoleServer({
         port: 0,
-        dlqs: [{ transport: 'rabbitmq', name: broker.dlq }],
+        dlqs: [{ transport: on.transport, name: broker.dlq }],
         services: defaultCliServices({}, consumerName),
         connection,
         db: database.db,

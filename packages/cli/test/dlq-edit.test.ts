@@ -1,5 +1,5 @@
-// Edit and retry and forget one id from the command line, on real RabbitMQ and Postgres with a real consumer
-// (a zod schema): an edit that fails the schema is refused with the schema's message and changes nothing; a
+// Edit and retry and forget one id from the command line, on real RabbitMQ, and real Kafka with the CLI on
+// each Kafka client (--kafka-client kafkajs | platformatic), and real Postgres with a real consumer (a zod schema): an edit that fails the schema is refused with the schema's message and changes nothing; a
 // valid edit is amended (audited) and applied once, while another payload stays payload-mismatch; forget
 // deletes one completed row (audited) so the next delivery is applied again, and leaves other states alone.
 
@@ -12,18 +12,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { runCli } from '../src/run-cli.js';
 import { captureIo } from './support/capture-io.js';
-import { consoleWorld } from './support/console-fixture.js';
+import { CONSOLE_BROKERS, consoleWorld } from './support/console-fixture.js';
 import type { ConsoleWorld } from './support/console-fixture.js';
 import { eventually } from './support/eventually.js';
 import { requireService } from './support/services.js';
 
-describe('dlq edit and forget (RabbitMQ, real consumer and Postgres)', () => {
+describe.each(CONSOLE_BROKERS)('dlq edit and forget ($label, real consumer and Postgres)', (on) => {
   let world: ConsoleWorld;
   const dir = mkdtempSync(join(tmpdir(), 'inboxkit-edit-'));
   const schemasModule = join(import.meta.dirname, 'support', 'order-schemas.ts');
 
   beforeAll(async () => {
-    world = await consoleWorld();
+    world = await consoleWorld({ broker: on });
     await world.publish(
       [
         { id: 'ed-1', amountCents: -100 },
@@ -52,11 +52,10 @@ describe('dlq edit and forget (RabbitMQ, real consumer and Postgres)', () => {
       'dlq',
       'edit',
       '--transport',
-      'rabbitmq',
+      world.broker.transport,
       '--from',
       world.broker.dlq,
-      '--amqp-url',
-      requireService('AMQP_URL'),
+      ...world.broker.cliArgs,
       '--consumer',
       'orders',
       '--id',
