@@ -1,6 +1,7 @@
 // The console over a Kafka DLQ, with the console on each Kafka client (kafkajs, @platformatic/kafka), real
 // Postgres and a real consumer (issue #36): it lists the DLQ without consuming it, shows a dead letter's
-// detail and prediction, and its replay applies each dead letter once; copies replayed again are duplicates.
+// detail and prediction, and its replay applies each dead letter once; copies replayed again are duplicates;
+// edit and retry of a dead letter the schema refused applies the corrected payload once.
 
 import type { DeadLetterEntry } from '@inboxkit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -179,5 +180,33 @@ describe.each(KAFKA)('the console over a Kafka DLQ ($label, real Postgres and co
     await world.recorder.waitForCount(duplicates + 2, { status: 'duplicate', timeoutMs: 60_000 });
     await dlqHolds(0);
     expect(await world.database.effects()).toEqual(effects);
+  });
+
+  it('edit and retry corrects a dead letter the schema refused; the corrected payload is applied once', async () => {
+    await world.publish([{ id: 'kc-4', amountCents: -400 }], 1);
+    const edit = (amountCents: number) =>
+      post('api/edit', {
+        dlq: world.dlqId,
+        consumer: 'orders',
+        id: 'kc-4',
+        payload: bodyOf('kc-4', amountCents),
+        reason: 'the amount was entered negative',
+      });
+    const refused = await edit(-1);
+    expect(refused.status).toBe(422);
+    expect(((await refused.json()) as { error: string }).error).toMatch(
+      /does not match the schema: amountCents/,
+    );
+    expect(await world.broker.dlqDepth()).toBe(1);
+
+    const processed = world.recorder.count('processed');
+    const done = await edit(400);
+    expect(done.status, await done.clone().text()).toBe(200);
+    expect(await done.json()).toMatchObject({ kind: 'replayed', amended: true });
+    await world.recorder.waitForCount(processed + 1, { status: 'processed', timeoutMs: 60_000 });
+    await dlqHolds(0);
+    expect((await world.database.effects()).get('kc-4')).toBe(1);
+    const [row] = await world.database.store.findRows('orders', ['kc-4']);
+    expect(row?.status).toBe('completed');
   });
 });
