@@ -13,7 +13,6 @@ import { Controller, Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import type { OutcomeEvent } from '@inboxkit/core';
-import { kyselySeam } from '@inboxkit/core/postgres';
 import { describeTransportConformance } from '@inboxkit/testing';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -22,10 +21,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { NATS_FEATURES, natsConsumer } from '../../nats/src/index.js';
 import { natsHarness, testNatsConnection, type NatsHarness } from '../../nats/test/nats-harness.js';
-import { Inboxkit, InboxkitModule } from '../src/index.js';
+import { Inboxkit } from '../src/index.js';
 import { InboxContext, InboxCtx, InboxkitTransport, InboxTx } from '../src/transport/index.js';
 import { nestTransportHarness } from './support/nest-transport-harness.js';
-import { openNestTestDatabase, type NestTestDatabase, type NestTestDB } from './support/nest-database.js';
+import {
+  openNestTestDatabase,
+  testInboxkitModule,
+  type NestTestDatabase,
+  type NestTestDB,
+} from './support/nest-database.js';
 import { eventually as poll } from '../../../test/support/eventually.js';
 
 describeTransportConformance(
@@ -84,20 +88,7 @@ beforeAll(async () => {
   nats = await natsHarness();
   own = await testNatsConnection();
   @Module({
-    imports: [
-      InboxkitModule.forRootAsync({
-        useFactory: async () => ({
-          seam: kyselySeam(database.db),
-          inbox: { schema: database.schema },
-          consumerDefaults: {
-            maxAttempts: 3,
-            backoff: { initialDelayMs: 100, maxDelayMs: 200, jitter: 'none' },
-            hooks: { onOutcome: (event) => void outcomes.push(event) },
-          },
-          logger: { debug() {}, info() {}, warn() {}, error() {} },
-        }),
-      }),
-    ],
+    imports: [testInboxkitModule(database, outcomes)],
     controllers: [OrdersController],
   })
   class AppModule {}

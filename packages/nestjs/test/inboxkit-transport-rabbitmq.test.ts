@@ -16,16 +16,20 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { PermanentError, type OutcomeEvent } from '@inboxkit/core';
-import { kyselySeam } from '@inboxkit/core/postgres';
 import { rabbitmqConsumer } from '@inboxkit/rabbitmq';
 import type { Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Inboxkit, InboxkitModule } from '../src/index.js';
+import { Inboxkit } from '../src/index.js';
 import { InboxContext, InboxCtx, InboxkitTransport, InboxTx } from '../src/transport/index.js';
 import { rabbitmqHarness, type RabbitmqHarness } from '../../rabbitmq/test/rabbitmq-harness.js';
 import { amqpUrl } from '../../rabbitmq/test/amqp-service.js';
-import { openNestTestDatabase, type NestTestDatabase, type NestTestDB } from './support/nest-database.js';
+import {
+  openNestTestDatabase,
+  testInboxkitModule,
+  type NestTestDatabase,
+  type NestTestDB,
+} from './support/nest-database.js';
 import { eventually as poll } from '../../../test/support/eventually.js';
 
 /** Waits (generously: the machine is shared) for a state, never for a time. */
@@ -85,20 +89,7 @@ beforeAll(async () => {
   placed = await rabbitmqHarness();
   checked = await rabbitmqHarness();
   @Module({
-    imports: [
-      InboxkitModule.forRootAsync({
-        useFactory: async () => ({
-          seam: kyselySeam(database.db),
-          inbox: { schema: database.schema },
-          consumerDefaults: {
-            maxAttempts: 3,
-            backoff: { initialDelayMs: 100, maxDelayMs: 200, jitter: 'none' },
-            hooks: { onOutcome: (event) => void outcomes.push(event) },
-          },
-          logger: { debug() {}, info() {}, warn() {}, error() {} },
-        }),
-      }),
-    ],
+    imports: [testInboxkitModule(database, outcomes)],
     controllers: [OrdersController],
   })
   class AppModule {}

@@ -2,7 +2,10 @@
 // table without a unique key, so an effect applied twice is counted, never prevented.
 
 import type { Generated, Kysely } from 'kysely';
+import type { OutcomeEvent } from '@inboxkit/core';
+import { kyselySeam } from '@inboxkit/core/postgres';
 import { migrateIdempotencyKeys } from '@inboxkit/http';
+import { InboxkitModule } from '../../src/index.js';
 import { openInboxTestDatabase, type InboxTestDatabase } from '../../../../test/support/inbox-database.js';
 
 export interface NestTestDB {
@@ -36,4 +39,23 @@ export async function openNestTestDatabase(prefix: string, poolSize = 20): Promi
       return Number(row.n);
     },
   };
+}
+
+/**
+ * The module a transport test's app imports: the inbox on `database`, three attempts with short fixed backoff,
+ * every outcome pushed to `outcomes`, a silent logger.
+ */
+export function testInboxkitModule(database: NestTestDatabase, outcomes: OutcomeEvent[]) {
+  return InboxkitModule.forRootAsync({
+    useFactory: async () => ({
+      seam: kyselySeam(database.db),
+      inbox: { schema: database.schema },
+      consumerDefaults: {
+        maxAttempts: 3,
+        backoff: { initialDelayMs: 100, maxDelayMs: 200, jitter: 'none' as const },
+        hooks: { onOutcome: (event: OutcomeEvent) => void outcomes.push(event) },
+      },
+      logger: { debug() {}, info() {}, warn() {}, error() {} },
+    }),
+  });
 }
