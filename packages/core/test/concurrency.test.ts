@@ -119,6 +119,17 @@ describe('concurrent deliveries on Postgres', () => {
 
   it('lets a waiting duplicate proceed when the first delivery rolls back', async () => {
     const store = new PostgresInboxStore({ db: t.db, schema: t.schema });
+    // The first delivery's failure is written in a short transaction of its own after its rollback. Written
+    // before the waiting claim retries its insert, it is a second, also safe, interleaving that this test is
+    // not about: the claim (whose transaction began before that write) finds the failed row not yet available
+    // and answers retry 'contended', attempt 0 (seen once in CI on Node 20). The failure is held until the
+    // duplicate has settled, so the duplicate's claim always meets the rolled-back row.
+    let secondSettled: Promise<unknown> = Promise.resolve();
+    const recordFailure = store.recordFailure.bind(store);
+    store.recordFailure = async (settings, failure) => {
+      await secondSettled;
+      return recordFailure(settings, failure);
+    };
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let calls = 0;
@@ -142,6 +153,7 @@ describe('concurrent deliveries on Postgres', () => {
     const first = consumer.handle(message('m1'));
     while (calls === 0) await sleep(1);
     const second = consumer.handle(message('m1'));
+    secondSettled = second.catch(() => undefined);
     // Release the first only once the duplicate is waiting on its row: a fixed pause let a loaded machine
     // release it before the duplicate's claim had even been sent, which is another scenario.
     await waitUntilBlocked(t, 1);
