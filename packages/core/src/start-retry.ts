@@ -90,18 +90,28 @@ export function isProgrammerError(error: unknown): boolean {
   );
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
+/**
+ * Resolves once at least `ms` of real time has passed since the call, or at once when `signal` aborts.
+ *
+ * At least: Node starts a timer from the event loop's cached clock, in whole milliseconds, so a timer can fire a
+ * millisecond (on a busy loop, more) before its delay has passed. A caller that waits out a delay the inbox
+ * measured (a retry's, from the failure's transaction on Postgres' clock, which began before this call) and then
+ * claims again would be answered "not yet" and spend a claim; the rest is slept again instead.
+ */
 export async function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted || ms <= 0) return;
-  await new Promise<void>((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done);
-  });
+  const until = performance.now() + ms;
+  for (let left = ms; left > 0 && !signal.aborted; left = until - performance.now()) {
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.ceil(left));
+      signal.addEventListener('abort', done);
+    });
+  }
 }
 
 /** The delay before attempt `attempt + 1`: doubling from `initialMs` up to `maxMs`, drawn from [½, 1] of the step. */
