@@ -12,8 +12,9 @@ const realSetTimeout = globalThis.setTimeout;
 
 /** setTimeout as a busy event loop can behave: the callback comes `earlyMs` before the delay has passed. */
 function timersFireEarly(earlyMs: number): void {
-  vi.stubGlobal('setTimeout', ((callback: () => void, ms?: number) =>
-    realSetTimeout(callback, Math.max(0, (ms ?? 0) - earlyMs))));
+  vi.stubGlobal('setTimeout', (callback: () => void, ms?: number) =>
+    realSetTimeout(callback, Math.max(0, (ms ?? 0) - earlyMs)),
+  );
 }
 
 afterEach(() => {
