@@ -165,8 +165,11 @@ async function startSide(
   };
 }
 
-/** Messages/s of one side over a backlog of `messages` published beforehand. */
-async function throughput(side: Side, round: number): Promise<number> {
+/**
+ * Messages/s of one side over a backlog of `messages` published beforehand, and the Node CPU (user + system,
+ * this whole process: the consumer, the NATS and Postgres clients) per message over the same timed phase.
+ */
+async function throughput(side: Side, round: number): Promise<{ rate: number; cpuUs: number }> {
   const s = await freshStream(`${side}${round}`);
   const prefix = `${side}-${round}-${randomBytes(3).toString('hex')}-`;
   await publishAll(
@@ -174,11 +177,13 @@ async function throughput(side: Side, round: number): Promise<number> {
     Array.from({ length: messages }, (_, n) => `${prefix}${n}`),
   );
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const stop = await startSide(side, s, prefix);
   await untilApplied(prefix, messages);
   const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   await stop();
-  return messages / seconds;
+  return { rate: messages / seconds, cpuUs: (cpu.user + cpu.system) / messages };
 }
 
 /** Sends at a steady rate below capacity: end-to-end latency from the send to the committed effect. */
@@ -216,13 +221,19 @@ async function main(): Promise<void> {
     .execute(db);
   console.log(`nats bench: ${messages} messages per round, ${rounds} round(s), concurrency ${concurrency}`);
   const rates: Record<Side, number[]> = { plain: [], inbox: [] };
+  const cpu: Record<Side, number[]> = { plain: [], inbox: [] };
+  const roundRatios: number[] = [];
   for (let round = 0; round < rounds; round++) {
     // Alternating, so that a slow moment of the machine lands on both sides.
     for (const side of (round % 2 === 0 ? ['plain', 'inbox'] : ['inbox', 'plain']) as Side[]) {
-      const rate = await throughput(side, round);
+      const { rate, cpuUs } = await throughput(side, round);
       rates[side].push(rate);
-      console.log(`round ${round + 1} ${side}: ${rate.toFixed(0)} msg/s`);
+      cpu[side].push(cpuUs);
+      console.log(
+        `round ${round + 1} ${side}: ${rate.toFixed(0)} msg/s, Node CPU ${cpuUs.toFixed(0)} µs per message`,
+      );
     }
+    roundRatios.push(rates.inbox[round]! / rates.plain[round]!);
   }
   const latencies = { plain: await latency('plain'), inbox: await latency('inbox') };
   const label: Record<Side, string> = {
@@ -239,6 +250,13 @@ async function main(): Promise<void> {
   console.log('');
   console.log(
     `ratio inbox/plain: ${(median(rates.inbox) / median(rates.plain)).toFixed(2)} (target ≥ 0.85); latency at ${latencyRate} msg/s`,
+  );
+  // Not parsed as a ratio line by bench/parse-output.ts (it neither starts with "ratio" nor names "/plain").
+  const spread = (xs: readonly number[], digits: number) =>
+    `${Math.min(...xs).toFixed(digits)}–${median(xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
+  console.log(`per round, inbox over plain (min–median–max of ${rounds}): ${spread(roundRatios, 2)}`);
+  console.log(
+    `Node CPU per message (min–median–max): plain ${spread(cpu.plain, 0)} µs, inbox ${spread(cpu.inbox, 0)} µs`,
   );
 }
 
