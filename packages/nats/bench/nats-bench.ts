@@ -3,7 +3,10 @@
 // services (nats-server with JetStream file storage, Postgres). Prints messages/s, p50/p99 latency and the
 // inbox/plain ratio.
 //
-//   node [--conditions=@inboxkit/source] --import tsx packages/nats/bench/nats-bench.ts [--quick] [--concurrency N] [--messages N] [--rounds N]
+//   node [--conditions=@inboxkit/source] --import tsx packages/nats/bench/nats-bench.ts [--quick] [--concurrency N] [--messages N] [--rounds N] [--side both|inbox|plain]
+//
+// --side inbox (or plain) runs that side's throughput rounds alone, for a CPU profile of one side
+// (`node --cpu-prof --import tsx … --side inbox`); no ratio and no latency then.
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -29,12 +32,15 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '10' },
     messages: { type: 'string' },
     rounds: { type: 'string' },
+    side: { type: 'string', default: 'both' },
   },
 });
 const quick = args.quick;
 const concurrency = Number(args.concurrency);
 const messages = Number(args.messages ?? (quick ? 3_000 : 20_000));
 const rounds = Number(args.rounds ?? (quick ? 1 : 3));
+if (!['both', 'inbox', 'plain'].includes(args.side)) throw new Error(`--side must be both, inbox or plain`);
+const only = args.side === 'both' ? undefined : (args.side as 'inbox' | 'plain');
 const latencyRate = 200;
 const latencySeconds = quick ? 4 : 10;
 
@@ -225,7 +231,8 @@ async function main(): Promise<void> {
   const roundRatios: number[] = [];
   for (let round = 0; round < rounds; round++) {
     // Alternating, so that a slow moment of the machine lands on both sides.
-    for (const side of (round % 2 === 0 ? ['plain', 'inbox'] : ['inbox', 'plain']) as Side[]) {
+    const order = (round % 2 === 0 ? ['plain', 'inbox'] : ['inbox', 'plain']) as Side[];
+    for (const side of only === undefined ? order : [only]) {
       const { rate, cpuUs } = await throughput(side, round);
       rates[side].push(rate);
       cpu[side].push(cpuUs);
@@ -233,8 +240,9 @@ async function main(): Promise<void> {
         `round ${round + 1} ${side}: ${rate.toFixed(0)} msg/s, Node CPU ${cpuUs.toFixed(0)} µs per message`,
       );
     }
-    roundRatios.push(rates.inbox[round]! / rates.plain[round]!);
+    if (only === undefined) roundRatios.push(rates.inbox[round]! / rates.plain[round]!);
   }
+  if (only !== undefined) return;
   const latencies = { plain: await latency('plain'), inbox: await latency('inbox') };
   const label: Record<Side, string> = {
     plain: 'plain JetStream consumer (consume, insert, ackAck)',
