@@ -783,7 +783,7 @@ const TRANSPORT_NOTES: Record<string, string> = {
     'kafkaConsumer (message and batch mode) vs plain kafkajs `eachMessage` / `eachBatch` consumers doing the same insert, same topic partitions and concurrency.',
   rabbitmq: 'rabbitmqConsumer vs a plain amqplib consumer doing the same insert at the same prefetch.',
   sqs: 'sqsConsumer vs a plain receive / insert / delete consumer at the same concurrency.',
-  nats: 'natsConsumer vs a plain JetStream pull consumer (consume, insert, ackAck) at the same concurrency.',
+  nats: 'natsConsumer vs a plain JetStream pull consumer (consume, insert, ackAck) at the same concurrency, with the insert in the handler and as a statementHandler (sent with the claim).',
   outbox:
     'The outbox relay (rows committed by `enqueue`, published in batches by `startOutboxRelay`) vs publishing the same messages directly from the handler, per broker. Latency is from the enqueue’s commit to the broker’s confirm.',
   http: 'The same endpoint (a one-row Postgres write) with and without the Idempotency-Key middleware, over loopback HTTP: first requests (a new key each) and replays (a completed key again).',
