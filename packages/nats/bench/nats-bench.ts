@@ -113,14 +113,17 @@ async function untilApplied(prefix: string, n: number): Promise<void> {
   }
 }
 
-const insertEffect = (q: Kysely<DB> | Transaction<DB>, id: string, sent: number) =>
-  sql`INSERT INTO effects (message_id, sent_ms, done_ms) VALUES (${id}, ${sent}, (extract(epoch from clock_timestamp()) * 1000)::bigint)`.execute(
-    q,
+/**
+ * The one effect every side writes, compiled once: the plain consumer and the inbox handler execute it, the
+ * statement handler returns it, so that no side pays a query builder's per-message compile the others do not.
+ */
+const effect = (id: string, sent: number) =>
+  CompiledQuery.raw(
+    `INSERT INTO "${schema}".effects (message_id, sent_ms, done_ms) VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint)`,
+    [id, sent],
   );
 
 type Side = 'plain' | 'inbox' | 'statements';
-
-const INSERT_EFFECT = `INSERT INTO "${schema}".effects (message_id, sent_ms, done_ms) VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint)`;
 
 /** Starts one side's consumer on a stream; resolves to its stop function. */
 async function startSide(
@@ -139,14 +142,12 @@ async function startSide(
         name: `bench-${run}`,
         store: new PostgresInboxStore({ db, schema }),
         // `statements`: the same insert as a statement handler, sent with the claim in one round trip
-        // (docs/core.md), compiled once, as the SQS bench does: the inbox's one-round-trip path.
+        // (docs/core.md): the inbox's one-round-trip path.
         handler:
           side === 'statements'
-            ? statementHandler((message) =>
-                CompiledQuery.raw(INSERT_EFFECT, [message.id, message.payload.sent]),
-              )
+            ? statementHandler((message) => effect(message.id, message.payload.sent))
             : async (message, { tx }) => {
-                await insertEffect(tx, message.id, message.payload.sent);
+                await tx.executeQuery(effect(message.id, message.payload.sent));
               },
       }),
     });
@@ -166,7 +167,7 @@ async function startSide(
     for await (const m of iterator) {
       const task = (async () => {
         const id = m.headers?.get('message-id') ?? String(m.seq);
-        await insertEffect(db, id, m.json<{ sent: number }>().sent);
+        await db.executeQuery(effect(id, m.json<{ sent: number }>().sent));
         await m.ackAck();
       })();
       running.add(task);
